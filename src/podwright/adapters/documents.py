@@ -1,0 +1,155 @@
+"""YAML and JSON documents from files or standard input, with the position of every field.
+
+The file system and the YAML library live here, behind one exception tree, so the core only ever
+sees plain data (dicts, lists, strings, numbers, booleans, None). A :class:`Document` remembers
+where each field was written, so a problem the core finds at a field path can be reported at a
+line and column of the user's file. YAML is read as YAML 1.2 (a superset of JSON); a key written
+twice in one mapping is an error rather than a silent overwrite.
+
+Exceptions::
+
+    DocumentError                 anything that stops a document from being read
+    ├── UnreadableDocumentError   the file cannot be opened, read or decoded as UTF-8
+    └── InvalidDocumentError      not exactly one well-formed YAML or JSON document
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import io
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TextIO
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.scalarbool import ScalarBoolean
+
+from podwright.core.field_paths import FieldPath
+
+STDIN = "-"
+STDIN_NAME = "<stdin>"
+
+
+class DocumentError(Exception):
+    """A document could not be read; ``str()`` names the source and, when known, the line."""
+
+    def __init__(
+        self, source: str, message: str, line: int | None = None, column: int | None = None
+    ) -> None:
+        self.source = source
+        self.message = message
+        self.line = line
+        self.column = column
+        where = source if line is None else f"{source}:{line}:{column}"
+        super().__init__(f"{where}: {message}")
+
+
+class UnreadableDocumentError(DocumentError):
+    """The file cannot be opened, read, or decoded as UTF-8."""
+
+
+class InvalidDocumentError(DocumentError):
+    """The text is not exactly one well-formed YAML or JSON document."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Document:
+    """Plain data read from ``source``, and the 1-based (line, column) of each field path."""
+
+    source: str
+    data: object
+    positions: Mapping[FieldPath, tuple[int, int]]
+
+    def locate(self, path: FieldPath) -> str:
+        """``source:line:column`` of ``path``, or of its nearest ancestor that was written."""
+        for length in range(len(path), 0, -1):
+            position = self.positions.get(path[:length])
+            if position is not None:
+                return f"{self.source}:{position[0]}:{position[1]}"
+        return self.source
+
+
+def read_document(source: str, stdin: TextIO) -> Document:
+    """Read exactly one document from the file ``source``, or from ``stdin`` when it is ``-``."""
+    name = STDIN_NAME if source == STDIN else source
+    try:
+        text = stdin.read() if source == STDIN else Path(source).read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise UnreadableDocumentError(
+            name, f"not UTF-8 text ({error.reason} at byte {error.start})"
+        ) from error
+    except OSError as error:
+        raise UnreadableDocumentError(name, error.strerror or str(error)) from error
+    return parse_document(text, name)
+
+
+def parse_document(text: str, source: str) -> Document:
+    """Parse ``text`` as exactly one YAML or JSON document."""
+    try:
+        documents = [node for node in _yaml().load_all(text) if node is not None]
+    except MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        message = " ".join(part for part in (error.context, error.problem) if part) or str(error)
+        if mark is None:
+            raise InvalidDocumentError(source, f"invalid YAML: {message}") from error
+        raise InvalidDocumentError(
+            source, f"invalid YAML: {message}", mark.line + 1, mark.column + 1
+        ) from error
+    except YAMLError as error:
+        raise InvalidDocumentError(source, f"invalid YAML: {error}") from error
+    if len(documents) != 1:
+        found = "no document" if not documents else f"{len(documents)} documents"
+        raise InvalidDocumentError(source, f"expected one document, found {found}")
+    positions: dict[FieldPath, tuple[int, int]] = {}
+    return Document(source, _plain(documents[0], (), positions), positions)
+
+
+def dump_yaml(data: object) -> str:
+    """Block-style YAML as kubectl prints it: keys in the given order, nothing folded."""
+    stream = io.StringIO()
+    yaml = _yaml()
+    yaml.width = 1 << 16
+    yaml.dump(data, stream)
+    return stream.getvalue()
+
+
+def _yaml() -> YAML:
+    yaml = YAML(typ="rt")
+    yaml.allow_duplicate_keys = False
+    yaml.indent(mapping=2, sequence=2, offset=0)
+    return yaml
+
+
+def _plain(node: object, path: FieldPath, positions: dict[FieldPath, tuple[int, int]]) -> object:
+    """Round-trip nodes → plain Python values, recording each key's and item's position."""
+    if isinstance(node, CommentedMap):
+        result: dict[object, object] = {}
+        for key, value in node.items():
+            plain_key = _plain(key, path, positions)
+            if isinstance(plain_key, str | int):
+                line, column = node.lc.key(key)
+                positions[(*path, plain_key)] = (line + 1, column + 1)
+                result[plain_key] = _plain(value, (*path, plain_key), positions)
+            else:
+                result[plain_key] = _plain(value, path, positions)
+        return result
+    if isinstance(node, CommentedSeq):
+        items: list[object] = []
+        for index, item in enumerate(node):
+            line, column = node.lc.item(index)
+            positions[(*path, index)] = (line + 1, column + 1)
+            items.append(_plain(item, (*path, index), positions))
+        return items
+    # The YAML library's scalars subclass the builtins; return the builtins themselves.
+    if isinstance(node, ScalarBoolean):
+        return bool(node)
+    for builtin in (bool, int, float, str):
+        if isinstance(node, builtin):
+            return builtin(node)
+    if isinstance(node, datetime.date):
+        # kubectl reads an unquoted date as the string it spells.
+        return node.isoformat()
+    return node

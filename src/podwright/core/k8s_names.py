@@ -1,0 +1,76 @@
+"""Kubernetes naming rules, checked before an object reaches the API server.
+
+The API server rejects a bad container name, label or annotation key with a 422 that names the
+object's field but not the podwright argument the user gave. Checking the same rules here lets
+every error name the argument instead. Each function returns a description of the problem, or
+``None`` when the value is acceptable; callers decide which exception to raise.
+"""
+
+from __future__ import annotations
+
+import re
+
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_QUALIFIED_NAME_PART = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+
+DNS1123_LABEL_MAX_LENGTH = 63
+DNS1123_SUBDOMAIN_MAX_LENGTH = 253
+LABEL_VALUE_MAX_LENGTH = 63
+
+
+def dns1123_label_problem(value: str) -> str | None:
+    """Why ``value`` is not an RFC 1123 label (container names, namespaces), or None."""
+    if len(value) > DNS1123_LABEL_MAX_LENGTH:
+        return f"must be at most {DNS1123_LABEL_MAX_LENGTH} characters"
+    if not _DNS1123_LABEL.fullmatch(value):
+        return (
+            "must consist of lower-case letters, digits and '-', "
+            "and start and end with a letter or digit"
+        )
+    return None
+
+
+def dns1123_subdomain_problem(value: str) -> str | None:
+    """Why ``value`` is not an RFC 1123 subdomain (most object names), or None."""
+    if len(value) > DNS1123_SUBDOMAIN_MAX_LENGTH:
+        return f"must be at most {DNS1123_SUBDOMAIN_MAX_LENGTH} characters"
+    if not _DNS1123_SUBDOMAIN.fullmatch(value):
+        return (
+            "must consist of lower-case letters, digits, '-' and '.', "
+            "and start and end with a letter or digit"
+        )
+    return None
+
+
+def qualified_name_problem(key: str) -> str | None:
+    """Why ``key`` is not a valid label or annotation key (``[prefix/]name``), or None."""
+    prefix, slash, name = key.rpartition("/")
+    if slash:
+        if not prefix:
+            return "has an empty prefix before '/'"
+        prefix_problem = dns1123_subdomain_problem(prefix)
+        if prefix_problem:
+            return f"prefix {prefix!r} {prefix_problem}"
+    if not name:
+        return "has an empty name"
+    if len(name) > DNS1123_LABEL_MAX_LENGTH:
+        return f"name part must be at most {DNS1123_LABEL_MAX_LENGTH} characters"
+    if not _QUALIFIED_NAME_PART.fullmatch(name):
+        return (
+            "name part must consist of letters, digits, '-', '_' or '.', "
+            "and start and end with a letter or digit"
+        )
+    return None
+
+
+def label_value_problem(value: str) -> str | None:
+    """Why ``value`` is not a valid label value (empty is allowed), or None."""
+    if len(value) > LABEL_VALUE_MAX_LENGTH:
+        return f"must be at most {LABEL_VALUE_MAX_LENGTH} characters"
+    if value and not _QUALIFIED_NAME_PART.fullmatch(value):
+        return (
+            "must consist of letters, digits, '-', '_' or '.', "
+            "and start and end with a letter or digit"
+        )
+    return None

@@ -1,0 +1,90 @@
+"""The manifest checks used by every test must themselves be able to fail."""
+
+from __future__ import annotations
+
+import kubernetes_validate
+import pytest
+
+from tests.manifests import (
+    APPARMOR_FIELD_SINCE,
+    SCHEMA_VERSIONS,
+    api_server_errors,
+    schema_errors,
+)
+
+
+def _pod(
+    container: dict[str, object], annotations: dict[str, str] | None = None
+) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"annotations": annotations or {}},
+        "spec": {"containers": [container]},
+    }
+
+
+@pytest.mark.parametrize(
+    "container",
+    [
+        pytest.param({}, id="container-without-name"),
+        pytest.param({"name": "a", "imagePullPolcy": "Always"}, id="unknown-field"),
+        pytest.param({"name": "a", "tty": "yes"}, id="wrong-type"),
+    ],
+)
+def test_schema_errors_are_found(container: dict[str, object]) -> None:
+    assert schema_errors(_pod(container))
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(_pod(container), SCHEMA_VERSIONS[-1], strict=True)
+
+
+@pytest.mark.parametrize(
+    ("container", "annotations"),
+    [
+        pytest.param(
+            {
+                "name": "a",
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "capabilities": {"add": ["CAP_SYS_ADMIN"]},
+                },
+            },
+            None,
+            id="cap-sys-admin-without-escalation",
+        ),
+        pytest.param(
+            {
+                "name": "a",
+                "securityContext": {"allowPrivilegeEscalation": False, "privileged": True},
+            },
+            None,
+            id="privileged-without-escalation",
+        ),
+        pytest.param(
+            {"name": "a", "resources": {"requests": {"smarter-devices/fuse": "1"}}},
+            None,
+            id="extended-resource-without-limit",
+        ),
+        pytest.param(
+            {"name": "a", "volumeMounts": [{"name": "v", "mountPath": "/v"}]},
+            None,
+            id="mount-of-missing-volume",
+        ),
+        pytest.param(
+            {"name": "a"},
+            {"container.apparmor.security.beta.kubernetes.io/b": "unconfined"},
+            id="apparmor-annotation-for-missing-container",
+        ),
+        pytest.param(
+            {"name": "a", "securityContext": {"appArmorProfile": {"type": "RuntimeDefault"}}},
+            {"container.apparmor.security.beta.kubernetes.io/a": "unconfined"},
+            id="apparmor-annotation-contradicts-field",
+        ),
+    ],
+)
+def test_api_server_errors_are_found(
+    container: dict[str, object], annotations: dict[str, str] | None
+) -> None:
+    pod = _pod(container, annotations)
+    assert not schema_errors(pod, oldest=APPARMOR_FIELD_SINCE)
+    assert api_server_errors(pod)  # type: ignore[arg-type]
