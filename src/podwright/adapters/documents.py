@@ -1,10 +1,11 @@
 """YAML and JSON documents from files or standard input, with the position of every field.
 
-The file system and the YAML library live here, behind one exception tree, so the core only ever
+The file system and the YAML libraries live here, behind one exception tree, so the core only ever
 sees plain data (dicts, lists, strings, numbers, booleans, None). A :class:`Document` remembers
 where each field was written, so a problem the core finds at a field path can be reported at a
-line and column of the user's file. YAML is read as YAML 1.2 (a superset of JSON); a key written
-twice in one mapping is an error rather than a silent overwrite.
+line and column of the user's file. YAML is read with ruamel.yaml, which keeps positions, as YAML
+1.2 (a superset of JSON); a key written twice in one mapping is an error rather than a silent
+overwrite. It is written with PyYAML, whose YAML 1.1 quoting is what kubectl needs.
 
 Exceptions::
 
@@ -17,11 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import io
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
+import yaml
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
@@ -89,7 +90,7 @@ def read_document(source: str, stdin: TextIO) -> Document:
 def parse_document(text: str, source: str) -> Document:
     """Parse ``text`` as exactly one YAML or JSON document."""
     try:
-        documents = [node for node in _yaml().load_all(text) if node is not None]
+        documents = [node for node in _reader().load_all(text) if node is not None]
     except MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         message = " ".join(part for part in (error.context, error.problem) if part) or str(error)
@@ -108,19 +109,21 @@ def parse_document(text: str, source: str) -> Document:
 
 
 def dump_yaml(data: object) -> str:
-    """Block-style YAML as kubectl prints it: keys in the given order, nothing folded."""
-    stream = io.StringIO()
-    yaml = _yaml()
-    yaml.width = 1 << 16
-    yaml.dump(data, stream)
-    return stream.getvalue()
+    """Block-style YAML as kubectl prints it: keys in the given order, nothing folded.
+
+    kubectl reads YAML 1.1, where ``on``, ``yes`` and ``no`` are booleans; PyYAML's dumper
+    follows 1.1 and quotes such strings, so what is printed is read back unchanged by kubectl
+    and by YAML 1.2 readers alike.
+    """
+    return yaml.safe_dump(
+        data, sort_keys=False, default_flow_style=False, allow_unicode=True, width=1 << 16
+    )
 
 
-def _yaml() -> YAML:
-    yaml = YAML(typ="rt")
-    yaml.allow_duplicate_keys = False
-    yaml.indent(mapping=2, sequence=2, offset=0)
-    return yaml
+def _reader() -> YAML:
+    reader = YAML(typ="rt")
+    reader.allow_duplicate_keys = False
+    return reader
 
 
 def _plain(node: object, path: FieldPath, positions: dict[FieldPath, tuple[int, int]]) -> object:

@@ -63,7 +63,9 @@ def _fail(message: str, code: int) -> NoReturn:
     sys.exit(code)
 
 
-@click.group(cls=PodwrightGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    name="podwright", cls=PodwrightGroup, context_settings={"help_option_names": ["-h", "--help"]}
+)
 @click.version_option(__version__, "-V", "--version", prog_name="podwright")
 def cli() -> None:
     """Run AI workloads on Kubernetes: policies, least-privilege pods, a lifecycle engine."""

@@ -204,15 +204,32 @@ def _numbers_as_quantities(node: object, pattern: tuple[str, ...]) -> object:
 def _problems_from(
     error: pydantic.ValidationError, model: type[pydantic.BaseModel], prefix: FieldPath
 ) -> list[FieldProblem]:
-    """Readable problems from pydantic's errors, one per field path, in input order."""
-    messages: dict[FieldPath, list[str]] = {}
+    """Readable problems from pydantic's errors, one per field path, in input order.
+
+    A union field fails once per member; its claims are joined: ``expected an integer or a
+    string, got 1.5 (number)``.
+    """
+    claims: dict[FieldPath, list[str]] = {}
+    given: dict[FieldPath, str] = {}
     for detail in error.errors():
         path, parent = _readable_location(detail["loc"], model)
-        message = _message(detail, path, parent)
-        bucket = messages.setdefault(prefix + path, [])
-        if message not in bucket:
-            bucket.append(message)
-    return [FieldProblem(path, " or ".join(found)) for path, found in messages.items()]
+        claim, shown = _claim(detail, path, parent)
+        found = claims.setdefault(prefix + path, [])
+        if claim not in found:
+            found.append(claim)
+        if shown is not None:
+            given[prefix + path] = shown
+    return [
+        FieldProblem(path, _joined(found) + (f", got {given[path]}" if path in given else ""))
+        for path, found in claims.items()
+    ]
+
+
+def _joined(claims: list[str]) -> str:
+    expected = "expected "
+    if len(claims) > 1 and all(claim.startswith(expected) for claim in claims):
+        return expected + " or ".join(claim.removeprefix(expected) for claim in claims)
+    return " or ".join(claims)
 
 
 def _readable_location(
@@ -259,18 +276,20 @@ def _field_by_json_name(model: type[pydantic.BaseModel]) -> dict[str, str]:
     return names
 
 
-def _message(detail: Any, path: FieldPath, parent: type[pydantic.BaseModel] | None) -> str:
-    kind, given = detail["type"], detail.get("input")
+def _claim(
+    detail: Any, path: FieldPath, parent: type[pydantic.BaseModel] | None
+) -> tuple[str, str | None]:
+    """What is wrong at ``path``, and the offending value as shown to the user (if any)."""
+    kind = detail["type"]
     if kind == "missing":
-        return "required field is missing"
+        return "required field is missing", None
     if kind == "extra_forbidden":
         known = list(_field_by_json_name(parent)) if parent else []
         close = difflib.get_close_matches(str(path[-1]), known, n=1) if path else []
-        return "unknown field" + (f" (did you mean {close[0]!r}?)" if close else "")
+        return "unknown field" + (f" (did you mean {close[0]!r}?)" if close else ""), None
     expected = _EXPECTED.get(kind)
-    if expected:
-        return f"expected {expected}, got {_describe(given)}"
-    return f"{detail['msg']}, got {_describe(given)}"
+    claim = f"expected {expected}" if expected else str(detail["msg"])
+    return claim, _describe(detail.get("input"))
 
 
 _EXPECTED = {
