@@ -171,13 +171,11 @@ def test_a_missing_file_is_named(tmp_path: Path) -> None:
 
 def test_the_installed_entry_point(tmp_path: Path) -> None:
     """The console script and ``python -m podwright`` run outside the test process."""
-    env = {**os.environ, "NO_COLOR": "1"}
     version = subprocess.run(
         [Path(sys.executable).parent / "podwright", "--version"],
         capture_output=True,
         text=True,
         check=True,
-        env=env,
     )
     assert version.stdout == f"podwright, version {podwright.__version__}\n"
     helped = subprocess.run(
@@ -185,7 +183,6 @@ def test_the_installed_entry_point(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         check=True,
-        env=env,
     )
     for option in ("--allow-fuse", "--allow-fuse-privileged", "--allow-nested-sandboxing"):
         assert option in helped.stdout
@@ -194,7 +191,6 @@ def test_the_installed_entry_point(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         check=False,
-        env=env,
         stdin=subprocess.DEVNULL,
     )
     assert failed.returncode == 2

@@ -28,6 +28,7 @@ from podwright.core.pod_template import (
     FUSE_CAPABILITY_ANNOTATION,
     FUSE_DEVICE_RESOURCE,
     NESTED_SANDBOXING_CAPABILITY_ANNOTATION,
+    PRIMARY_CONTAINER_ANNOTATION,
 )
 from tests.manifests import api_server_errors, assert_valid_pod, schema_errors
 
@@ -64,7 +65,7 @@ GRANTED: dict[str, Check] = {
 
 
 def _primary_of(pod: dict[str, Any]) -> dict[str, Any]:
-    name = pod["metadata"]["annotations"]["podwright.dev/primary-container"]
+    name = pod["metadata"]["annotations"][PRIMARY_CONTAINER_ANNOTATION]
     (primary,) = [c for c in pod["spec"]["containers"] if c["name"] == name]
     return primary  # type: ignore[no-any-return]
 
