@@ -21,31 +21,15 @@ from typing import Any
 import pydantic
 from kubernetes.client import V1ObjectMeta, V1PodSpec
 
-from podwright.core.field_paths import FieldPath, format_path
+from podwright.core.field_paths import FieldPath
+from podwright.core.problems import FieldProblem, ProblemsError, describe
 
 ACCEPTED_METADATA_FIELDS = ("name", "generateName", "namespace", "labels", "annotations")
 POD_MANIFEST_FIELDS = ("apiVersion", "kind", "metadata", "spec")
 
 
-@dataclasses.dataclass(frozen=True)
-class FieldProblem:
-    """One thing wrong with the input, at a field path in the user's own (camelCase) terms."""
-
-    path: FieldPath
-    message: str
-
-    def __str__(self) -> str:
-        return f"{format_path(self.path)}: {self.message}" if self.path else self.message
-
-
-class PodInputError(ValueError):
+class PodInputError(ProblemsError):
     """The input is not a usable pod spec or Pod manifest; ``problems`` lists every reason."""
-
-    def __init__(self, problems: Sequence[FieldProblem]) -> None:
-        self.problems = tuple(problems)
-        more = len(self.problems) - 1
-        suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-        super().__init__(f"{self.problems[0]}{suffix}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +50,7 @@ def pod_input_from_data(data: object) -> PodInput:
         raise PodInputError(
             [
                 FieldProblem(
-                    (), f"expected a pod spec or a Pod manifest (a mapping), got {_describe(data)}"
+                    (), f"expected a pod spec or a Pod manifest (a mapping), got {describe(data)}"
                 )
             ]
         )
@@ -109,7 +93,7 @@ def _pod_manifest(data: Mapping[Any, Any]) -> PodInput:
         metadata = {}
     elif not isinstance(metadata, Mapping):
         problems.append(
-            FieldProblem(("metadata",), f"expected a mapping, got {_describe(metadata)}")
+            FieldProblem(("metadata",), f"expected a mapping, got {describe(metadata)}")
         )
         metadata = {}
     problems.extend(
@@ -151,7 +135,7 @@ def _pod_manifest(data: Mapping[Any, Any]) -> PodInput:
 
 def _pod_spec(data: object, prefix: FieldPath) -> V1PodSpec:
     if not isinstance(data, Mapping):
-        raise PodInputError([FieldProblem(prefix, f"expected a mapping, got {_describe(data)}")])
+        raise PodInputError([FieldProblem(prefix, f"expected a mapping, got {describe(data)}")])
     normalized: object = data
     for pattern in _QUANTITY_PATHS:
         normalized = _numbers_as_quantities(normalized, pattern)
@@ -289,7 +273,7 @@ def _claim(
         return "unknown field" + (f" (did you mean {close[0]!r}?)" if close else ""), None
     expected = _EXPECTED.get(kind)
     claim = f"expected {expected}" if expected else str(detail["msg"])
-    return claim, _describe(detail.get("input"))
+    return claim, describe(detail.get("input"))
 
 
 _EXPECTED = {
@@ -303,27 +287,6 @@ _EXPECTED = {
     "model_type": "a mapping",
     "model_attributes_type": "a mapping",
 }
-
-_YAML_TYPE_NAMES = {
-    bool: "boolean",
-    int: "integer",
-    float: "number",
-    str: "string",
-    list: "list",
-    dict: "mapping",
-    type(None): "null",
-}
-
-
-def _describe(value: object) -> str:
-    shown = repr(value)
-    if len(shown) > 40:
-        shown = shown[:37] + "..."
-    kind = next(
-        (name for python, name in _YAML_TYPE_NAMES.items() if type(value) is python),
-        type(value).__name__,
-    )
-    return f"{shown} ({kind})"
 
 
 def _listed(names: Sequence[str]) -> str:

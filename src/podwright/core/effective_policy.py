@@ -1,0 +1,264 @@
+"""The effective policy of a scope: its branch of the scope tree, combined, with sources.
+
+Policies are set at any scope of the tree tenant → cluster → department → project. The policy
+that governs a workload in a project combines every policy of one workload type on the branch
+from the tenant down to that project:
+
+- **defaults**: the nearest scope's default for a field wins; default instances of an itemized
+  field are merged by key, the nearest scope's instance replacing a farther one's whole;
+- **rules**: the rules on a field are owned by one policy of the branch; a second policy that
+  sets rules on the same field is an error naming the field and the owning scope (so a project
+  cannot loosen what its department decided, and nobody has to guess which rule applies);
+- **imposed assets**: every scope's assets apply;
+- every default, rule and asset records the policy (hence scope and enforcement) it came from.
+
+Combining also checks what no single policy could: a default from one scope that breaks a rule
+of another, and ``defaultFrom`` cycles across scopes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Iterable, Mapping
+from typing import Generic, TypeVar
+
+from podwright.core.field_paths import FieldPath
+from podwright.core.policies import (
+    FieldRules,
+    InstanceRules,
+    Policy,
+    PolicyError,
+    SchemaPath,
+    Scope,
+    default_from_cycles,
+    flatten,
+    rule_breaches,
+)
+from podwright.core.problems import FieldProblem
+from podwright.core.workload_fields import (
+    FRAMEWORK_FIELD,
+    SCHEMAS,
+    Field,
+    Itemized,
+    Leaf,
+    Section,
+    WorkloadType,
+    field_at,
+)
+
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class Sourced(Generic[T]):
+    """A default, rule or asset, and the policy it came from."""
+
+    value: T
+    policy: Policy
+
+
+@dataclasses.dataclass(frozen=True)
+class EffectivePolicy:
+    """The combined policy of one scope for one workload type (see the module's docstring)."""
+
+    workload_type: WorkloadType
+    scope: Scope
+    policies: tuple[Policy, ...]
+    """The branch's policies, from the tenant down."""
+    defaults: Mapping[SchemaPath, Sourced[object]]
+    instances: Mapping[SchemaPath, tuple[Sourced[Mapping[str, object]], ...]]
+    rules: Mapping[SchemaPath, Sourced[FieldRules]]
+    instance_rules: Mapping[SchemaPath, Sourced[InstanceRules]]
+    imposed_assets: tuple[Sourced[str], ...]
+    plan: Mapping[SchemaPath, tuple[str, ...]]
+    """For each section (or itemized field), the fields below it the policy speaks of, in the
+    order evaluation must visit them (a ``defaultFrom`` source before its target)."""
+
+
+def effective_policy(
+    policies: Iterable[Policy], scope: Scope, workload_type: WorkloadType
+) -> EffectivePolicy:
+    """Combine the policies of ``workload_type`` on the branch from the tenant to ``scope``.
+
+    Policies of other types or other branches are ignored. Raises :class:`PolicyError` with
+    every conflict found.
+    """
+    branch = sorted(
+        (
+            policy
+            for policy in policies
+            if policy.workload_type is workload_type and policy.scope.contains(scope)
+        ),
+        key=lambda policy: len(policy.scope.names),
+    )
+    problems: list[FieldProblem] = []
+    for farther, nearer in itertools.pairwise(branch):
+        if farther.scope == nearer.scope:
+            problems.append(
+                FieldProblem(
+                    (),
+                    f"a second {workload_type.value} policy for {nearer.scope} "
+                    f"({nearer.name!r}; the first is {farther.name!r})",
+                    nearer.source,
+                )
+            )
+    if problems:
+        raise PolicyError(problems)
+    defaults: dict[SchemaPath, Sourced[object]] = {}
+    instances: dict[SchemaPath, dict[str, Sourced[Mapping[str, object]]]] = {}
+    rules: dict[SchemaPath, Sourced[FieldRules]] = {}
+    instance_rules: dict[SchemaPath, Sourced[InstanceRules]] = {}
+    imposed: dict[str, Sourced[str]] = {}
+    root = SCHEMAS[workload_type]
+    for policy in branch:
+        for path, value in policy.defaults.items():
+            defaults[path] = Sourced(value, policy)
+        for path, default_instances in policy.instances.items():
+            field = field_at(root, path)
+            assert isinstance(field, Itemized)
+            merged = instances.setdefault(path, {})
+            for instance in default_instances:
+                key = instance[field.key]
+                assert isinstance(key, str)
+                merged[key] = Sourced(instance, policy)
+        for path, field_rules in policy.rules.items():
+            _take_ownership(rules, path, Sourced(field_rules, policy), problems, "rules")
+        for path, own_instance_rules in policy.instance_rules.items():
+            _take_ownership(
+                instance_rules,
+                path,
+                Sourced(own_instance_rules, policy),
+                problems,
+                "instance rules",
+            )
+        for asset in policy.imposed_assets:
+            imposed.setdefault(asset, Sourced(asset, policy))
+    problems.extend(_defaults_against_rules(root, defaults, instances, rules))
+    combined_rules = {path: sourced.value for path, sourced in rules.items()}
+    for cycle in default_from_cycles(combined_rules):
+        owner = rules[cycle[0]].policy
+        problems.append(
+            FieldProblem(
+                (*document_path(owner, "rules", cycle[0]), "defaultFrom"),
+                "defaultFrom forms a cycle across scopes: "
+                + " → ".join(".".join(path) for path in cycle),
+                owner.source,
+            )
+        )
+    if problems:
+        raise PolicyError(problems)
+    return EffectivePolicy(
+        workload_type=workload_type,
+        scope=scope,
+        policies=tuple(branch),
+        defaults=defaults,
+        instances={path: tuple(merged.values()) for path, merged in instances.items()},
+        rules=rules,
+        instance_rules=instance_rules,
+        imposed_assets=tuple(imposed.values()),
+        plan=_plan(root, [*defaults, *instances, *rules, *instance_rules], combined_rules),
+    )
+
+
+def document_path(policy: Policy, section: str, schema_path: SchemaPath) -> FieldPath:
+    """Where a schema path is written in ``policy``'s ``defaults`` or ``rules`` section."""
+    path: list[str | int] = [*policy.document_prefix, section]
+    field: Field = SCHEMAS[policy.workload_type]
+    for name in schema_path:
+        if isinstance(field, Itemized):
+            path.append("attributes")
+            field = field.attributes
+        assert isinstance(field, Section)
+        path.append(name)
+        field = field.fields[name]
+    return tuple(path)
+
+
+def _take_ownership(
+    owned: dict[SchemaPath, Sourced[T]],
+    path: SchemaPath,
+    claim: Sourced[T],
+    problems: list[FieldProblem],
+    what: str,
+) -> None:
+    owner = owned.get(path)
+    if owner is None:
+        owned[path] = claim
+        return
+    location = document_path(claim.policy, "rules", path)
+    if what == "instance rules":
+        location = (*location, "instances")
+    problems.append(
+        FieldProblem(
+            location,
+            f"the {what} of {'.'.join(path)} are owned by {owner.policy.scope} "
+            f"(policy {owner.policy.name!r}); a field's rules are set by one scope of a branch",
+            claim.policy.source,
+        )
+    )
+
+
+def _defaults_against_rules(
+    root: Section,
+    defaults: Mapping[SchemaPath, Sourced[object]],
+    instances: Mapping[SchemaPath, Mapping[str, Sourced[Mapping[str, object]]]],
+    rules: Mapping[SchemaPath, Sourced[FieldRules]],
+) -> list[FieldProblem]:
+    """A default of one scope that breaks a rule another scope owns (same-policy breaches
+    were refused when the policy was loaded)."""
+    problems: list[FieldProblem] = []
+
+    def check(path: SchemaPath, value: object, default: Policy, location: FieldPath) -> None:
+        rule = rules.get(path)
+        field = field_at(root, path)
+        if rule is None or rule.policy is default or not isinstance(field, Leaf):
+            return
+        for name, details in rule_breaches(field, rule.value, value):
+            problems.append(
+                FieldProblem(
+                    location,
+                    f"this default of {default.scope} breaks the {name!r} rule of "
+                    f"{rule.policy.scope} (policy {rule.policy.name!r}): {details}",
+                    default.source,
+                )
+            )
+
+    for path, sourced in defaults.items():
+        check(path, sourced.value, sourced.policy, document_path(sourced.policy, "defaults", path))
+    for path, by_key in instances.items():
+        for instance in by_key.values():
+            location = (*document_path(instance.policy, "defaults", path), "instances")
+            index = instance.policy.instances[path].index(instance.value)
+            for attribute, value in flatten(instance.value):
+                check((*path, *attribute), value, instance.policy, (*location, index, *attribute))
+    return problems
+
+
+def _plan(
+    root: Section, paths: Iterable[SchemaPath], rules: Mapping[SchemaPath, FieldRules]
+) -> dict[SchemaPath, tuple[str, ...]]:
+    """Which children of each section the policy speaks of, sources of defaults first."""
+    children: dict[SchemaPath, dict[str, None]] = {}
+    for path in paths:
+        for length in range(len(path)):
+            children.setdefault(path[:length], {})[path[length]] = None
+    plan: dict[SchemaPath, tuple[str, ...]] = {}
+    for parent, names in children.items():
+        ordered: list[str] = []
+
+        def visit(name: str, parent: SchemaPath = parent, ordered: list[str] = ordered) -> None:
+            if name in ordered:
+                return
+            default_from = rules.get((*parent, name), FieldRules()).default_from
+            if default_from is not None:
+                visit(default_from.field[-1])
+            ordered.append(name)
+
+        if isinstance(field_at(root, (*parent, FRAMEWORK_FIELD)), Leaf):
+            # Framework-specific fields of distributed training depend on the framework.
+            visit(FRAMEWORK_FIELD)
+        for name in names:
+            visit(name)
+        plan[parent] = tuple(ordered)
+    return plan

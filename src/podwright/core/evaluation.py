@@ -1,0 +1,566 @@
+"""Evaluate a submission against an effective policy: the effective workload, or every violation.
+
+For each field the policy speaks of or the submission gives, the effective value is the
+submitted one, else the policy's default: an itemized instance's own attribute, a ``defaultFrom``
+computed from a sibling (source × factor), or the scope's default. Rules then judge the result:
+
+- ``required``: a value must exist (a policy default satisfies it);
+- ``canEdit: false``: a submitted value must equal the default;
+- ``min``, ``max``, ``step`` (counted from ``min``, or 0), ``options``: the value must fit;
+- itemized ``locked`` keys (and imposed assets) cannot be excluded or changed, and with
+  ``canAdd: false`` a submission cannot add instances of its own.
+
+Beyond the policy, a workload must be consistent (a limit not below its request, maximum
+replicas not below minimum ones) and a distributed-training field must suit the framework.
+
+Every violation is reported, never only the first. Each carries the policy that owns the rule,
+whose enforcement mode decides its fate: ``enforce`` rejects, ``warn`` accepts with a warning,
+``audit`` accepts and records it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from decimal import ROUND_HALF_UP, Decimal
+
+from podwright.core import quantities
+from podwright.core.assets import AssetCatalogue
+from podwright.core.effective_policy import EffectivePolicy, Sourced
+from podwright.core.policies import (
+    Enforcement,
+    FieldRules,
+    Policy,
+    PolicyError,
+    SchemaPath,
+    flatten,
+    plain_number,
+    rule_breaches,
+    same_value,
+    shown,
+)
+from podwright.core.problems import FieldProblem
+from podwright.core.workload_fields import (
+    EXCLUDE,
+    FRAMEWORK_FIELD,
+    ROLES,
+    SCHEMAS,
+    Field,
+    Itemized,
+    Leaf,
+    Section,
+    ValueType,
+    WorkloadType,
+    field_at,
+)
+from podwright.core.workloads import Submission, numeric_value
+
+SUBMISSION = "submission"
+
+CONSISTENT_PAIRS: Mapping[SchemaPath, tuple[tuple[str, str], ...]] = {
+    ("compute",): (
+        ("cpuCoreRequest", "cpuCoreLimit"),
+        ("cpuMemoryRequest", "cpuMemoryLimit"),
+        ("gpuPortionRequest", "gpuPortionLimit"),
+        ("gpuMemoryRequest", "gpuMemoryLimit"),
+    ),
+    ("autoscaling",): (("minReplicas", "maxReplicas"),),
+    (): (("minReplicas", "maxReplicas"),),
+}
+"""Within each section (below a role), (lower, upper) fields: upper may not be below lower."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Violation:
+    """A rule the effective workload breaks, at a dotted field path (instances named by key)."""
+
+    field: str
+    rule: str
+    details: str
+    policy: Policy | None = None
+    """The policy that owns the rule; None for the workload's own consistency."""
+
+    @property
+    def enforcement(self) -> Enforcement:
+        """What the violation does: the owning policy's mode (consistency is always enforced)."""
+        return Enforcement.ENFORCE if self.policy is None else self.policy.enforcement
+
+    def to_json(self) -> dict[str, str]:
+        """``{"field", "details", "rule"}``, as a submission error lists it."""
+        return {"field": self.field, "details": self.details, "rule": self.rule}
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """The outcome: an accepted effective workload with sources, or the violations."""
+
+    workload_type: WorkloadType
+    workload: Mapping[str, object]
+    """Every effective value, nested as submitted (empty when rejected)."""
+    sources: Mapping[str, str]
+    """Where each effective leaf value came from, by dotted path."""
+    violations: tuple[Violation, ...]
+    """Violations of enforced rules: when any, the submission is rejected."""
+    warnings: tuple[Violation, ...]
+    """Violations of rules in ``warn`` mode: returned to the submitter."""
+    audited: tuple[Violation, ...]
+    """Violations of rules in ``audit`` mode: kept for the record, not shown."""
+
+    @property
+    def accepted(self) -> bool:
+        """Whether the workload may run."""
+        return not self.violations
+
+    def to_json(self) -> dict[str, object]:
+        """``{"workload", "sources"}`` when accepted, else ``{"complianceIssues": [...]}``."""
+        if self.accepted:
+            return {"workload": dict(self.workload), "sources": dict(self.sources)}
+        return {"complianceIssues": [violation.to_json() for violation in self.violations]}
+
+
+def evaluate(
+    policy: EffectivePolicy,
+    submission: Submission,
+    workload_type: WorkloadType,
+    catalogue: AssetCatalogue,
+) -> Evaluation:
+    """Evaluate ``submission`` (of ``workload_type``) under ``policy``.
+
+    Raises :class:`ValueError` if the types disagree and :class:`PolicyError` if an imposed
+    asset is missing from the catalogue, references credentials, or cannot be mounted by this
+    workload type: those are faults of the policy, not of the submission.
+    """
+    if submission.workload_type is not workload_type or policy.workload_type is not workload_type:
+        raise ValueError(
+            f"the submission is {submission.workload_type.value}, the policy "
+            f"{policy.workload_type.value}, and {workload_type.value} was asked for"
+        )
+    evaluator = _Evaluator(policy, _imposed_instances(policy, catalogue))
+    workload = evaluator.section(
+        SCHEMAS[workload_type], submission.spec, (), "", instance=_NO_INSTANCE
+    )
+    issues = evaluator.issues
+    by_mode = {
+        mode: tuple(issue for issue in issues if issue.enforcement is mode) for mode in Enforcement
+    }
+    rejected = bool(by_mode[Enforcement.ENFORCE])
+    return Evaluation(
+        workload_type=workload_type,
+        workload={} if rejected else workload,
+        sources={} if rejected else evaluator.sources,
+        violations=by_mode[Enforcement.ENFORCE],
+        warnings=by_mode[Enforcement.WARN],
+        audited=by_mode[Enforcement.AUDIT],
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Instance:
+    """The itemized instance being evaluated: its default attributes and their source."""
+
+    defaults: Mapping[str, object] | None
+    source: str | None
+
+
+_NO_INSTANCE = _Instance(None, None)
+_ABSENT = object()
+
+
+@dataclasses.dataclass(frozen=True)
+class _DefaultInstance:
+    attributes: Mapping[str, object]
+    source: str
+    policy: Policy
+    imposed: bool
+
+
+def _imposed_instances(
+    policy: EffectivePolicy, catalogue: AssetCatalogue
+) -> dict[SchemaPath, list[_DefaultInstance]]:
+    imposed: dict[SchemaPath, list[_DefaultInstance]] = {}
+    problems: list[FieldProblem] = []
+    root = SCHEMAS[policy.workload_type]
+    roles = ROLES if policy.workload_type is WorkloadType.DISTRIBUTED else ((),)
+    for sourced in policy.imposed_assets:
+        owner = sourced.policy
+        location = (
+            *owner.document_prefix,
+            "imposedAssets",
+            owner.imposed_assets.index(sourced.value),
+        )
+        asset = catalogue.assets.get(sourced.value)
+        if asset is None:
+            problems.append(
+                FieldProblem(
+                    location, f"asset {sourced.value!r} is not in the catalogue", owner.source
+                )
+            )
+            continue
+        if asset.references_credentials:
+            problems.append(
+                FieldProblem(
+                    location,
+                    f"asset {asset.id!r} ({asset.name}) references credentials and cannot be "
+                    "imposed",
+                    owner.source,
+                )
+            )
+            continue
+        for role in roles:
+            path = (*((role,) if isinstance(role, str) else ()), *asset.storage_field)
+            if field_at(root, path) is None:
+                problems.append(
+                    FieldProblem(
+                        location,
+                        f"asset {asset.id!r} is a {asset.kind.value} source, which "
+                        f"{policy.workload_type.value} workloads cannot mount",
+                        owner.source,
+                    )
+                )
+                break
+            imposed.setdefault(path, []).append(
+                _DefaultInstance(
+                    asset.instance(), f"imposed asset {asset.id} ({owner.scope})", owner, True
+                )
+            )
+    if problems:
+        raise PolicyError(problems)
+    return imposed
+
+
+@dataclasses.dataclass
+class _Evaluator:
+    policy: EffectivePolicy
+    imposed: Mapping[SchemaPath, list[_DefaultInstance]]
+    sources: dict[str, str] = dataclasses.field(default_factory=dict)
+    issues: list[Violation] = dataclasses.field(default_factory=list)
+    imposed_plan: dict[SchemaPath, list[str]] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for path in self.imposed:
+            for length in range(len(path)):
+                self.imposed_plan.setdefault(path[:length], []).append(path[length])
+
+    def violation(self, field: str, rule: str, details: str, policy: Policy | None) -> None:
+        self.issues.append(Violation(field, rule, details, policy))
+
+    def section(
+        self,
+        section: Section,
+        submitted: Mapping[str, object] | None,
+        schema_path: SchemaPath,
+        display: str,
+        *,
+        instance: _Instance,
+        framework: str | None = None,
+    ) -> dict[str, object]:
+        names = list(self.policy.plan.get(schema_path, ()))
+        for extra in (submitted, instance.defaults):
+            if extra:
+                names.extend(name for name in extra if name not in names and name != EXCLUDE)
+        names.extend(name for name in self.imposed_plan.get(schema_path, ()) if name not in names)
+        output: dict[str, object] = {}
+        for name in names:
+            field = section.fields.get(name)
+            if field is None:
+                continue
+            path = (*schema_path, name)
+            where = f"{display}.{name}" if display else name
+            given = submitted.get(name, _ABSENT) if submitted else _ABSENT
+            value = self.field(
+                field,
+                name,
+                path,
+                where,
+                given=given,
+                siblings=output,
+                instance=instance,
+                framework=framework,
+            )
+            if value is not _ABSENT:
+                output[name] = value
+                if name == FRAMEWORK_FIELD and isinstance(value, str):
+                    framework = value
+        self.consistency(schema_path, display, output, section)
+        if not submitted:
+            return output
+        # Nested as submitted: the submission's fields first, in its order.
+        ordered = {name: output[name] for name in submitted if name in output}
+        return ordered | output
+
+    def field(
+        self,
+        field: Field,
+        name: str,
+        path: SchemaPath,
+        where: str,
+        *,
+        given: object,
+        siblings: Mapping[str, object],
+        instance: _Instance,
+        framework: str | None,
+    ) -> object:
+        if isinstance(field, Leaf):
+            return self.leaf(
+                field,
+                name,
+                path,
+                where,
+                given=given,
+                siblings=siblings,
+                instance=instance,
+                framework=framework,
+            )
+        if isinstance(field, Itemized):
+            items = given if isinstance(given, list) else None
+            instances = self.itemized(field, path, where, items)
+            return instances if instances or items is not None else _ABSENT
+        inner_defaults = instance.defaults.get(name) if instance.defaults else None
+        nested = _Instance(
+            inner_defaults if isinstance(inner_defaults, Mapping) else None, instance.source
+        )
+        result = self.section(
+            field,
+            given if isinstance(given, Mapping) else None,
+            path,
+            where,
+            instance=nested,
+            framework=framework if name in ROLES else None,
+        )
+        return result if result or given is not _ABSENT else _ABSENT
+
+    def leaf(
+        self,
+        field: Leaf,
+        name: str,
+        path: SchemaPath,
+        where: str,
+        *,
+        given: object,
+        siblings: Mapping[str, object],
+        instance: _Instance,
+        framework: str | None,
+    ) -> object:
+        sourced_rules = self.policy.rules.get(path)
+        rules = sourced_rules.value if sourced_rules else FieldRules()
+        owner = sourced_rules.policy if sourced_rules else None
+        default, default_source = self.default(
+            field, name, path, siblings=siblings, instance=instance, rules=rules
+        )
+        if field.frameworks and framework is not None and framework not in field.frameworks:
+            if given is not _ABSENT:
+                self.violation(
+                    where,
+                    FRAMEWORK_FIELD,
+                    f"{name} applies only to {' and '.join(sorted(field.frameworks))}; "
+                    f"the framework is {framework}",
+                    None,
+                )
+            return _ABSENT
+        if given is not _ABSENT:
+            value, source = given, SUBMISSION
+            if rules.can_edit is False and (
+                default is _ABSENT or not same_value(field, given, default)
+            ):
+                current = "has no default" if default is _ABSENT else f"default is {shown(default)}"
+                self.violation(
+                    where,
+                    "canEdit",
+                    f"the policy's {current} and cannot be changed; got {shown(given)}",
+                    owner,
+                )
+        elif default is not _ABSENT and default_source is not None:
+            value, source = default, default_source
+        else:
+            if rules.required:
+                self.violation(
+                    where,
+                    "required",
+                    "a value is required, and neither the submission nor the policy gives one",
+                    owner,
+                )
+            return _ABSENT
+        for rule, details in rule_breaches(field, rules, value):
+            self.violation(where, rule, details, owner)
+        self.sources[where] = source
+        return value
+
+    def default(
+        self,
+        field: Leaf,
+        name: str,
+        path: SchemaPath,
+        *,
+        siblings: Mapping[str, object],
+        instance: _Instance,
+        rules: FieldRules,
+    ) -> tuple[object, str | None]:
+        if instance.defaults is not None and name in instance.defaults:
+            return instance.defaults[name], instance.source
+        default_from = rules.default_from
+        if default_from is not None and default_from.field[-1] in siblings:
+            source_field = field_at(SCHEMAS[self.policy.workload_type], default_from.field)
+            assert isinstance(source_field, Leaf)
+            amount = numeric_value(source_field.value_type, siblings[default_from.field[-1]])
+            owner = self.policy.rules[path].policy
+            computed = _as_value(field.value_type, amount * default_from.factor)
+            factor = plain_number(default_from.factor)
+            return computed, (
+                f"defaultFrom {'.'.join(default_from.field)} × {factor} ({owner.scope})"
+            )
+        sourced = self.policy.defaults.get(path)
+        if sourced is None:
+            return _ABSENT, None
+        kind = "attribute default" if instance.source is not None else "policy default"
+        return sourced.value, f"{kind} ({sourced.policy.scope})"
+
+    def itemized(
+        self,
+        field: Itemized,
+        path: SchemaPath,
+        where: str,
+        submitted: Sequence[object] | None,
+    ) -> list[dict[str, object]]:
+        defaults: dict[str, _DefaultInstance] = {}
+        for sourced in self.policy.instances.get(path, ()):
+            defaults[_key(field, sourced.value)] = _policy_instance(sourced)
+        for imposed in self.imposed.get(path, ()):
+            defaults[_key(field, imposed.attributes)] = imposed
+        sourced_rules = self.policy.instance_rules.get(path)
+        owner = sourced_rules.policy if sourced_rules else None
+        locked = set(sourced_rules.value.locked) if sourced_rules else set()
+        can_add = sourced_rules.value.can_add if sourced_rules else None
+        order = list(defaults)
+        changes: dict[str, Mapping[str, object]] = {}
+        for item in submitted or ():
+            assert isinstance(item, Mapping)
+            key = _key(field, item)
+            item_where = f"{where}[{key}]"
+            default = defaults.get(key)
+            if default is None:
+                if item.get(EXCLUDE):
+                    continue  # nothing to exclude
+                if can_add is False:
+                    self.violation(
+                        item_where,
+                        "canAdd",
+                        f"the policy allows no instances but its own "
+                        f"({_listed(defaults) or 'none'}); {key!r} is added",
+                        owner,
+                    )
+                    continue
+                order.append(key)
+                changes[key] = item
+                continue
+            protected = key in locked or default.imposed
+            rule_owner = default.policy if default.imposed else owner
+            if item.get(EXCLUDE):
+                if protected:
+                    self.violation(
+                        item_where,
+                        "locked",
+                        f"{key!r} is {_why_locked(default)} and cannot be excluded",
+                        rule_owner,
+                    )
+                else:
+                    order.remove(key)
+                continue
+            if protected:
+                changed = _changed_attributes(field, item, default.attributes)
+                if changed:
+                    self.violation(
+                        item_where,
+                        "locked",
+                        f"{key!r} is {_why_locked(default)} and cannot be modified "
+                        f"(changed: {', '.join(changed)})",
+                        rule_owner,
+                    )
+                    continue
+            changes[key] = item
+        instances: list[dict[str, object]] = []
+        for key in order:
+            default = defaults.get(key)
+            item_where = f"{where}[{key}]"
+            instance = (
+                _Instance(default.attributes, default.source)
+                if default
+                else _Instance({}, SUBMISSION)
+            )
+            self.sources[f"{item_where}.{field.key}"] = instance.source or SUBMISSION
+            attributes = self.section(
+                field.attributes, changes.get(key), path, item_where, instance=instance
+            )
+            self.sources[f"{item_where}.{field.key}"] = instance.source or SUBMISSION
+            instances.append({field.key: key, **attributes})
+        return instances
+
+    def consistency(
+        self, schema_path: SchemaPath, display: str, output: Mapping[str, object], section: Section
+    ) -> None:
+        unroled = schema_path[1:] if schema_path[:1] in (("master",), ("worker",)) else schema_path
+        for lower, upper in CONSISTENT_PAIRS.get(unroled, ()):
+            if lower not in output or upper not in output:
+                continue
+            field = section.fields[upper]
+            assert isinstance(field, Leaf)
+            if numeric_value(field.value_type, output[upper]) < numeric_value(
+                field.value_type, output[lower]
+            ):
+                prefix = f"{display}." if display else ""
+                self.violation(
+                    f"{prefix}{upper}",
+                    "consistency",
+                    f"{upper} {shown(output[upper])} is below {lower} {shown(output[lower])}",
+                    None,
+                )
+
+
+def _policy_instance(sourced: Sourced[Mapping[str, object]]) -> _DefaultInstance:
+    return _DefaultInstance(
+        sourced.value, f"policy default ({sourced.policy.scope})", sourced.policy, False
+    )
+
+
+def _key(field: Itemized, instance: Mapping[str, object]) -> str:
+    key = instance[field.key]
+    assert isinstance(key, str)
+    return key
+
+
+def _why_locked(default: _DefaultInstance) -> str:
+    if default.imposed:
+        return f"an {default.source}"
+    return f"locked by {default.policy.scope}"
+
+
+def _changed_attributes(
+    field: Itemized, item: Mapping[str, object], defaults: Mapping[str, object]
+) -> list[str]:
+    changed: list[str] = []
+    for path, value in flatten(
+        {name: v for name, v in item.items() if name not in (field.key, EXCLUDE)}
+    ):
+        attribute = field_at(field.attributes, path)
+        default: object = defaults
+        for name in path:
+            default = default.get(name, _ABSENT) if isinstance(default, Mapping) else _ABSENT
+        if (
+            default is _ABSENT
+            or not isinstance(attribute, Leaf)
+            or not same_value(attribute, value, default)
+        ):
+            changed.append(".".join(path))
+    return changed
+
+
+def _as_value(kind: ValueType, amount: Decimal) -> object:
+    """A computed amount as a value of ``kind`` (integers round half up)."""
+    if kind is ValueType.QUANTITY:
+        return quantities.format_quantity(amount)
+    if kind is ValueType.INTEGER:
+        return int(amount.to_integral_value(rounding=ROUND_HALF_UP))
+    return plain_number(amount)
+
+
+def _listed(keys: Mapping[str, object]) -> str:
+    return ", ".join(repr(key) for key in keys)

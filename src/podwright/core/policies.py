@@ -1,0 +1,840 @@
+"""Workload policies: one scope's defaults, rules and imposed assets for one workload type.
+
+An administrator writes a policy as a document::
+
+    apiVersion: podwright.dev/v1
+    kind: WorkloadPolicy
+    metadata: {name: research-training}
+    spec:
+      scope: {cluster: prod, department: research}   # or: tenant
+      workloadType: training
+      enforcement: enforce                            # enforce | warn | audit
+      defaults: {imagePullPolicy: Always, compute: {cpuCoreRequest: 1}}
+      rules: {compute: {gpuDevicesRequest: {max: 8}}}
+      imposedAssets: [f12c965b-44e9-4ff6-8b43-01d8f9e630cc]
+
+The loader checks everything that can be checked in one policy, and reports every problem at its
+path: unknown fields, values of the wrong type, a rule its field's type cannot carry, ``min``
+above ``max``, a default its own rules forbid, a ``defaultFrom`` outside its section or in a
+cycle. The result is flattened by *schema path* (``("compute", "cpuCoreRequest")``; an itemized
+field's attributes lie beneath the field; distributed training starts with the role), which is
+what combining scopes and evaluating submissions work on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from enum import StrEnum
+from types import MappingProxyType
+
+from podwright.core.field_paths import FieldPath
+from podwright.core.problems import FieldProblem, ProblemsError, describe, one_of, unknown_field
+from podwright.core.workload_fields import (
+    NUMERIC_TYPES,
+    ROLES,
+    SCHEMAS,
+    Field,
+    Itemized,
+    Leaf,
+    Section,
+    ValueType,
+    WorkloadType,
+    field_at,
+)
+from podwright.core.workloads import (
+    FieldChecker,
+    InvalidValue,
+    check_leaf,
+    missing_field_message,
+    numeric_value,
+    parse_workload_type,
+)
+
+API_VERSION = "podwright.dev/v1"
+KIND = "WorkloadPolicy"
+
+SchemaPath = tuple[str, ...]
+
+
+class PolicyError(ProblemsError):
+    """A policy, or a set of policies, cannot be used; ``problems`` lists every reason."""
+
+
+class Enforcement(StrEnum):
+    """What a violation of a policy's rules does to a submission."""
+
+    ENFORCE = "enforce"
+    """Reject the submission."""
+    WARN = "warn"
+    """Accept it, and return the violations as warnings."""
+    AUDIT = "audit"
+    """Accept it without a word, and record the violations."""
+
+
+SCOPE_LEVELS = ("tenant", "cluster", "department", "project")
+
+
+@dataclasses.dataclass(frozen=True)
+class Scope:
+    """A node of the tree tenant → cluster → department → project, as the names below the tenant.
+
+    ``Scope(())`` is the tenant; ``Scope(("prod", "research"))`` the department ``research`` of
+    cluster ``prod``.
+    """
+
+    names: tuple[str, ...] = ()
+
+    @property
+    def level(self) -> str:
+        """``tenant``, ``cluster``, ``department`` or ``project``."""
+        return SCOPE_LEVELS[len(self.names)]
+
+    def contains(self, other: Scope) -> bool:
+        """Whether ``other`` is this scope or lies below it."""
+        return other.names[: len(self.names)] == self.names
+
+    def __str__(self) -> str:
+        return self.level if not self.names else f"{self.level} {self.names[-1]}"
+
+    def to_text(self) -> str:
+        """The ``--scope`` spelling: ``cluster=prod,department=research`` (``tenant`` alone)."""
+        if not self.names:
+            return "tenant"
+        return ",".join(
+            f"{level}={name}" for level, name in zip(SCOPE_LEVELS[1:], self.names, strict=False)
+        )
+
+    def to_data(self) -> str | dict[str, str]:
+        """The policy-file spelling: ``tenant`` or ``{cluster: prod, department: research}``."""
+        return "tenant" if not self.names else dict(zip(SCOPE_LEVELS[1:], self.names, strict=False))
+
+
+def scope_from_data(data: object) -> Scope:
+    """``tenant``, or a mapping ``{cluster, department, project}`` filled from the top down."""
+    if data == "tenant":
+        return Scope()
+    if not isinstance(data, Mapping):
+        raise ValueError(
+            "expected 'tenant' or a mapping such as {cluster: prod, department: research}, "
+            f"got {describe(data)}"
+        )
+    for key in data:
+        if key not in SCOPE_LEVELS[1:]:
+            raise ValueError(unknown_field(key, SCOPE_LEVELS[1:]))
+    names: list[str] = []
+    for level in SCOPE_LEVELS[1:]:
+        name = data.get(level)
+        if name is None:
+            break
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{level}: expected a non-empty name, got {describe(name)}")
+        names.append(name)
+    if len(names) != len(data):
+        missing = SCOPE_LEVELS[len(names) + 1]
+        raise ValueError(f"a {SCOPE_LEVELS[len(data)]} scope must name its {missing}")
+    return Scope(tuple(names))
+
+
+def scope_from_text(text: str) -> Scope:
+    """Read the ``--scope`` spelling (see :meth:`Scope.to_text`)."""
+    if text.strip() == "tenant":
+        return Scope()
+    pairs: dict[str, str] = {}
+    for part in text.split(","):
+        level, equals, name = part.partition("=")
+        if not equals:
+            raise ValueError(
+                f"expected 'tenant' or level=name pairs such as "
+                f"'cluster=prod,department=research', got {text!r}"
+            )
+        pairs[level.strip()] = name.strip()
+    return scope_from_data(pairs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """One allowed value of a field, and how a form shows it."""
+
+    value: object
+    displayed: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class DefaultFrom:
+    """A default computed from another field of the same section: ``field`` times ``factor``."""
+
+    field: SchemaPath
+    factor: Decimal
+
+
+@dataclasses.dataclass(frozen=True)
+class FieldRules:
+    """The rules a policy sets on one field; None means the policy does not set that rule."""
+
+    required: bool | None = None
+    can_edit: bool | None = None
+    minimum: object = None
+    maximum: object = None
+    step: Decimal | None = None
+    options: tuple[Option, ...] | None = None
+    default_from: DefaultFrom | None = None
+
+    def to_data(self) -> dict[str, object]:
+        """The rules as written in a policy file."""
+        data: dict[str, object] = {}
+        if self.required is not None:
+            data["required"] = self.required
+        if self.can_edit is not None:
+            data["canEdit"] = self.can_edit
+        if self.minimum is not None:
+            data["min"] = self.minimum
+        if self.maximum is not None:
+            data["max"] = self.maximum
+        if self.step is not None:
+            data["step"] = plain_number(self.step)
+        if self.options is not None:
+            data["options"] = [
+                {"value": option.value}
+                | ({} if option.displayed is None else {"displayed": option.displayed})
+                for option in self.options
+            ]
+        if self.default_from is not None:
+            data["defaultFrom"] = {
+                "field": ".".join(self.default_from.field),
+                "factor": plain_number(self.default_from.factor),
+            }
+        return data
+
+
+@dataclasses.dataclass(frozen=True)
+class InstanceRules:
+    """Rules on an itemized field's instances as a whole."""
+
+    can_add: bool | None = None
+    locked: tuple[str, ...] = ()
+
+    def to_data(self) -> dict[str, object]:
+        """The rules as written in a policy file."""
+        data: dict[str, object] = {}
+        if self.can_add is not None:
+            data["canAdd"] = self.can_add
+        if self.locked:
+            data["locked"] = list(self.locked)
+        return data
+
+
+@dataclasses.dataclass(frozen=True)
+class Policy:
+    """One scope's policy for one workload type, flattened by schema path."""
+
+    name: str
+    scope: Scope
+    workload_type: WorkloadType
+    enforcement: Enforcement
+    defaults: Mapping[SchemaPath, object]
+    """Leaf defaults, and attribute defaults of itemized fields (below the field's path)."""
+    instances: Mapping[SchemaPath, tuple[Mapping[str, object], ...]]
+    """Default instances of itemized fields."""
+    rules: Mapping[SchemaPath, FieldRules]
+    instance_rules: Mapping[SchemaPath, InstanceRules]
+    imposed_assets: tuple[str, ...] = ()
+    source: str | None = None
+    """The document it was read from, to point at in errors."""
+    document_prefix: FieldPath = ("spec",)
+    """Where ``defaults``, ``rules`` and ``imposedAssets`` sit in that document."""
+
+
+RULES_BY_TYPE: Mapping[ValueType, tuple[str, ...]] = MappingProxyType(
+    {
+        ValueType.BOOLEAN: ("required", "canEdit"),
+        ValueType.STRING: ("required", "canEdit", "options"),
+        ValueType.INTEGER: ("required", "canEdit", "min", "max", "step", "defaultFrom"),
+        ValueType.NUMBER: ("required", "canEdit", "min", "max", "step", "defaultFrom"),
+        ValueType.QUANTITY: ("required", "canEdit", "min", "max", "defaultFrom"),
+        ValueType.ARRAY: ("required", "canEdit", "options"),
+    }
+)
+"""Which rules a field of each value type can carry."""
+
+INSTANCE_RULES = ("canAdd", "locked")
+ITEMIZED_SECTIONS = ("instances", "attributes")
+_SPEC_FIELDS = ("scope", "workloadType", "enforcement", "defaults", "rules", "imposedAssets")
+_TOP_FIELDS = ("apiVersion", "kind", "metadata", "spec")
+
+
+def policy_from_data(data: object, source: str | None = None) -> Policy:
+    """Read and check a ``WorkloadPolicy`` document; raises :class:`PolicyError` with every
+    problem found."""
+    loader = _Loader(source)
+    policy = loader.load(data)
+    if loader.problems:
+        raise PolicyError(loader.problems)
+    assert policy is not None
+    return policy
+
+
+def plain_number(amount: Decimal) -> int | float:
+    """A decimal as the JSON/YAML number it spells (an int when it is whole)."""
+    return int(amount) if amount == amount.to_integral_value() else float(amount)
+
+
+def same_value(field: Leaf, left: object, right: object) -> bool:
+    """Whether two valid values of ``field`` are the same value ("1G" is "1000M")."""
+    if field.value_type in NUMERIC_TYPES:
+        return numeric_value(field.value_type, left) == numeric_value(field.value_type, right)
+    return left == right
+
+
+def rule_breaches(field: Leaf, rules: FieldRules, value: object) -> list[tuple[str, str]]:
+    """The (rule, details) pairs of the value rules (min, max, step, options) ``value`` breaks.
+
+    ``required`` and ``canEdit`` concern where a value came from, not the value, so the caller
+    checks them; ``step`` counts from ``min``, or from 0 when there is no ``min``.
+    """
+    breaches: list[tuple[str, str]] = []
+    kind = field.value_type
+    if kind in NUMERIC_TYPES:
+        amount = numeric_value(kind, value)
+        if rules.minimum is not None and amount < numeric_value(kind, rules.minimum):
+            breaches.append(("min", f"{shown(value)} is below the minimum {shown(rules.minimum)}"))
+        if rules.maximum is not None and amount > numeric_value(kind, rules.maximum):
+            breaches.append(("max", f"{shown(value)} is above the maximum {shown(rules.maximum)}"))
+        if rules.step is not None:
+            base = Decimal(0) if rules.minimum is None else numeric_value(kind, rules.minimum)
+            if (amount - base) % rules.step != 0:
+                start = "0" if rules.minimum is None else shown(rules.minimum)
+                breaches.append(
+                    (
+                        "step",
+                        f"{shown(value)} is not {start} plus a multiple of the step "
+                        f"{plain_number(rules.step)}",
+                    )
+                )
+    if rules.options is not None:
+        allowed = [option.value for option in rules.options]
+        if kind is ValueType.ARRAY:
+            assert isinstance(value, list)
+            for index, item in enumerate(value):
+                if item not in allowed:
+                    breaches.append(
+                        (
+                            "options",
+                            f"item {index}, {shown(item)}, is not among the options "
+                            f"{shown(allowed)}",
+                        )
+                    )
+        elif value not in allowed:
+            breaches.append(
+                ("options", f"{shown(value)} is not among the options {shown(allowed)}")
+            )
+    return breaches
+
+
+def shown(value: object) -> str:
+    """A value as violations quote it: strings quoted, numbers and lists as written."""
+    return repr(value) if isinstance(value, str) else str(value).replace("'", '"')
+
+
+@dataclasses.dataclass
+class _Loader:
+    source: str | None
+    workload_type: WorkloadType = WorkloadType.WORKSPACE
+    problems: list[FieldProblem] = dataclasses.field(default_factory=list)
+    defaults: dict[SchemaPath, object] = dataclasses.field(default_factory=dict)
+    default_paths: dict[SchemaPath, FieldPath] = dataclasses.field(default_factory=dict)
+    instances: dict[SchemaPath, tuple[Mapping[str, object], ...]] = dataclasses.field(
+        default_factory=dict
+    )
+    instance_paths: dict[SchemaPath, FieldPath] = dataclasses.field(default_factory=dict)
+    rules: dict[SchemaPath, FieldRules] = dataclasses.field(default_factory=dict)
+    rule_paths: dict[SchemaPath, FieldPath] = dataclasses.field(default_factory=dict)
+    instance_rules: dict[SchemaPath, InstanceRules] = dataclasses.field(default_factory=dict)
+
+    def problem(self, path: FieldPath, message: str) -> None:
+        self.problems.append(FieldProblem(path, message, self.source))
+
+    def load(self, data: object) -> Policy | None:
+        if not isinstance(data, Mapping):
+            self.problem((), f"expected a {KIND} document (a mapping), got {describe(data)}")
+            return None
+        self._unknown(data, (), _TOP_FIELDS)
+        if data.get("apiVersion") != API_VERSION:
+            self.problem(
+                ("apiVersion",), f"expected {API_VERSION!r}, got {describe(data.get('apiVersion'))}"
+            )
+        if data.get("kind") != KIND:
+            self.problem(("kind",), f"expected {KIND!r}, got {describe(data.get('kind'))}")
+        name = self._name(data.get("metadata"))
+        spec = data.get("spec")
+        if not isinstance(spec, Mapping):
+            self.problem(("spec",), f"expected a mapping, got {describe(spec)}")
+            return None
+        self._unknown(spec, ("spec",), _SPEC_FIELDS)
+        scope = self._scope(spec.get("scope"))
+        workload_type = self._workload_type(spec.get("workloadType"))
+        enforcement = self._enforcement(spec.get("enforcement", Enforcement.ENFORCE.value))
+        imposed = self._imposed(spec.get("imposedAssets"))
+        if workload_type is None:
+            return None
+        self.workload_type = workload_type
+        root = SCHEMAS[workload_type]
+        checker = FieldChecker(workload_type, submission=False)
+        if spec.get("defaults") is not None:
+            self._defaults(root, spec["defaults"], ("spec", "defaults"), (), checker)
+        if spec.get("rules") is not None:
+            self._rules(root, spec["rules"], ("spec", "rules"), (), workload_type)
+        self.problems.extend(
+            dataclasses.replace(problem, source=self.source) for problem in checker.problems
+        )
+        self._defaults_within_rules(root)
+        self._default_from_cycles()
+        if scope is None or enforcement is None or name is None:
+            return None
+        return Policy(
+            name=name,
+            scope=scope,
+            workload_type=workload_type,
+            enforcement=enforcement,
+            defaults=MappingProxyType(self.defaults),
+            instances=MappingProxyType(self.instances),
+            rules=MappingProxyType(self.rules),
+            instance_rules=MappingProxyType(self.instance_rules),
+            imposed_assets=imposed,
+            source=self.source,
+        )
+
+    def _unknown(
+        self, data: Mapping[object, object], path: FieldPath, known: Sequence[str]
+    ) -> None:
+        for key in data:
+            if key not in known:
+                self.problem((*path, str(key)), unknown_field(key, known))
+
+    def _name(self, metadata: object) -> str | None:
+        if not isinstance(metadata, Mapping) or not isinstance(metadata.get("name"), str):
+            self.problem(("metadata",), "expected a mapping with the policy's name: {name: ...}")
+            return None
+        self._unknown(metadata, ("metadata",), ("name", "labels", "annotations"))
+        name: str = metadata["name"]
+        return name
+
+    def _scope(self, data: object) -> Scope | None:
+        try:
+            return scope_from_data(data)
+        except ValueError as error:
+            self.problem(("spec", "scope"), str(error))
+            return None
+
+    def _workload_type(self, data: object) -> WorkloadType | None:
+        try:
+            return parse_workload_type(data)
+        except ValueError as error:
+            self.problem(("spec", "workloadType"), str(error))
+            return None
+
+    def _enforcement(self, data: object) -> Enforcement | None:
+        if isinstance(data, str) and data in {mode.value for mode in Enforcement}:
+            return Enforcement(data)
+        choices = [mode.value for mode in Enforcement]
+        self.problem(("spec", "enforcement"), f"expected {one_of(choices)}, got {describe(data)}")
+        return None
+
+    def _imposed(self, data: object) -> tuple[str, ...]:
+        if data is None:
+            return ()
+        if not isinstance(data, list) or not all(isinstance(item, str) and item for item in data):
+            self.problem(
+                ("spec", "imposedAssets"), f"expected a list of asset ids, got {describe(data)}"
+            )
+            return ()
+        return tuple(data)
+
+    # -- defaults ---------------------------------------------------------------------------
+
+    def _defaults(
+        self,
+        field: Field,
+        data: object,
+        path: FieldPath,
+        schema_path: SchemaPath,
+        checker: FieldChecker,
+    ) -> None:
+        if isinstance(field, Leaf):
+            try:
+                self.defaults[schema_path] = checker.leaf(field, data, path, _unroled(schema_path))
+                self.default_paths[schema_path] = path
+            except InvalidValue as error:
+                self.problem(path, str(error))
+            return
+        if not isinstance(data, Mapping):
+            expected = (
+                "{instances: [...], attributes: {...}}"
+                if isinstance(field, Itemized)
+                else "a mapping of fields"
+            )
+            self.problem(path, f"expected {expected}, got {describe(data)}")
+            return
+        if isinstance(field, Itemized):
+            self._itemized_defaults(field, data, path, schema_path, checker)
+            return
+        for name, value in data.items():
+            child = field.fields.get(name) if isinstance(name, str) else None
+            if child is None:
+                self.problem(
+                    (*path, str(name)), _field_message(field, name, schema_path, self.workload_type)
+                )
+            elif value is not None:
+                self._defaults(child, value, (*path, name), (*schema_path, name), checker)
+
+    def _itemized_defaults(
+        self,
+        field: Itemized,
+        data: Mapping[object, object],
+        path: FieldPath,
+        schema_path: SchemaPath,
+        checker: FieldChecker,
+    ) -> None:
+        self._unknown(data, path, ITEMIZED_SECTIONS)
+        if data.get("instances") is not None:
+            instances = checker.instances(
+                field, data["instances"], (*path, "instances"), _unroled(schema_path)
+            )
+            if instances is not None:
+                self.instances[schema_path] = tuple(instances)
+                self.instance_paths[schema_path] = (*path, "instances")
+        attributes = data.get("attributes")
+        if attributes is None:
+            return
+        if isinstance(attributes, Mapping) and field.key in attributes:
+            self.problem(
+                (*path, "attributes", field.key),
+                f"{field.key!r} is the key of each instance; it cannot have a default",
+            )
+            attributes = {name: value for name, value in attributes.items() if name != field.key}
+        self._defaults(field.attributes, attributes, (*path, "attributes"), schema_path, checker)
+
+    # -- rules ------------------------------------------------------------------------------
+
+    def _rules(
+        self,
+        field: Field,
+        data: object,
+        path: FieldPath,
+        schema_path: SchemaPath,
+        workload_type: WorkloadType,
+    ) -> None:
+        if not isinstance(data, Mapping):
+            self.problem(path, f"expected a mapping, got {describe(data)}")
+            return
+        if isinstance(field, Leaf):
+            rules = self._field_rules(field, data, path, schema_path, workload_type)
+            self.rules[schema_path] = rules
+            self.rule_paths[schema_path] = path
+            return
+        if isinstance(field, Itemized):
+            self._unknown(data, path, ITEMIZED_SECTIONS)
+            if data.get("instances") is not None:
+                self.instance_rules[schema_path] = self._instance_rules(
+                    data["instances"], (*path, "instances")
+                )
+            if data.get("attributes") is not None:
+                self._rules(
+                    field.attributes,
+                    data["attributes"],
+                    (*path, "attributes"),
+                    schema_path,
+                    workload_type,
+                )
+            return
+        for name, value in data.items():
+            child = field.fields.get(name) if isinstance(name, str) else None
+            if child is None:
+                self.problem(
+                    (*path, str(name)), _field_message(field, name, schema_path, self.workload_type)
+                )
+            elif value is not None:
+                self._rules(child, value, (*path, name), (*schema_path, name), workload_type)
+
+    def _instance_rules(self, data: object, path: FieldPath) -> InstanceRules:
+        if not isinstance(data, Mapping):
+            self.problem(path, f"expected {{canAdd: ..., locked: [...]}}, got {describe(data)}")
+            return InstanceRules()
+        self._unknown(data, path, INSTANCE_RULES)
+        can_add = data.get("canAdd")
+        if can_add is not None and not isinstance(can_add, bool):
+            self.problem((*path, "canAdd"), f"expected true or false, got {describe(can_add)}")
+            can_add = None
+        locked = data.get("locked", [])
+        if not isinstance(locked, list) or not all(isinstance(key, str) for key in locked):
+            self.problem(
+                (*path, "locked"), f"expected a list of instance keys, got {describe(locked)}"
+            )
+            locked = []
+        return InstanceRules(can_add, tuple(locked))
+
+    def _field_rules(
+        self,
+        field: Leaf,
+        data: Mapping[object, object],
+        path: FieldPath,
+        schema_path: SchemaPath,
+        workload_type: WorkloadType,
+    ) -> FieldRules:
+        allowed = RULES_BY_TYPE[field.value_type]
+        values: dict[str, object] = {}
+        for rule, value in data.items():
+            if rule in allowed:
+                values[str(rule)] = value
+            elif rule in _ALL_RULES or rule in INSTANCE_RULES:
+                self.problem(
+                    (*path, str(rule)),
+                    f"a {field.value_type.value} field cannot carry the rule {rule!r} "
+                    f"({field.value_type.value} fields take {', '.join(allowed)})",
+                )
+            else:
+                self.problem(
+                    (*path, str(rule)), unknown_field(rule, allowed).replace("field", "rule", 1)
+                )
+        rules = FieldRules(
+            required=self._flag(values, "required", path),
+            can_edit=self._flag(values, "canEdit", path),
+            minimum=self._bound(field, values, "min", path),
+            maximum=self._bound(field, values, "max", path),
+            step=self._step(field, values.get("step"), (*path, "step")),
+            options=self._options(field, values.get("options"), (*path, "options")),
+            default_from=self._default_from(
+                field, values.get("defaultFrom"), (*path, "defaultFrom"), schema_path, workload_type
+            ),
+        )
+        if rules.minimum is not None and rules.maximum is not None:
+            kind = field.value_type
+            if numeric_value(kind, rules.minimum) > numeric_value(kind, rules.maximum):
+                self.problem(
+                    (*path, "min"),
+                    f"min {shown(rules.minimum)} is above max {shown(rules.maximum)}",
+                )
+        return rules
+
+    def _flag(self, values: Mapping[str, object], rule: str, path: FieldPath) -> bool | None:
+        value = values.get(rule)
+        if value is None or isinstance(value, bool):
+            return value
+        self.problem((*path, rule), f"expected true or false, got {describe(value)}")
+        return None
+
+    def _bound(
+        self, field: Leaf, values: Mapping[str, object], rule: str, path: FieldPath
+    ) -> object:
+        value = values.get(rule)
+        if value is None:
+            return None
+        try:
+            return check_leaf(field, value)
+        except InvalidValue as error:
+            self.problem((*path, rule), str(error))
+            return None
+
+    def _step(self, field: Leaf, value: object, path: FieldPath) -> Decimal | None:
+        if value is None:
+            return None
+        try:
+            step = numeric_value(field.value_type, value)
+        except InvalidValue as error:
+            self.problem(path, str(error))
+            return None
+        if step <= 0:
+            self.problem(path, f"the step must be above 0, got {describe(value)}")
+            return None
+        return step
+
+    def _options(self, field: Leaf, value: object, path: FieldPath) -> tuple[Option, ...] | None:
+        if value is None:
+            return None
+        if not isinstance(value, list) or not value:
+            self.problem(
+                path, f"expected a non-empty list of {{value, displayed}}, got {describe(value)}"
+            )
+            return None
+        options: list[Option] = []
+        for index, entry in enumerate(value):
+            entry_path = (*path, index)
+            if not isinstance(entry, Mapping) or "value" not in entry:
+                self.problem(
+                    entry_path, f"expected {{value: ..., displayed: ...}}, got {describe(entry)}"
+                )
+                continue
+            self._unknown(entry, entry_path, ("value", "displayed"))
+            displayed = entry.get("displayed")
+            if displayed is not None and not isinstance(displayed, str):
+                self.problem(
+                    (*entry_path, "displayed"), f"expected a string, got {describe(displayed)}"
+                )
+            try:
+                if field.value_type is ValueType.ARRAY:
+                    # An array's options are the values each of its items may take.
+                    checked = check_leaf(field, [entry["value"]])
+                    assert isinstance(checked, list)
+                    option_value = checked[0]
+                else:
+                    option_value = check_leaf(field, entry["value"])
+            except InvalidValue as error:
+                self.problem((*entry_path, "value"), str(error).removeprefix("item 0: "))
+                continue
+            options.append(Option(option_value, displayed if isinstance(displayed, str) else None))
+        return tuple(options)
+
+    def _default_from(
+        self,
+        field: Leaf,
+        value: object,
+        path: FieldPath,
+        schema_path: SchemaPath,
+        workload_type: WorkloadType,
+    ) -> DefaultFrom | None:
+        if value is None:
+            return None
+        if not isinstance(value, Mapping) or not isinstance(value.get("field"), str):
+            self.problem(
+                path, f"expected {{field: <dotted path>, factor: <number>}}, got {describe(value)}"
+            )
+            return None
+        self._unknown(value, path, ("field", "factor"))
+        factor_value = value.get("factor", 1)
+        try:
+            factor = numeric_value(ValueType.NUMBER, factor_value)
+        except InvalidValue as error:
+            self.problem((*path, "factor"), str(error))
+            return None
+        text: str = value["field"]
+        parent = schema_path[:-1]
+        root = SCHEMAS[workload_type]
+        written = tuple(text.split("."))
+        candidates = [written, (*parent, *written)]
+        if workload_type is WorkloadType.DISTRIBUTED and written[0] not in ROLES:
+            candidates.insert(1, (schema_path[0], *written))
+        source = next(
+            (
+                candidate
+                for candidate in candidates
+                if candidate[:-1] == parent and isinstance(field_at(root, candidate), Leaf)
+            ),
+            None,
+        )
+        if source is None:
+            where = ".".join(parent) or "the top level"
+            self.problem(
+                (*path, "field"),
+                f"{text!r} is not a field of the same section ({where}); defaultFrom reads a "
+                "sibling field (inside an itemized field, an attribute of the same instance)",
+            )
+            return None
+        source_field = field_at(root, source)
+        assert isinstance(source_field, Leaf)
+        if source == schema_path:
+            self.problem((*path, "field"), "a field cannot default from itself")
+            return None
+        if not _compatible(field.value_type, source_field.value_type):
+            self.problem(
+                (*path, "field"),
+                f"{text!r} holds a {source_field.value_type.value}; a "
+                f"{field.value_type.value} field can default only from "
+                + (
+                    "a quantity"
+                    if field.value_type is ValueType.QUANTITY
+                    else "an integer or number"
+                ),
+            )
+            return None
+        return DefaultFrom(source, factor)
+
+    # -- whole-policy checks ----------------------------------------------------------------
+
+    def _defaults_within_rules(self, root: Section) -> None:
+        for schema_path, value in self.defaults.items():
+            rules = self.rules.get(schema_path)
+            field = field_at(root, schema_path)
+            if rules is None or not isinstance(field, Leaf):
+                continue
+            for rule, details in rule_breaches(field, rules, value):
+                self.problem(
+                    self.default_paths[schema_path],
+                    f"the default breaks this policy's own {rule!r} rule: {details}",
+                )
+        for schema_path, instances in self.instances.items():
+            field = field_at(root, schema_path)
+            assert isinstance(field, Itemized)
+            for index, instance in enumerate(instances):
+                for attribute_path, value in flatten(instance):
+                    rules = self.rules.get((*schema_path, *attribute_path))
+                    attribute = field_at(field.attributes, attribute_path)
+                    if rules is None or not isinstance(attribute, Leaf):
+                        continue
+                    for rule, details in rule_breaches(attribute, rules, value):
+                        self.problem(
+                            (*self.instance_paths[schema_path], index, *attribute_path),
+                            f"the default breaks this policy's own {rule!r} rule: {details}",
+                        )
+
+    def _default_from_cycles(self) -> None:
+        for cycle in default_from_cycles(self.rules):
+            self.problem(
+                (*self.rule_paths[cycle[0]], "defaultFrom"),
+                "defaultFrom forms a cycle: " + " → ".join(".".join(path) for path in cycle),
+            )
+
+
+_ALL_RULES = frozenset(rule for rules in RULES_BY_TYPE.values() for rule in rules)
+
+
+def default_from_cycles(rules: Mapping[SchemaPath, FieldRules]) -> list[list[SchemaPath]]:
+    """Every cycle among ``defaultFrom`` rules, each as the paths around it (first repeated)."""
+    cycles: list[list[SchemaPath]] = []
+    reported: set[SchemaPath] = set()
+    for start in rules:
+        path = [start]
+        seen = {start}
+        current = start
+        while (default_from := rules.get(current, FieldRules()).default_from) is not None:
+            current = default_from.field
+            if current in seen:
+                loop = path[path.index(current) :]
+                if not reported.intersection(loop):
+                    reported.update(loop)
+                    cycles.append([*loop, current])
+                break
+            seen.add(current)
+            path.append(current)
+    return cycles
+
+
+def flatten(data: Mapping[str, object], prefix: SchemaPath = ()) -> list[tuple[SchemaPath, object]]:
+    """The leaves of nested mappings, each with its path: ``{a: {b: 1}}`` → ``[(("a","b"), 1)]``."""
+    leaves: list[tuple[SchemaPath, object]] = []
+    for name, value in data.items():
+        if isinstance(value, Mapping):
+            leaves.extend(flatten(value, (*prefix, name)))
+        else:
+            leaves.append(((*prefix, name), value))
+    return leaves
+
+
+def _compatible(target: ValueType, source: ValueType) -> bool:
+    if target is ValueType.QUANTITY:
+        return source is ValueType.QUANTITY
+    return source in {ValueType.INTEGER, ValueType.NUMBER}
+
+
+def _unroled(schema_path: SchemaPath) -> SchemaPath:
+    return schema_path[1:] if schema_path and schema_path[0] in ROLES else schema_path
+
+
+def _field_message(
+    section: Section, name: object, schema_path: SchemaPath, workload_type: WorkloadType
+) -> str:
+    message = missing_field_message(section, name, _unroled(schema_path), workload_type)
+    if isinstance(name, str) and name in _ALL_RULES | set(INSTANCE_RULES) | set(ITEMIZED_SECTIONS):
+        where = ".".join(schema_path) or "the top level"
+        message += f"; rules and defaults are set on a field, and {where} is a section"
+    return message

@@ -1,0 +1,358 @@
+"""Workload submissions, read from plain data and checked against the field catalogue.
+
+A researcher's submission names fields in the catalogue's camelCase dotted paths. Before any
+policy looks at it, every field must exist, be supported by the workload type, and hold a value of
+its type; this module reports every problem at once, each at the path written in the file. The
+same value checks read policy defaults, option values and asset specs, so a value means the same
+thing wherever it is written.
+
+A submission is written either bare (the fields themselves) or wrapped, as podwright's files are::
+
+    type: training          # workspace | training | distributed | inference
+    name: resnet-50         # optional
+    spec:
+      image: pytorch/pytorch:2.4
+      compute: {gpuDevicesRequest: 2}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from decimal import Decimal
+
+from podwright.core import quantities
+from podwright.core.field_paths import FieldPath
+from podwright.core.problems import FieldProblem, ProblemsError, describe, one_of, unknown_field
+from podwright.core.workload_fields import (
+    EXCLUDE,
+    ROLES,
+    SCHEMAS,
+    Field,
+    Itemized,
+    Leaf,
+    Section,
+    ValueType,
+    WorkloadType,
+    supporting_types,
+)
+
+WRAPPED_FIELDS = ("apiVersion", "kind", "type", "name", "spec")
+
+
+class InvalidValue(ValueError):  # noqa: N818 (a value, not an error, is invalid)
+    """A value that cannot stand for its field; the message says what was given and allowed."""
+
+
+class WorkloadInputError(ProblemsError):
+    """The submission is not a valid workload of its type; ``problems`` lists every reason."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Submission:
+    """A checked submission: ``spec`` holds only known, supported fields with valid values."""
+
+    workload_type: WorkloadType
+    spec: Mapping[str, object]
+    name: str | None = None
+    spec_path: FieldPath = ()
+    """Where ``spec`` sits in the document it was read from (``("spec",)`` when wrapped)."""
+
+
+def parse_workload_type(value: object) -> WorkloadType:
+    """``"training"`` → :attr:`WorkloadType.TRAINING`; anything else is a ValueError."""
+    if isinstance(value, str) and value in WorkloadType.__members__.values():
+        return WorkloadType(value)
+    raise ValueError(
+        f"expected {one_of([kind.value for kind in WorkloadType])}, got {describe(value)}"
+    )
+
+
+def submission_from_data(data: object, workload_type: WorkloadType | None = None) -> Submission:
+    """Read a submission, bare or wrapped; ``workload_type`` is required unless the file says."""
+    if not isinstance(data, Mapping):
+        raise WorkloadInputError(
+            [FieldProblem((), f"expected a workload (a mapping), got {describe(data)}")]
+        )
+    if "spec" not in data:
+        if workload_type is None:
+            raise WorkloadInputError(
+                [
+                    FieldProblem(
+                        (),
+                        "the workload type is not given: wrap the fields as "
+                        "'type: ...' and 'spec: ...', or pass the type",
+                    )
+                ]
+            )
+        return Submission(workload_type, check_spec(data, workload_type, ()))
+    problems: list[FieldProblem] = []
+    for key in data:
+        if key not in WRAPPED_FIELDS:
+            problems.append(FieldProblem((key,), unknown_field(key, WRAPPED_FIELDS)))
+    written_type = data.get("type")
+    if written_type is not None:
+        try:
+            file_type = parse_workload_type(written_type)
+        except ValueError as error:
+            problems.append(FieldProblem(("type",), str(error)))
+        else:
+            if workload_type is not None and workload_type is not file_type:
+                problems.append(
+                    FieldProblem(
+                        ("type",),
+                        f"the file says {file_type.value!r} but {workload_type.value!r} "
+                        "was asked for",
+                    )
+                )
+            workload_type = file_type
+    elif workload_type is None:
+        problems.append(FieldProblem((), "the workload type is not given: add 'type: ...'"))
+    name = data.get("name")
+    if name is not None and not isinstance(name, str):
+        problems.append(FieldProblem(("name",), f"expected a string, got {describe(name)}"))
+    if problems:
+        raise WorkloadInputError(problems)
+    assert workload_type is not None
+    spec = check_spec(data["spec"], workload_type, ("spec",))
+    return Submission(workload_type, spec, name if isinstance(name, str) else None, ("spec",))
+
+
+def check_spec(data: object, workload_type: WorkloadType, path: FieldPath) -> dict[str, object]:
+    """The submitted fields, checked against ``workload_type``; raises with every problem."""
+    checker = FieldChecker(workload_type, submission=True)
+    checked = checker.section(SCHEMAS[workload_type], data, path, ())
+    if checker.problems:
+        raise WorkloadInputError(checker.problems)
+    assert checked is not None
+    return checked
+
+
+@dataclasses.dataclass
+class FieldChecker:
+    """Checks values against the catalogue, collecting every problem in ``problems``.
+
+    ``workload_type`` (when known) tells an unsupported field from an unknown one;
+    ``submission`` allows ``exclude`` in the instances of itemized fields. Each method returns
+    the checked value, or None when the value is unusable (and its problems are recorded).
+    Null values in a mapping are dropped: YAML's ``field:`` means "not given".
+    """
+
+    workload_type: WorkloadType | None
+    submission: bool
+    problems: list[FieldProblem] = dataclasses.field(default_factory=list)
+
+    def section(
+        self, section: Section, data: object, path: FieldPath, schema_path: tuple[str, ...]
+    ) -> dict[str, object] | None:
+        """Check a mapping of fields; ``schema_path`` is its place in the catalogue."""
+        if not isinstance(data, Mapping):
+            self.problems.append(
+                FieldProblem(path, f"expected a mapping of fields, got {describe(data)}")
+            )
+            return None
+        is_roles = _is_roles(section)
+        checked: dict[str, object] = {}
+        for name, raw in data.items():
+            field = section.fields.get(name) if isinstance(name, str) else None
+            if field is None:
+                message = missing_field_message(section, name, schema_path, self.workload_type)
+                self.problems.append(FieldProblem((*path, name), message))
+                continue
+            if raw is None:
+                continue
+            inner = schema_path if is_roles else (*schema_path, name)
+            value = self.field(field, raw, (*path, name), inner)
+            if value is not None:
+                checked[name] = value
+        return checked
+
+    def field(
+        self, field: Field, raw: object, path: FieldPath, schema_path: tuple[str, ...]
+    ) -> object | None:
+        """Check one field's value, of any kind."""
+        if isinstance(field, Section):
+            return self.section(field, raw, path, schema_path)
+        if isinstance(field, Itemized):
+            return self.instances(field, raw, path, schema_path)
+        try:
+            return self.leaf(field, raw, path, schema_path)
+        except InvalidValue as error:
+            self.problems.append(FieldProblem(path, str(error)))
+            return None
+
+    def instances(
+        self, field: Itemized, raw: object, path: FieldPath, schema_path: tuple[str, ...]
+    ) -> list[dict[str, object]] | None:
+        """Check an itemized field's list of instances: keys present and unique."""
+        if not isinstance(raw, list):
+            self.problems.append(
+                FieldProblem(
+                    path,
+                    f"expected a list of instances, each with its {field.key!r}, "
+                    f"got {describe(raw)}",
+                )
+            )
+            return None
+        instances: list[dict[str, object]] = []
+        seen: dict[str, int] = {}
+        for index, item in enumerate(raw):
+            item_path = (*path, index)
+            if not isinstance(item, Mapping):
+                self.problems.append(
+                    FieldProblem(
+                        item_path, f"expected an instance (a mapping), got {describe(item)}"
+                    )
+                )
+                continue
+            key = item.get(field.key)
+            if not isinstance(key, str) or not key:
+                got = "" if key is None else f", got {describe(key)}"
+                self.problems.append(
+                    FieldProblem(
+                        item_path,
+                        f"every instance needs its key {field.key!r} (a non-empty string){got}",
+                    )
+                )
+                continue
+            if key in seen:
+                self.problems.append(
+                    FieldProblem(
+                        (*item_path, field.key),
+                        f"{key!r} is given twice (first at index {seen[key]}); "
+                        f"{field.key!r} identifies an instance",
+                    )
+                )
+                continue
+            seen[key] = index
+            attributes = {name: value for name, value in item.items() if name != EXCLUDE}
+            checked = self.section(field.attributes, attributes, item_path, schema_path)
+            excluded = EXCLUDE in item and self._exclude(item[EXCLUDE], (*item_path, EXCLUDE))
+            if checked is not None:
+                if excluded:
+                    checked[EXCLUDE] = True
+                instances.append(checked)
+        return instances
+
+    def _exclude(self, value: object, path: FieldPath) -> bool:
+        if not self.submission:
+            self.problems.append(
+                FieldProblem(
+                    path, "only a submission can exclude an instance; a policy leaves it out"
+                )
+            )
+            return False
+        if not isinstance(value, bool):
+            self.problems.append(
+                FieldProblem(path, f"expected true or false, got {describe(value)}")
+            )
+            return False
+        return value
+
+    def leaf(
+        self, leaf: Leaf, raw: object, path: FieldPath, schema_path: tuple[str, ...]
+    ) -> object | None:
+        """Check a one-value field; raises :class:`InvalidValue` for a scalar's problem."""
+        if leaf.value_type is not ValueType.ARRAY:
+            return check_leaf(leaf, raw)
+        items = _as_list(leaf, raw)
+        if not isinstance(leaf.item, Section):
+            return check_leaf(leaf, items)
+        before = len(self.problems)
+        checked = [
+            self.section(leaf.item, entry, (*path, index), schema_path)
+            for index, entry in enumerate(items)
+        ]
+        return None if len(self.problems) > before else checked
+
+
+def check_leaf(leaf: Leaf, raw: object) -> object:
+    """``raw`` as a value of ``leaf``, or :class:`InvalidValue` saying what the field allows."""
+    kind = leaf.value_type
+    if kind is ValueType.BOOLEAN:
+        if not isinstance(raw, bool):
+            raise InvalidValue(f"expected true or false, got {describe(raw)}")
+        return raw
+    if kind is ValueType.STRING:
+        if not isinstance(raw, str):
+            raise InvalidValue(f"expected a string, got {describe(raw)}")
+        if leaf.choices and raw not in leaf.choices:
+            raise InvalidValue(f"expected {one_of(leaf.choices)}, got {describe(raw)}")
+        return raw
+    if kind is ValueType.ARRAY:
+        items = _as_list(leaf, raw)
+        if isinstance(leaf.item, Section):
+            checker = FieldChecker(None, submission=False)
+            checked = checker.leaf(leaf, items, (), ())
+            if checker.problems:
+                raise InvalidValue(str(checker.problems[0]))
+            return checked
+        assert leaf.item is not None
+        element = Leaf(leaf.item)
+        for index, entry in enumerate(items):
+            try:
+                check_leaf(element, entry)
+            except InvalidValue as error:
+                raise InvalidValue(f"item {index}: {error}") from None
+        return items
+    amount = numeric_value(kind, raw)
+    if leaf.minimum is not None and amount < leaf.minimum:
+        raise InvalidValue(f"must be at least {leaf.minimum}, got {describe(raw)}")
+    if leaf.maximum is not None and amount > leaf.maximum:
+        raise InvalidValue(f"must be at most {leaf.maximum}, got {describe(raw)}")
+    return raw
+
+
+def numeric_value(kind: ValueType, raw: object) -> Decimal:
+    """The exact amount of an integer, number or quantity value; InvalidValue if it is none."""
+    if kind is ValueType.QUANTITY:
+        try:
+            return quantities.parse(raw)
+        except quantities.QuantityError as error:
+            raise InvalidValue(str(error)) from None
+    if isinstance(raw, bool) or not isinstance(raw, int | float | Decimal):
+        expected = "an integer" if kind is ValueType.INTEGER else "a number"
+        raise InvalidValue(f"expected {expected}, got {describe(raw)}")
+    if kind is ValueType.INTEGER and not isinstance(raw, int):
+        raise InvalidValue(f"expected an integer, got {describe(raw)}")
+    amount = Decimal(repr(raw)) if isinstance(raw, float) else Decimal(raw)
+    if not amount.is_finite():
+        raise InvalidValue(f"expected a finite number, got {describe(raw)}")
+    return amount
+
+
+def _as_list(leaf: Leaf, raw: object) -> list[object]:
+    if (
+        isinstance(raw, str)
+        and leaf.item is ValueType.INTEGER
+        and all(part.strip().isdigit() for part in raw.split(","))
+    ):
+        # The reference's own spelling of a list of group ids: "1000,2000".
+        return [int(part) for part in raw.split(",")]
+    if not isinstance(raw, list):
+        raise InvalidValue(f"expected a list, got {describe(raw)}")
+    return raw
+
+
+def _is_roles(section: Section) -> bool:
+    return set(section.fields) == set(ROLES)
+
+
+def missing_field_message(
+    section: Section,
+    name: object,
+    schema_path: tuple[str, ...],
+    workload_type: WorkloadType | None,
+) -> str:
+    """Why ``section`` has no field ``name``: unknown, unsupported by the type, or misplaced."""
+    if not isinstance(name, str):
+        return f"field names are strings, got {describe(name)}"
+    if _is_roles(section):
+        return f"distributed training puts every field under 'master' or 'worker', not {name!r}"
+    supported = supporting_types((*schema_path, name))
+    if not supported or workload_type is None:
+        return unknown_field(name, section.fields)
+    if workload_type in supported:
+        return f"{name!r} belongs in the 'worker' section of distributed training"
+    names = ", ".join(kind.value for kind in WorkloadType if kind in supported)
+    return f"{name!r} is not supported for {workload_type.value} workloads (only for {names})"
