@@ -11,33 +11,20 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from enum import IntEnum
 from typing import Any, NoReturn
 
 import click
 
 from podwright import __version__
 from podwright.adapters.documents import STDIN, DocumentError, dump_yaml, read_document
+from podwright.cli.common import BadInput, ExitCode
+from podwright.cli.policy_commands import policy_group
 from podwright.core.pod_input import PodInputError, pod_input_from_data
 from podwright.core.pod_template import (
     PRIMARY_CONTAINER_ANNOTATION,
     PodTemplate,
     PodTemplateError,
 )
-
-
-class ExitCode(IntEnum):
-    """What the process exit status means; scripts may rely on these."""
-
-    OK = 0
-    BAD_INPUT = 2
-    """Unreadable or invalid input, or a usage error."""
-
-
-class BadInput(click.ClickException):
-    """Input the command cannot use; reported on one line, exit status 2."""
-
-    exit_code = ExitCode.BAD_INPUT
 
 
 class PodwrightGroup(click.Group):
@@ -59,7 +46,8 @@ class PodwrightGroup(click.Group):
 
 
 def _fail(message: str, code: int) -> NoReturn:
-    click.echo(f"podwright: error: {message}", err=True)
+    for line in message.splitlines():
+        click.echo(f"podwright: error: {line}", err=True)
     sys.exit(code)
 
 
@@ -173,6 +161,9 @@ def pod_command(
         click.echo(json.dumps(manifest, indent=2))
     else:
         click.echo(dump_yaml(manifest), nl=False)
+
+
+cli.add_command(policy_group)
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:

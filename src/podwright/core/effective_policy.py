@@ -163,16 +163,11 @@ def effective_policy(
 
 def document_path(policy: Policy, section: str, schema_path: SchemaPath) -> FieldPath:
     """Where a schema path is written in ``policy``'s ``defaults`` or ``rules`` section."""
-    path: list[str | int] = [*policy.document_prefix, section]
-    field: Field = SCHEMAS[policy.workload_type]
-    for name in schema_path:
-        if isinstance(field, Itemized):
-            path.append("attributes")
-            field = field.attributes
-        assert isinstance(field, Section)
-        path.append(name)
-        field = field.fields[name]
-    return tuple(path)
+    return (
+        *policy.document_prefix,
+        section,
+        *_document_names(SCHEMAS[policy.workload_type], schema_path),
+    )
 
 
 def _take_ownership(
@@ -262,3 +257,73 @@ def _plan(
             visit(name)
         plan[parent] = tuple(ordered)
     return plan
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyEntry:
+    """One default, rule set, instance or imposed asset of an effective policy."""
+
+    path: str
+    """Its dotted document path: ``rules.compute.gpuDevicesRequest``,
+    ``defaults.storage.pvc.instances[home]``, ``imposedAssets[0]``."""
+    value: object
+    scope: Scope
+
+
+def effective_policy_document(
+    policy: EffectivePolicy,
+) -> tuple[dict[str, object], list[PolicyEntry]]:
+    """The effective policy as a policy file writes it, and its entries with their scopes."""
+    document: dict[str, object] = {}
+    entries: list[PolicyEntry] = []
+    root = SCHEMAS[policy.workload_type]
+
+    def place(section: str, path: SchemaPath, value: object, *tail: str) -> str:
+        location = [section, *_document_names(root, path), *tail]
+        node = document
+        for name in location[:-1]:
+            child = node.setdefault(name, {})
+            assert isinstance(child, dict)
+            node = child
+        node[location[-1]] = value
+        return ".".join(location)
+
+    for path, default in policy.defaults.items():
+        location = place("defaults", path, default.value)
+        entries.append(PolicyEntry(location, default.value, default.policy.scope))
+    for path, instances in policy.instances.items():
+        field = field_at(root, path)
+        assert isinstance(field, Itemized)
+        location = place("defaults", path, [dict(item.value) for item in instances], "instances")
+        for instance in instances:
+            key = instance.value[field.key]
+            entries.append(
+                PolicyEntry(f"{location}[{key}]", dict(instance.value), instance.policy.scope)
+            )
+    for path, rules in policy.rules.items():
+        location = place("rules", path, rules.value.to_data())
+        entries.append(PolicyEntry(location, rules.value.to_data(), rules.policy.scope))
+    for path, instance_rules in policy.instance_rules.items():
+        data = instance_rules.value.to_data()
+        location = place("rules", path, data, "instances")
+        entries.append(PolicyEntry(location, data, instance_rules.policy.scope))
+    if policy.imposed_assets:
+        document["imposedAssets"] = [asset.value for asset in policy.imposed_assets]
+        entries.extend(
+            PolicyEntry(f"imposedAssets[{index}]", asset.value, asset.policy.scope)
+            for index, asset in enumerate(policy.imposed_assets)
+        )
+    return document, entries
+
+
+def _document_names(root: Section, path: SchemaPath) -> list[str]:
+    names: list[str] = []
+    field: Field = root
+    for name in path:
+        if isinstance(field, Itemized):
+            names.append("attributes")
+            field = field.attributes
+        assert isinstance(field, Section)
+        names.append(name)
+        field = field.fields[name]
+    return names

@@ -99,6 +99,8 @@ class Evaluation:
     """Every effective value, nested as submitted (empty when rejected)."""
     sources: Mapping[str, str]
     """Where each effective leaf value came from, by dotted path."""
+    values: Mapping[str, object]
+    """Each effective leaf value, by the same dotted paths."""
     violations: tuple[Violation, ...]
     """Violations of enforced rules: when any, the submission is rejected."""
     warnings: tuple[Violation, ...]
@@ -135,7 +137,7 @@ def evaluate(
             f"the submission is {submission.workload_type.value}, the policy "
             f"{policy.workload_type.value}, and {workload_type.value} was asked for"
         )
-    evaluator = _Evaluator(policy, _imposed_instances(policy, catalogue))
+    evaluator = _Evaluator(policy, resolve_imposed_assets(policy, catalogue))
     workload = evaluator.section(
         SCHEMAS[workload_type], submission.spec, (), "", instance=_NO_INSTANCE
     )
@@ -148,6 +150,7 @@ def evaluate(
         workload_type=workload_type,
         workload={} if rejected else workload,
         sources={} if rejected else evaluator.sources,
+        values={} if rejected else evaluator.values,
         violations=by_mode[Enforcement.ENFORCE],
         warnings=by_mode[Enforcement.WARN],
         audited=by_mode[Enforcement.AUDIT],
@@ -167,17 +170,24 @@ _ABSENT = object()
 
 
 @dataclasses.dataclass(frozen=True)
-class _DefaultInstance:
+class DefaultInstance:
+    """A policy's default instance of an itemized field, or an imposed asset's."""
+
     attributes: Mapping[str, object]
     source: str
     policy: Policy
     imposed: bool
 
 
-def _imposed_instances(
+def resolve_imposed_assets(
     policy: EffectivePolicy, catalogue: AssetCatalogue
-) -> dict[SchemaPath, list[_DefaultInstance]]:
-    imposed: dict[SchemaPath, list[_DefaultInstance]] = {}
+) -> dict[SchemaPath, list[DefaultInstance]]:
+    """The storage instances the policy's imposed assets become, by storage field path.
+
+    Raises :class:`PolicyError` for an asset missing from the catalogue, one that references
+    credentials, or one of a kind the workload type cannot mount.
+    """
+    imposed: dict[SchemaPath, list[DefaultInstance]] = {}
     problems: list[FieldProblem] = []
     root = SCHEMAS[policy.workload_type]
     roles = ROLES if policy.workload_type is WorkloadType.DISTRIBUTED else ((),)
@@ -219,7 +229,7 @@ def _imposed_instances(
                 )
                 break
             imposed.setdefault(path, []).append(
-                _DefaultInstance(
+                DefaultInstance(
                     asset.instance(), f"imposed asset {asset.id} ({owner.scope})", owner, True
                 )
             )
@@ -231,8 +241,9 @@ def _imposed_instances(
 @dataclasses.dataclass
 class _Evaluator:
     policy: EffectivePolicy
-    imposed: Mapping[SchemaPath, list[_DefaultInstance]]
+    imposed: Mapping[SchemaPath, list[DefaultInstance]]
     sources: dict[str, str] = dataclasses.field(default_factory=dict)
+    values: dict[str, object] = dataclasses.field(default_factory=dict)
     issues: list[Violation] = dataclasses.field(default_factory=list)
     imposed_plan: dict[SchemaPath, list[str]] = dataclasses.field(default_factory=dict)
 
@@ -383,6 +394,7 @@ class _Evaluator:
         for rule, details in rule_breaches(field, rules, value):
             self.violation(where, rule, details, owner)
         self.sources[where] = source
+        self.values[where] = value
         return value
 
     def default(
@@ -421,7 +433,7 @@ class _Evaluator:
         where: str,
         submitted: Sequence[object] | None,
     ) -> list[dict[str, object]]:
-        defaults: dict[str, _DefaultInstance] = {}
+        defaults: dict[str, DefaultInstance] = {}
         for sourced in self.policy.instances.get(path, ()):
             defaults[_key(field, sourced.value)] = _policy_instance(sourced)
         for imposed in self.imposed.get(path, ()):
@@ -487,6 +499,7 @@ class _Evaluator:
                 else _Instance({}, SUBMISSION)
             )
             self.sources[f"{item_where}.{field.key}"] = instance.source or SUBMISSION
+            self.values[f"{item_where}.{field.key}"] = key
             attributes = self.section(
                 field.attributes, changes.get(key), path, item_where, instance=instance
             )
@@ -515,8 +528,8 @@ class _Evaluator:
                 )
 
 
-def _policy_instance(sourced: Sourced[Mapping[str, object]]) -> _DefaultInstance:
-    return _DefaultInstance(
+def _policy_instance(sourced: Sourced[Mapping[str, object]]) -> DefaultInstance:
+    return DefaultInstance(
         sourced.value, f"policy default ({sourced.policy.scope})", sourced.policy, False
     )
 
@@ -527,7 +540,7 @@ def _key(field: Itemized, instance: Mapping[str, object]) -> str:
     return key
 
 
-def _why_locked(default: _DefaultInstance) -> str:
+def _why_locked(default: DefaultInstance) -> str:
     if default.imposed:
         return f"an {default.source}"
     return f"locked by {default.policy.scope}"

@@ -1,0 +1,23 @@
+"""What every podwright command shares: exit codes and the one-line bad-input error."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+import click
+
+
+class ExitCode(IntEnum):
+    """What the process exit status means; scripts may rely on these."""
+
+    OK = 0
+    VIOLATIONS = 1
+    """The input is valid but breaks enforced policy rules."""
+    BAD_INPUT = 2
+    """Unreadable or invalid input, or a usage error."""
+
+
+class BadInput(click.ClickException):
+    """Input the command cannot use; reported on one line, exit status 2."""
+
+    exit_code = ExitCode.BAD_INPUT
