@@ -133,7 +133,8 @@ def scope_from_data(data: object) -> Scope:
         names.append(name)
     if len(names) != len(data):
         missing = SCOPE_LEVELS[len(names) + 1]
-        raise ValueError(f"a {SCOPE_LEVELS[len(data)]} scope must name its {missing}")
+        deepest = max(SCOPE_LEVELS.index(str(level)) for level in data)
+        raise ValueError(f"a {SCOPE_LEVELS[deepest]} scope must name its {missing}")
     return Scope(tuple(names))
 
 
