@@ -45,7 +45,9 @@ def make_policy(body: Mapping[str, object], **options: object) -> Policy:
 
 
 def combine(
-    policies: Sequence[Policy], scope: Mapping[str, str] | None = None, workload_type: str = "workspace"
+    policies: Sequence[Policy],
+    scope: Mapping[str, str] | None = None,
+    workload_type: str = "workspace",
 ) -> EffectivePolicy:
     names = tuple((scope or PROJECT).values())
     return effective_policy(policies, Scope(names), WorkloadType(workload_type))

@@ -44,7 +44,9 @@ def test_itemized_instances(submitted: list[dict[str, object]], expected: object
 def test_can_add_false_refuses_new_instances_but_allows_changes() -> None:
     policy = make_policy(
         {
-            "defaults": {"storage": {"nfs": {"instances": [{"name": "data", "server": "nfs", "path": "/x"}]}}},
+            "defaults": {
+                "storage": {"nfs": {"instances": [{"name": "data", "server": "nfs", "path": "/x"}]}}
+            },
             "rules": {"storage": {"nfs": {"instances": {"canAdd": False}}}},
         }
     )
@@ -64,10 +66,16 @@ def test_attribute_rules_apply_to_every_instance() -> None:
     policy = make_policy(
         {
             "defaults": {"ports": {"instances": [{"name": "jupyter", "container": 8888}]}},
-            "rules": {"ports": {"attributes": {"container": {"min": 1024}, "serviceType": {"required": True}}}},
+            "rules": {
+                "ports": {
+                    "attributes": {"container": {"min": 1024}, "serviceType": {"required": True}}
+                }
+            },
         }
     )
-    evaluation = run([policy], {"ports": [{"name": "ssh", "container": 22, "serviceType": "NodePort"}]})
+    evaluation = run(
+        [policy], {"ports": [{"name": "ssh", "container": 22, "serviceType": "NodePort"}]}
+    )
     assert sorted(issues(evaluation)) == [
         ("ports[jupyter].serviceType", "required"),
         ("ports[ssh].container", "min"),
@@ -85,11 +93,14 @@ def test_attribute_default_on_policy_instances_and_nested_attributes() -> None:
                     }
                 }
             },
-            "rules": {"storage": {"pvc": {"attributes": {"claimInfo": {"size": {"max": "100Gi"}}}}}},
+            "rules": {
+                "storage": {"pvc": {"attributes": {"claimInfo": {"size": {"max": "100Gi"}}}}}
+            },
         }
     )
     evaluation = run(
-        [policy], {"storage": {"pvc": [{"name": "scratch", "claimName": "s", "claimInfo": {"size": "1Ti"}}]}}
+        [policy],
+        {"storage": {"pvc": [{"name": "scratch", "claimName": "s", "claimInfo": {"size": "1Ti"}}]}},
     )
     assert issues(evaluation) == [("storage.pvc[scratch].claimInfo.size", "max")]
     accepted = run([policy], {"storage": {"pvc": [{"name": "scratch", "claimName": "s"}]}})
@@ -104,7 +115,9 @@ def test_default_from_a_sibling_field_times_a_factor() -> None:
             "defaults": {"compute": {"cpuCoreLimit": 8, "cpuMemoryLimit": "4Gi"}},
             "rules": {
                 "compute": {
-                    "cpuCoreRequest": {"defaultFrom": {"field": "compute.cpuCoreLimit", "factor": 0.25}},
+                    "cpuCoreRequest": {
+                        "defaultFrom": {"field": "compute.cpuCoreLimit", "factor": 0.25}
+                    },
                     "cpuMemoryRequest": {"defaultFrom": {"field": "cpuMemoryLimit", "factor": 0.5}},
                 }
             },
@@ -122,9 +135,17 @@ def test_default_from_a_sibling_field_times_a_factor() -> None:
 
 def test_default_from_inside_an_itemized_field_reads_the_same_instance() -> None:
     policy = make_policy(
-        {"rules": {"ports": {"attributes": {"external": {"defaultFrom": {"field": "container", "factor": 1}}}}}}
+        {
+            "rules": {
+                "ports": {
+                    "attributes": {"external": {"defaultFrom": {"field": "container", "factor": 1}}}
+                }
+            }
+        }
     )
-    evaluation = run([policy], {"ports": [{"name": "a", "container": 8080}, {"name": "b", "container": 9090}]})
+    evaluation = run(
+        [policy], {"ports": [{"name": "a", "container": 8080}, {"name": "b", "container": 9090}]}
+    )
     assert evaluation.values["ports[a].external"] == 8080
     assert evaluation.values["ports[b].external"] == 9090
 
@@ -136,7 +157,11 @@ def test_nearest_scope_default_wins_and_sources_name_the_scope() -> None:
     department = make_policy({"defaults": {"image": "research"}}, scope=DEPARTMENT, name="d")
     project = make_policy({"defaults": {"nodeType": "a100"}}, scope=PROJECT, name="p")
     evaluation = run([project, cluster, department], {})
-    assert evaluation.values == {"image": "research", "imagePullPolicy": "Always", "nodeType": "a100"}
+    assert evaluation.values == {
+        "image": "research",
+        "imagePullPolicy": "Always",
+        "nodeType": "a100",
+    }
     assert evaluation.sources == {
         "image": "policy default (department research)",
         "imagePullPolicy": "policy default (cluster prod)",
@@ -152,21 +177,36 @@ def test_policies_of_other_branches_and_types_do_not_apply() -> None:
 
 def test_default_instances_merge_by_key_across_scopes() -> None:
     cluster = make_policy(
-        {"defaults": {"labels": {"instances": [{"name": "team", "value": "all"}, {"name": "tier", "value": "1"}]}}},
+        {
+            "defaults": {
+                "labels": {
+                    "instances": [{"name": "team", "value": "all"}, {"name": "tier", "value": "1"}]
+                }
+            }
+        },
         scope=CLUSTER,
         name="c",
     )
     project = make_policy(
-        {"defaults": {"labels": {"instances": [{"name": "team", "value": "vision"}]}}}, scope=PROJECT, name="p"
+        {"defaults": {"labels": {"instances": [{"name": "team", "value": "vision"}]}}},
+        scope=PROJECT,
+        name="p",
     )
     evaluation = run([cluster, project], {})
-    assert evaluation.workload["labels"] == [{"name": "team", "value": "vision"}, {"name": "tier", "value": "1"}]
+    assert evaluation.workload["labels"] == [
+        {"name": "team", "value": "vision"},
+        {"name": "tier", "value": "1"},
+    ]
     assert evaluation.sources["labels[team].value"] == "policy default (project vision)"
 
 
 def test_a_rule_is_owned_by_one_scope_of_a_branch() -> None:
-    cluster = make_policy({"rules": {"compute": {"gpuDevicesRequest": {"max": 8}}}}, scope=CLUSTER, name="c")
-    project = make_policy({"rules": {"compute": {"gpuDevicesRequest": {"max": 16}}}}, scope=PROJECT, name="p")
+    cluster = make_policy(
+        {"rules": {"compute": {"gpuDevicesRequest": {"max": 8}}}}, scope=CLUSTER, name="c"
+    )
+    project = make_policy(
+        {"rules": {"compute": {"gpuDevicesRequest": {"max": 16}}}}, scope=PROJECT, name="p"
+    )
     with pytest.raises(PolicyError) as caught:
         run([cluster, project], {})
     (problem,) = caught.value.problems
@@ -176,8 +216,12 @@ def test_a_rule_is_owned_by_one_scope_of_a_branch() -> None:
 
 
 def test_a_default_must_fit_the_rules_of_other_scopes() -> None:
-    cluster = make_policy({"rules": {"compute": {"gpuDevicesRequest": {"max": 8}}}}, scope=CLUSTER, name="c")
-    project = make_policy({"defaults": {"compute": {"gpuDevicesRequest": 9}}}, scope=PROJECT, name="p")
+    cluster = make_policy(
+        {"rules": {"compute": {"gpuDevicesRequest": {"max": 8}}}}, scope=CLUSTER, name="c"
+    )
+    project = make_policy(
+        {"defaults": {"compute": {"gpuDevicesRequest": 9}}}, scope=PROJECT, name="p"
+    )
     with pytest.raises(PolicyError, match=r"breaks the 'max' rule of cluster prod"):
         run([cluster, project], {})
 
@@ -191,12 +235,20 @@ def test_two_policies_of_one_scope_and_type_conflict() -> None:
 
 def test_default_from_cycle_across_scopes() -> None:
     cluster = make_policy(
-        {"rules": {"compute": {"cpuCoreRequest": {"defaultFrom": {"field": "compute.cpuCoreLimit"}}}}},
+        {
+            "rules": {
+                "compute": {"cpuCoreRequest": {"defaultFrom": {"field": "compute.cpuCoreLimit"}}}
+            }
+        },
         scope=CLUSTER,
         name="c",
     )
     project = make_policy(
-        {"rules": {"compute": {"cpuCoreLimit": {"defaultFrom": {"field": "compute.cpuCoreRequest"}}}}},
+        {
+            "rules": {
+                "compute": {"cpuCoreLimit": {"defaultFrom": {"field": "compute.cpuCoreRequest"}}}
+            }
+        },
         scope=PROJECT,
         name="p",
     )
@@ -209,9 +261,25 @@ CATALOGUE = catalogue_from_data(
         "apiVersion": "podwright.dev/v1",
         "kind": "AssetCatalogue",
         "assets": [
-            {"id": "a1", "name": "datasets", "kind": "pvc", "spec": {"claimName": "ds", "path": "/data"}},
-            {"id": "a2", "name": "private", "kind": "s3", "spec": {"bucket": "b"}, "credentials": "key"},
-            {"id": "a3", "name": "repo", "kind": "git", "spec": {"repository": "r", "passwordSecret": "s"}},
+            {
+                "id": "a1",
+                "name": "datasets",
+                "kind": "pvc",
+                "spec": {"claimName": "ds", "path": "/data"},
+            },
+            {
+                "id": "a2",
+                "name": "private",
+                "kind": "s3",
+                "spec": {"bucket": "b"},
+                "credentials": "key",
+            },
+            {
+                "id": "a3",
+                "name": "repo",
+                "kind": "git",
+                "spec": {"repository": "r", "passwordSecret": "s"},
+            },
             {"id": "a4", "name": "public", "kind": "s3", "spec": {"bucket": "open"}},
         ],
     }
@@ -221,11 +289,19 @@ CATALOGUE = catalogue_from_data(
 def test_an_imposed_asset_is_a_default_instance_that_cannot_be_removed() -> None:
     policy = make_policy({"imposedAssets": ["a1"]})
     evaluation = run([policy], {}, catalogue=CATALOGUE)
-    assert evaluation.workload["storage"] == {"pvc": [{"name": "datasets", "claimName": "ds", "path": "/data"}]}
-    assert evaluation.sources["storage.pvc[datasets].claimName"] == "imposed asset a1 (cluster prod)"
-    removed = run([policy], {"storage": {"pvc": [{"name": "datasets", "exclude": True}]}}, catalogue=CATALOGUE)
+    assert evaluation.workload["storage"] == {
+        "pvc": [{"name": "datasets", "claimName": "ds", "path": "/data"}]
+    }
+    assert (
+        evaluation.sources["storage.pvc[datasets].claimName"] == "imposed asset a1 (cluster prod)"
+    )
+    removed = run(
+        [policy], {"storage": {"pvc": [{"name": "datasets", "exclude": True}]}}, catalogue=CATALOGUE
+    )
     assert issues(removed) == [("storage.pvc[datasets]", "locked")]
-    changed = run([policy], {"storage": {"pvc": [{"name": "datasets", "path": "/mine"}]}}, catalogue=CATALOGUE)
+    changed = run(
+        [policy], {"storage": {"pvc": [{"name": "datasets", "path": "/mine"}]}}, catalogue=CATALOGUE
+    )
     assert issues(changed) == [("storage.pvc[datasets]", "locked")]
     assert "changed: path" in changed.violations[0].details
 
@@ -263,7 +339,10 @@ def test_distributed_roles_get_imposed_assets_and_their_own_rules() -> None:
     )
     assert issues(evaluation) == [("master.compute.gpuDevicesRequest", "max")]
     accepted = run(
-        [policy], {"worker": {"image": "x", "maxReplicas": 4}}, workload_type="distributed", catalogue=CATALOGUE
+        [policy],
+        {"worker": {"image": "x", "maxReplicas": 4}},
+        workload_type="distributed",
+        catalogue=CATALOGUE,
     )
     assert accepted.values["worker.numWorkers"] == 2
     assert accepted.values["master.storage.pvc[datasets].claimName"] == "ds"
@@ -277,7 +356,9 @@ def test_framework_specific_fields_need_their_framework() -> None:
     mpi = run([policy], {"worker": {"distributedFramework": "MPI"}}, workload_type="distributed")
     assert mpi.values["worker.slotsPerWorker"] == 2
     # A default for another framework's field does not apply; a submitted one is refused.
-    torch = run([policy], {"worker": {"distributedFramework": "PyTorch"}}, workload_type="distributed")
+    torch = run(
+        [policy], {"worker": {"distributedFramework": "PyTorch"}}, workload_type="distributed"
+    )
     assert torch.accepted
     assert "worker.slotsPerWorker" not in torch.values
     refused = run(
@@ -286,15 +367,24 @@ def test_framework_specific_fields_need_their_framework() -> None:
         workload_type="distributed",
     )
     assert issues(refused) == [("worker.sshAuthMountPath", "distributedFramework")]
-    assert refused.violations[0].details == "sshAuthMountPath applies only to MPI; the framework is PyTorch"
+    assert (
+        refused.violations[0].details
+        == "sshAuthMountPath applies only to MPI; the framework is PyTorch"
+    )
 
 
 @pytest.mark.parametrize(
     ("spec", "field"),
     [
         ({"compute": {"cpuCoreRequest": 2, "cpuCoreLimit": 1}}, "compute.cpuCoreLimit"),
-        ({"compute": {"cpuMemoryRequest": "2Gi", "cpuMemoryLimit": "2G"}}, "compute.cpuMemoryLimit"),
-        ({"compute": {"gpuMemoryRequest": "8Gi", "gpuMemoryLimit": "4Gi"}}, "compute.gpuMemoryLimit"),
+        (
+            {"compute": {"cpuMemoryRequest": "2Gi", "cpuMemoryLimit": "2G"}},
+            "compute.cpuMemoryLimit",
+        ),
+        (
+            {"compute": {"gpuMemoryRequest": "8Gi", "gpuMemoryLimit": "4Gi"}},
+            "compute.gpuMemoryLimit",
+        ),
     ],
 )
 def test_limits_may_not_be_below_requests(spec: dict[str, object], field: str) -> None:
@@ -308,16 +398,22 @@ def test_enforcement_modes() -> None:
     assert not enforced.accepted
     warned = run([make_policy(rules, enforcement="warn")], spec)
     assert warned.accepted
-    assert [(issue.field, issue.rule) for issue in warned.warnings] == [("compute.gpuDevicesRequest", "max")]
+    assert [(issue.field, issue.rule) for issue in warned.warnings] == [
+        ("compute.gpuDevicesRequest", "max")
+    ]
     assert warned.values["compute.gpuDevicesRequest"] == 2
     audited = run([make_policy(rules, enforcement="audit")], spec)
     assert audited.accepted
     assert not audited.warnings
-    assert [(issue.field, issue.rule) for issue in audited.audited] == [("compute.gpuDevicesRequest", "max")]
+    assert [(issue.field, issue.rule) for issue in audited.audited] == [
+        ("compute.gpuDevicesRequest", "max")
+    ]
 
 
 def test_the_owning_policy_decides_the_mode() -> None:
-    cluster = make_policy({"rules": {"image": {"required": True}}}, scope=CLUSTER, name="c", enforcement="warn")
+    cluster = make_policy(
+        {"rules": {"image": {"required": True}}}, scope=CLUSTER, name="c", enforcement="warn"
+    )
     project = make_policy(
         {"rules": {"compute": {"gpuDevicesRequest": {"max": 1}}}}, scope=PROJECT, name="p"
     )

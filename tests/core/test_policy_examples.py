@@ -55,10 +55,19 @@ def test_itemized_extended_resources_example() -> None:
     }
     sources = evaluation.sources
     # Resource / source of the instance / quantity / source of the attribute quantity.
-    assert sources["compute.extendedResources[default/cpu].resource"] == "policy default (cluster prod)"
-    assert sources["compute.extendedResources[default/cpu].quantity"] == "policy default (cluster prod)"
+    assert (
+        sources["compute.extendedResources[default/cpu].resource"]
+        == "policy default (cluster prod)"
+    )
+    assert (
+        sources["compute.extendedResources[default/cpu].quantity"]
+        == "policy default (cluster prod)"
+    )
     assert sources["compute.extendedResources[added/cpu].resource"] == "submission"
-    assert sources["compute.extendedResources[added/cpu].quantity"] == "attribute default (cluster prod)"
+    assert (
+        sources["compute.extendedResources[added/cpu].quantity"]
+        == "attribute default (cluster prod)"
+    )
     assert sources["compute.extendedResources[added/memory].resource"] == "submission"
     assert sources["compute.extendedResources[added/memory].quantity"] == "submission"
     assert not any("default/memory" in path for path in sources)
@@ -66,7 +75,10 @@ def test_itemized_extended_resources_example() -> None:
     # A submission cannot exclude the locked default/cpu.
     refused = run(
         [policy],
-        {"image": "ubuntu", "compute": {"extendedResources": [{"resource": "default/cpu", "exclude": True}]}},
+        {
+            "image": "ubuntu",
+            "compute": {"extendedResources": [{"resource": "default/cpu", "exclude": True}]},
+        },
     )
     assert [issue.to_json() for issue in refused.violations] == [
         {
@@ -100,7 +112,9 @@ def test_defaults_example() -> None:
 
 
 def test_run_as_uid_with_can_edit_false_fails() -> None:
-    policy = make_policy({"defaults": DEFAULTS, "rules": {"security": {"runAsUid": {"canEdit": False}}}})
+    policy = make_policy(
+        {"defaults": DEFAULTS, "rules": {"security": {"runAsUid": {"canEdit": False}}}}
+    )
     evaluation = run([policy], SUBMISSION)
     assert not evaluation.accepted
     assert evaluation.workload == {}

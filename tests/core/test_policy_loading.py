@@ -20,41 +20,185 @@ from tests.policy_helpers import policy_data
 def problems_of(body: dict[str, Any], **options: Any) -> list[tuple[str, str]]:
     with pytest.raises(PolicyError) as caught:
         policy_from_data(policy_data(body, **options))
-    return [(".".join(str(part) for part in problem.path), problem.message) for problem in caught.value.problems]
+    return [
+        (".".join(str(part) for part in problem.path), problem.message)
+        for problem in caught.value.problems
+    ]
 
 
 @pytest.mark.parametrize(
     ("body", "path", "message"),
     [
-        ({"defaults": {"imagePulPolicy": "Always"}}, "spec.defaults.imagePulPolicy", "did you mean 'imagePullPolicy'"),
-        ({"rules": {"image": {"min": 1}}}, "spec.rules.image.min", "a string field cannot carry the rule 'min'"),
-        ({"rules": {"createHomeDir": {"options": [{"value": True}]}}}, "spec.rules.createHomeDir.options", "cannot carry"),
-        ({"rules": {"compute": {"cpuMemoryRequest": {"step": 2}}}}, "spec.rules.compute.cpuMemoryRequest.step", "cannot carry"),
-        ({"rules": {"compute": {"cpuCoreRequest": {"Step": 2}}}}, "spec.rules.compute.cpuCoreRequest.Step", "unknown rule 'Step' (did you mean 'step'?)"),
-        ({"rules": {"compute": {"gpuDevicesRequest": {"min": 4, "max": 2}}}}, "spec.rules.compute.gpuDevicesRequest.min", "min 4 is above max 2"),
-        ({"rules": {"compute": {"cpuMemoryRequest": {"min": "2Gi", "max": "1G"}}}}, "spec.rules.compute.cpuMemoryRequest.min", "above max"),
-        ({"rules": {"compute": {"gpuDevicesRequest": {"step": 0}}}}, "spec.rules.compute.gpuDevicesRequest.step", "must be above 0"),
-        ({"rules": {"compute": {"gpuDevicesRequest": {"max": "eight"}}}}, "spec.rules.compute.gpuDevicesRequest.max", "expected an integer"),
-        ({"rules": {"imagePullPolicy": {"options": [{"value": "Sometimes"}]}}}, "spec.rules.imagePullPolicy.options.0.value", "expected one of 'Always'"),
+        (
+            {"defaults": {"imagePulPolicy": "Always"}},
+            "spec.defaults.imagePulPolicy",
+            "did you mean 'imagePullPolicy'",
+        ),
+        (
+            {"rules": {"image": {"min": 1}}},
+            "spec.rules.image.min",
+            "a string field cannot carry the rule 'min'",
+        ),
+        (
+            {"rules": {"createHomeDir": {"options": [{"value": True}]}}},
+            "spec.rules.createHomeDir.options",
+            "cannot carry",
+        ),
+        (
+            {"rules": {"compute": {"cpuMemoryRequest": {"step": 2}}}},
+            "spec.rules.compute.cpuMemoryRequest.step",
+            "cannot carry",
+        ),
+        (
+            {"rules": {"compute": {"cpuCoreRequest": {"Step": 2}}}},
+            "spec.rules.compute.cpuCoreRequest.Step",
+            "unknown rule 'Step' (did you mean 'step'?)",
+        ),
+        (
+            {"rules": {"compute": {"gpuDevicesRequest": {"min": 4, "max": 2}}}},
+            "spec.rules.compute.gpuDevicesRequest.min",
+            "min 4 is above max 2",
+        ),
+        (
+            {"rules": {"compute": {"cpuMemoryRequest": {"min": "2Gi", "max": "1G"}}}},
+            "spec.rules.compute.cpuMemoryRequest.min",
+            "above max",
+        ),
+        (
+            {"rules": {"compute": {"gpuDevicesRequest": {"step": 0}}}},
+            "spec.rules.compute.gpuDevicesRequest.step",
+            "must be above 0",
+        ),
+        (
+            {"rules": {"compute": {"gpuDevicesRequest": {"max": "eight"}}}},
+            "spec.rules.compute.gpuDevicesRequest.max",
+            "expected an integer",
+        ),
+        (
+            {"rules": {"imagePullPolicy": {"options": [{"value": "Sometimes"}]}}},
+            "spec.rules.imagePullPolicy.options.0.value",
+            "expected one of 'Always'",
+        ),
         ({"rules": {"image": {"options": []}}}, "spec.rules.image.options", "non-empty list"),
-        ({"rules": {"image": {"required": "yes"}}}, "spec.rules.image.required", "expected true or false"),
-        ({"rules": {"compute": {"required": True}}}, "spec.rules.compute.required", "compute is a section"),
-        ({"rules": {"labels": {"instances": {"canAdd": False, "lock": ["a"]}}}}, "spec.rules.labels.instances.lock", "did you mean 'locked'"),
-        ({"rules": {"labels": {"canAdd": False}}}, "spec.rules.labels.canAdd", "unknown field 'canAdd'"),
-        ({"defaults": {"compute": {"gpuDevicesRequest": 9}}, "rules": {"compute": {"gpuDevicesRequest": {"max": 8}}}}, "spec.defaults.compute.gpuDevicesRequest", "breaks this policy's own 'max' rule: 9 is above the maximum 8"),
-        ({"defaults": {"image": "alpine"}, "rules": {"image": {"options": [{"value": "ubuntu"}]}}}, "spec.defaults.image", "own 'options' rule"),
-        ({"defaults": {"labels": {"instances": [{"name": "a", "value": "x"}]}}, "rules": {"labels": {"attributes": {"value": {"options": [{"value": "y"}]}}}}}, "spec.defaults.labels.instances.0.value", "own 'options' rule"),
-        ({"defaults": {"labels": {"instances": [{"value": "x"}]}}}, "spec.defaults.labels.instances.0", "needs its key 'name'"),
-        ({"defaults": {"labels": {"instances": [{"name": "a", "exclude": True}]}}}, "spec.defaults.labels.instances.0.exclude", "only a submission can exclude"),
-        ({"defaults": {"labels": {"attributes": {"name": "x"}}}}, "spec.defaults.labels.attributes.name", "key of each instance"),
-        ({"defaults": {"labels": [{"name": "a"}]}}, "spec.defaults.labels", "expected {instances: [...], attributes: {...}}"),
-        ({"defaults": {"backoffLimit": 3}}, "spec.defaults.backoffLimit", "not supported for inference"),
-        ({"rules": {"compute": {"cpuCoreRequest": {"defaultFrom": {"field": "compute.cpuMemoryLimit"}}}}}, "spec.rules.compute.cpuCoreRequest.defaultFrom.field", "can default only from an integer or number"),
-        ({"rules": {"compute": {"cpuCoreRequest": {"defaultFrom": {"field": "security.runAsUid"}}}}}, "spec.rules.compute.cpuCoreRequest.defaultFrom.field", "not a field of the same section (compute)"),
-        ({"rules": {"compute": {"cpuCoreRequest": {"defaultFrom": {"field": "compute.cpuCoreRequest"}}}}}, "spec.rules.compute.cpuCoreRequest.defaultFrom.field", "cannot default from itself"),
-        ({"rules": {"compute": {"cpuCoreRequest": {"defaultFrom": {"field": "compute.cpuCoreLimit", "factor": "half"}}}}}, "spec.rules.compute.cpuCoreRequest.defaultFrom.factor", "expected a number"),
+        (
+            {"rules": {"image": {"required": "yes"}}},
+            "spec.rules.image.required",
+            "expected true or false",
+        ),
+        (
+            {"rules": {"compute": {"required": True}}},
+            "spec.rules.compute.required",
+            "compute is a section",
+        ),
+        (
+            {"rules": {"labels": {"instances": {"canAdd": False, "lock": ["a"]}}}},
+            "spec.rules.labels.instances.lock",
+            "did you mean 'locked'",
+        ),
+        (
+            {"rules": {"labels": {"canAdd": False}}},
+            "spec.rules.labels.canAdd",
+            "unknown field 'canAdd'",
+        ),
+        (
+            {
+                "defaults": {"compute": {"gpuDevicesRequest": 9}},
+                "rules": {"compute": {"gpuDevicesRequest": {"max": 8}}},
+            },
+            "spec.defaults.compute.gpuDevicesRequest",
+            "breaks this policy's own 'max' rule: 9 is above the maximum 8",
+        ),
+        (
+            {
+                "defaults": {"image": "alpine"},
+                "rules": {"image": {"options": [{"value": "ubuntu"}]}},
+            },
+            "spec.defaults.image",
+            "own 'options' rule",
+        ),
+        (
+            {
+                "defaults": {"labels": {"instances": [{"name": "a", "value": "x"}]}},
+                "rules": {"labels": {"attributes": {"value": {"options": [{"value": "y"}]}}}},
+            },
+            "spec.defaults.labels.instances.0.value",
+            "own 'options' rule",
+        ),
+        (
+            {"defaults": {"labels": {"instances": [{"value": "x"}]}}},
+            "spec.defaults.labels.instances.0",
+            "needs its key 'name'",
+        ),
+        (
+            {"defaults": {"labels": {"instances": [{"name": "a", "exclude": True}]}}},
+            "spec.defaults.labels.instances.0.exclude",
+            "only a submission can exclude",
+        ),
+        (
+            {"defaults": {"labels": {"attributes": {"name": "x"}}}},
+            "spec.defaults.labels.attributes.name",
+            "key of each instance",
+        ),
+        (
+            {"defaults": {"labels": [{"name": "a"}]}},
+            "spec.defaults.labels",
+            "expected {instances: [...], attributes: {...}}",
+        ),
+        (
+            {"defaults": {"backoffLimit": 3}},
+            "spec.defaults.backoffLimit",
+            "not supported for inference",
+        ),
+        (
+            {
+                "rules": {
+                    "compute": {
+                        "cpuCoreRequest": {"defaultFrom": {"field": "compute.cpuMemoryLimit"}}
+                    }
+                }
+            },
+            "spec.rules.compute.cpuCoreRequest.defaultFrom.field",
+            "can default only from an integer or number",
+        ),
+        (
+            {
+                "rules": {
+                    "compute": {"cpuCoreRequest": {"defaultFrom": {"field": "security.runAsUid"}}}
+                }
+            },
+            "spec.rules.compute.cpuCoreRequest.defaultFrom.field",
+            "not a field of the same section (compute)",
+        ),
+        (
+            {
+                "rules": {
+                    "compute": {
+                        "cpuCoreRequest": {"defaultFrom": {"field": "compute.cpuCoreRequest"}}
+                    }
+                }
+            },
+            "spec.rules.compute.cpuCoreRequest.defaultFrom.field",
+            "cannot default from itself",
+        ),
+        (
+            {
+                "rules": {
+                    "compute": {
+                        "cpuCoreRequest": {
+                            "defaultFrom": {"field": "compute.cpuCoreLimit", "factor": "half"}
+                        }
+                    }
+                }
+            },
+            "spec.rules.compute.cpuCoreRequest.defaultFrom.factor",
+            "expected a number",
+        ),
         ({"imposedAssets": "a1"}, "spec.imposedAssets", "expected a list of asset ids"),
-        ({"enforcement": "strict"}, "spec.enforcement", "expected one of 'enforce', 'warn', 'audit'"),
+        (
+            {"enforcement": "strict"},
+            "spec.enforcement",
+            "expected one of 'enforce', 'warn', 'audit'",
+        ),
         ({"extra": 1}, "spec.extra", "unknown field 'extra'"),
     ],
 )
@@ -84,7 +228,12 @@ def test_a_default_from_cycle_in_one_policy() -> None:
 
 
 def test_every_problem_is_reported() -> None:
-    found = problems_of({"defaults": {"imagePulPolicy": 1, "compute": {"gpuDevicesRequest": "x"}}, "rules": {"image": {"max": 1}}})
+    found = problems_of(
+        {
+            "defaults": {"imagePulPolicy": 1, "compute": {"gpuDevicesRequest": "x"}},
+            "rules": {"image": {"max": 1}},
+        }
+    )
     assert len(found) == 3
 
 
@@ -92,14 +241,25 @@ def test_document_envelope() -> None:
     with pytest.raises(PolicyError) as caught:
         policy_from_data({"apiVersion": "v1", "kind": "Policy", "spec": {"workloadType": "batch"}})
     paths = [problem.path for problem in caught.value.problems]
-    assert paths == [("apiVersion",), ("kind",), ("metadata",), ("spec", "scope"), ("spec", "workloadType")]
+    assert paths == [
+        ("apiVersion",),
+        ("kind",),
+        ("metadata",),
+        ("spec", "scope"),
+        ("spec", "workloadType"),
+    ]
 
 
 def test_a_valid_policy_is_flattened_by_schema_path() -> None:
     policy = policy_from_data(
         policy_data(
             {
-                "defaults": {"compute": {"cpuCoreRequest": 1, "extendedResources": {"attributes": {"quantity": 2}}}},
+                "defaults": {
+                    "compute": {
+                        "cpuCoreRequest": 1,
+                        "extendedResources": {"attributes": {"quantity": 2}},
+                    }
+                },
                 "rules": {"compute": {"extendedResources": {"instances": {"canAdd": False}}}},
             },
             scope={"cluster": "prod", "department": "research"},

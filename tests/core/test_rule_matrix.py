@@ -103,7 +103,7 @@ def outcome(evaluation: Any, kind: Kind) -> tuple[object, ...]:
 
 
 # (default, submitted) → outcome, for the presence rules; G = good value, O = another good one.
-G, O = "G", "O"
+G, O = "G", "O"  # noqa: E741 (one letter each keeps the matrix rows readable)
 REQUIRED_ROWS = [
     (None, None, ("violation", "required")),
     (G, None, (G, POLICY)),
@@ -149,13 +149,13 @@ def test_presence_rules(kind: Kind, rules: dict[str, object], rows: list[Any]) -
         assert outcome(evaluation, kind) == want, (rules, default, submitted)
 
 
-VALUE_RULE_CASES = [
-    (kind, rule) for kind in KINDS for rule in kind.rules
-]
+VALUE_RULE_CASES = [(kind, rule) for kind in KINDS for rule in kind.rules]
 
 
 @pytest.mark.parametrize(
-    ("kind", "rule"), VALUE_RULE_CASES, ids=[f"{kind.name}-{rule}" for kind, rule in VALUE_RULE_CASES]
+    ("kind", "rule"),
+    VALUE_RULE_CASES,
+    ids=[f"{kind.name}-{rule}" for kind, rule in VALUE_RULE_CASES],
 )
 def test_value_rules(kind: Kind, rule: str) -> None:
     body = kind.rules[rule]
@@ -208,7 +208,8 @@ def test_every_violation_is_reported_not_only_the_first() -> None:
         }
     )
     evaluation = run(
-        [policy], {"compute": {"gpuDevicesRequest": 4, "cpuCoreRequest": 0.5}, "nodePools": ["b", "c"]}
+        [policy],
+        {"compute": {"gpuDevicesRequest": 4, "cpuCoreRequest": 0.5}, "nodePools": ["b", "c"]},
     )
     assert sorted((issue.field, issue.rule) for issue in evaluation.violations) == [
         ("compute.cpuCoreRequest", "min"),

@@ -1,0 +1,271 @@
+"""``podwright policy check|effective|evaluate``: output shapes, exit codes, located errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from click.testing import CliRunner, Result
+
+from podwright.cli.main import cli
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+POLICIES = [
+    str(EXAMPLES / "policies" / name)
+    for name in ("cluster-prod.yaml", "department-research.yaml", "project-vision.yaml")
+]
+ASSETS = str(EXAMPLES / "assets.yaml")
+WORKLOAD = str(EXAMPLES / "workload-training.yaml")
+VISION = "cluster=prod,department=research,project=vision"
+
+
+def run(*args: str, stdin: str | None = None) -> Result:
+    return CliRunner().invoke(cli, list(args), input=stdin)
+
+
+def write(tmp_path: Path, name: str, data: Any) -> str:
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data, sort_keys=False))
+    return str(path)
+
+
+def test_check_the_example_tree() -> None:
+    result = run("policy", "check", *POLICIES, "--assets", ASSETS)
+    assert result.exit_code == 0, result.stderr
+    assert "3 policies checked: no problems" in result.stdout
+    assert "department research" in result.stdout
+
+
+def test_check_reports_every_problem_with_file_and_line(tmp_path: Path) -> None:
+    text = (
+        "apiVersion: podwright.dev/v1\n"
+        "kind: WorkloadPolicy\n"
+        "metadata: {name: broken}\n"
+        "spec:\n"
+        "  scope: {cluster: prod}\n"
+        "  workloadType: training\n"
+        "  rules:\n"
+        "    image:\n"
+        "      min: 1\n"
+        "    compute:\n"
+        "      gpuDevicesRequest: {min: 4, max: 2}\n"
+    )
+    broken = write(tmp_path, "broken.yaml", text)
+    result = run("policy", "check", broken)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"podwright: error: {broken}:9:7: spec.rules.image.min: a string field cannot carry the rule 'min' "
+        "(string fields take required, canEdit, options)",
+        f"podwright: error: {broken}:11:27: spec.rules.compute.gpuDevicesRequest.min: min 4 is above max 2",
+    ]
+
+
+def test_check_finds_a_rule_owned_by_another_scope(tmp_path: Path) -> None:
+    project = write(
+        tmp_path,
+        "project.yaml",
+        {
+            "apiVersion": "podwright.dev/v1",
+            "kind": "WorkloadPolicy",
+            "metadata": {"name": "greedy"},
+            "spec": {
+                "scope": {"cluster": "prod", "department": "research", "project": "greedy"},
+                "workloadType": "training",
+                "rules": {"compute": {"gpuDevicesRequest": {"max": 64}}},
+            },
+        },
+    )
+    result = run("policy", "check", *POLICIES, project)
+    assert result.exit_code == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"podwright: error: {project}:")
+    assert (
+        "the rules of compute.gpuDevicesRequest are owned by cluster prod (policy 'prod-training')"
+        in line
+    )
+
+
+def test_check_refuses_an_imposed_asset_with_credentials(tmp_path: Path) -> None:
+    policy = yaml.safe_load(Path(POLICIES[0]).read_text())
+    policy["spec"]["imposedAssets"] = ["0b7e1c2a-private-bucket"]
+    path = write(tmp_path, "cluster.yaml", policy)
+    result = run("policy", "check", path, "--assets", ASSETS)
+    assert result.exit_code == 2
+    assert "references credentials and cannot be imposed" in result.stderr
+
+
+def test_effective_policy_with_sources() -> None:
+    result = run(
+        "policy", "effective", "--scope", VISION, "--type", "training", "-o", "json", *POLICIES
+    )
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["scope"] == {"cluster": "prod", "department": "research", "project": "vision"}
+    assert data["policies"] == ["prod-training", "research-training", "vision-training"]
+    assert data["defaults"]["image"] == "nvcr.io/nvidia/pytorch:24.08-py3"
+    assert data["rules"]["compute"]["gpuDevicesRequest"] == {"max": 8}
+    assert data["sources"]["defaults.image"] == "project vision"
+    assert data["sources"]["rules.compute.gpuDevicesRequest"] == "cluster prod"
+    assert (
+        data["sources"]["defaults.environmentVariables.instances[HF_HOME]"] == "department research"
+    )
+    table = run("policy", "effective", "--scope", "cluster=prod", "--type", "training", *POLICIES)
+    assert table.exit_code == 0
+    entries = [line.split()[0] for line in table.stdout.splitlines()]
+    assert "defaults.image" not in entries  # the project's default is below this scope
+    assert "rules.compute.gpuDevicesRequest" in table.stdout
+
+
+def test_evaluate_json_on_success() -> None:
+    result = run(
+        "policy", "evaluate", "--workload", WORKLOAD, "--assets", ASSETS, "-o", "json", *POLICIES
+    )
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert set(data) == {"workload", "sources"}
+    assert data["workload"]["compute"]["extendedResources"] == [
+        {"resource": "default/cpu", "quantity": 5},
+        {"resource": "added/cpu", "quantity": 3},
+        {"resource": "added/memory", "quantity": "5M"},
+    ]
+    assert (
+        data["sources"]["compute.extendedResources[added/cpu].quantity"]
+        == "attribute default (cluster prod)"
+    )
+    assert (
+        data["sources"]["compute.cpuCoreRequest"]
+        == "defaultFrom compute.cpuCoreLimit × 0.5 (cluster prod)"
+    )
+    assert data["sources"]["storage.pvc[team-datasets].claimName"].startswith(
+        "imposed asset f12c965b"
+    )
+    # The project's warn-mode rule is reported on standard error, not in the JSON.
+    assert (
+        "podwright: warning: nodePools: item 1, 'v100', is not among the options" in result.stderr
+    )
+
+
+def test_evaluate_violations_exit_1_with_compliance_issues(tmp_path: Path) -> None:
+    workload = write(
+        tmp_path,
+        "w.yaml",
+        {
+            "type": "training",
+            "spec": {
+                "compute": {
+                    "gpuDevicesRequest": 16,
+                    "extendedResources": [{"resource": "default/cpu", "exclude": True}],
+                }
+            },
+        },
+    )
+    result = run(
+        "policy", "evaluate", "--workload", workload, "--assets", ASSETS, "-o", "json", *POLICIES
+    )
+    assert result.exit_code == 1
+    assert json.loads(result.stdout) == {
+        "complianceIssues": [
+            {
+                "field": "compute.extendedResources[default/cpu]",
+                "details": "'default/cpu' is locked by cluster prod and cannot be excluded",
+                "rule": "locked",
+            },
+            {
+                "field": "compute.gpuDevicesRequest",
+                "details": "16 is above the maximum 8",
+                "rule": "max",
+            },
+        ]
+    }
+    table = run("policy", "evaluate", "--workload", workload, "--assets", ASSETS, *POLICIES)
+    assert table.exit_code == 1
+    assert table.stdout.splitlines()[0].split() == ["FIELD", "RULE", "DETAILS"]
+    assert "2 violations: the workload is rejected" in table.stderr
+
+
+def test_evaluate_yaml_and_table_outputs() -> None:
+    result = run(
+        "policy", "evaluate", "--workload", WORKLOAD, "--assets", ASSETS, "-o", "yaml", *POLICIES
+    )
+    assert result.exit_code == 0
+    assert yaml.safe_load(result.stdout)["workload"]["image"] == "nvcr.io/nvidia/pytorch:24.08-py3"
+    table = run("policy", "evaluate", "--workload", WORKLOAD, "--assets", ASSETS, *POLICIES)
+    assert table.exit_code == 0
+    rows = {line.split()[0]: line for line in table.stdout.splitlines()[1:]}
+    assert rows["image"].split()[1:] == [
+        "nvcr.io/nvidia/pytorch:24.08-py3",
+        "policy",
+        "default",
+        "(project",
+        "vision)",
+    ]
+
+
+def test_evaluate_bad_workload_is_bad_input_with_location(tmp_path: Path) -> None:
+    workload = write(
+        tmp_path, "w.yaml", "type: training\nspec:\n  compute:\n    gpuDevicesRequest: many\n"
+    )
+    result = run("policy", "evaluate", "--workload", workload, *POLICIES)
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"podwright: error: {workload}:4:5: spec.compute.gpuDevicesRequest: expected an integer, got 'many' (string)\n"
+    )
+
+
+def test_evaluate_reads_the_workload_from_stdin_with_an_explicit_type() -> None:
+    result = run(
+        "policy",
+        "evaluate",
+        "--workload",
+        "-",
+        "--type",
+        "training",
+        "--assets",
+        ASSETS,
+        "-o",
+        "json",
+        *POLICIES,
+        stdin="image: x\n",
+    )
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["workload"]["image"] == "x"
+
+
+def test_evaluate_needs_a_scope_when_policies_span_branches(tmp_path: Path) -> None:
+    other = yaml.safe_load(Path(POLICIES[2]).read_text())
+    other["metadata"]["name"] = "other"
+    other["spec"]["scope"]["project"] = "audio"
+    path = write(tmp_path, "other.yaml", other)
+    result = run("policy", "evaluate", "--workload", WORKLOAD, *POLICIES, path)
+    assert result.exit_code == 2
+    assert "name the workload's scope with --scope" in result.stderr
+    scoped = run(
+        "policy",
+        "evaluate",
+        "--workload",
+        WORKLOAD,
+        "--scope",
+        VISION,
+        "--assets",
+        ASSETS,
+        *POLICIES,
+        path,
+    )
+    assert scoped.exit_code == 0, scoped.stderr
+
+
+def test_bad_scope_and_type_are_usage_errors() -> None:
+    result = run("policy", "effective", "--scope", "prod", "--type", "training", *POLICIES)
+    assert result.exit_code == 2
+    assert "expected 'tenant' or level=name pairs" in result.stderr
+    result = run("policy", "effective", "--scope", "tenant", "--type", "batch", *POLICIES)
+    assert result.exit_code == 2
+    assert "'batch' is not one of" in result.stderr
+
+
+def test_unreadable_policy_file(tmp_path: Path) -> None:
+    result = run("policy", "check", str(tmp_path / "missing.yaml"))
+    assert result.exit_code == 2
+    assert "missing.yaml: No such file or directory" in result.stderr

@@ -1,0 +1,228 @@
+"""Properties of evaluation over generated policies and submissions.
+
+- An accepted effective workload satisfies every rule (checked by an independent oracle, which
+  also predicts exactly which rules a rejected submission breaks).
+- Evaluation is deterministic.
+- A submission equal to the defaults is accepted whenever the defaults satisfy the rules.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from decimal import Decimal
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from podwright.core.policies import PolicyError
+from podwright.core.quantities import parse
+from tests.policy_helpers import make_policy, run
+
+
+@dataclasses.dataclass(frozen=True)
+class FieldKind:
+    path: tuple[str, ...]
+    kind: str
+    values: st.SearchStrategy[Any]
+
+
+FIELDS = [
+    FieldKind(("backoffLimit",), "integer", st.integers(0, 20)),
+    FieldKind(("compute", "gpuDevicesRequest"), "integer", st.integers(0, 16)),
+    FieldKind(("compute", "cpuCoreRequest"), "number", st.integers(0, 40).map(lambda n: n / 4)),
+    FieldKind(
+        ("compute", "cpuMemoryRequest"),
+        "quantity",
+        st.one_of(
+            st.integers(1, 64).map(lambda n: f"{n * 512}Mi"),
+            st.integers(1, 32).map(lambda n: f"{n}Gi"),
+            st.integers(1, 64).map(lambda n: n * 2**29),
+        ),
+    ),
+    FieldKind(("image",), "string", st.sampled_from(["ubuntu", "debian", "alpine", "fedora"])),
+    FieldKind(("imagePullPolicy",), "string", st.sampled_from(["Always", "IfNotPresent", "Never"])),
+    FieldKind(
+        ("nodePools",),
+        "array",
+        st.lists(st.sampled_from(["a100", "h100", "v100", "l4"]), max_size=3),
+    ),
+    FieldKind(("createHomeDir",), "boolean", st.booleans()),
+]
+
+
+def amount(kind: str, value: Any) -> Decimal:
+    return parse(value) if kind == "quantity" else Decimal(repr(value))
+
+
+def breaks(field: FieldKind, rules: dict[str, Any], value: Any) -> set[str]:
+    """The oracle: which value rules ``value`` breaks."""
+    broken: set[str] = set()
+    if field.kind in {"integer", "number", "quantity"}:
+        number = amount(field.kind, value)
+        if "min" in rules and number < amount(field.kind, rules["min"]):
+            broken.add("min")
+        if "max" in rules and number > amount(field.kind, rules["max"]):
+            broken.add("max")
+        if "step" in rules:
+            base = amount(field.kind, rules["min"]) if "min" in rules else Decimal(0)
+            if (number - base) % Decimal(repr(rules["step"])) != 0:
+                broken.add("step")
+    if "options" in rules:
+        allowed = [option["value"] for option in rules["options"]]
+        items = value if field.kind == "array" else [value]
+        if any(item not in allowed for item in items):
+            broken.add("options")
+    return broken
+
+
+@st.composite
+def field_rules(draw: st.DrawFn, field: FieldKind) -> dict[str, Any]:
+    rules: dict[str, Any] = {}
+    if draw(st.booleans()):
+        rules["required"] = draw(st.booleans())
+    if draw(st.booleans()):
+        rules["canEdit"] = draw(st.booleans())
+    if field.kind in {"integer", "number", "quantity"}:
+        bounds = sorted(
+            draw(st.lists(field.values, min_size=2, max_size=2)),
+            key=lambda v: amount(field.kind, v),
+        )
+        if draw(st.booleans()):
+            rules["min"] = bounds[0]
+        if draw(st.booleans()):
+            rules["max"] = bounds[1]
+        if field.kind != "quantity" and draw(st.booleans()):
+            rules["step"] = draw(
+                st.sampled_from([1, 2, 3])
+                if field.kind == "integer"
+                else st.sampled_from([0.25, 0.5, 1])
+            )
+    if field.kind in {"string", "array"} and draw(st.booleans()):
+        sample = (
+            field.values
+            if field.kind == "string"
+            else field.values.filter(bool).map(lambda items: items[0])
+        )
+        rules["options"] = [
+            {"value": value}
+            for value in draw(st.lists(sample, min_size=1, max_size=3, unique=True))
+        ]
+    return rules
+
+
+def nested(path: tuple[str, ...], value: Any, into: dict[str, Any]) -> None:
+    node = into
+    for name in path[:-1]:
+        node = node.setdefault(name, {})
+    node[path[-1]] = value
+
+
+@st.composite
+def scenarios(
+    draw: st.DrawFn, defaults_fit: bool = False
+) -> tuple[
+    dict[str, Any], dict[str, Any], dict[str, Any], list[tuple[FieldKind, dict[str, Any], Any, Any]]
+]:
+    """A policy body, the submission, and for each field (rules, default, submitted)."""
+    defaults: dict[str, Any] = {}
+    rules: dict[str, Any] = {}
+    spec: dict[str, Any] = {}
+    table: list[tuple[FieldKind, dict[str, Any], Any, Any]] = []
+    for field in draw(st.lists(st.sampled_from(FIELDS), min_size=1, max_size=5, unique=True)):
+        field_rule = draw(field_rules(field))
+        default = draw(st.none() | field.values)
+        if default is not None and breaks(field, field_rule, default):
+            if defaults_fit:
+                field_rule = {
+                    name: rule
+                    for name, rule in field_rule.items()
+                    if name in {"required", "canEdit"}
+                }
+            else:
+                default = None  # a policy whose default breaks its own rule does not load
+        submitted = default if defaults_fit else draw(st.none() | field.values)
+        if field_rule:
+            nested(field.path, field_rule, rules)
+        if default is not None:
+            nested(field.path, default, defaults)
+        if submitted is not None:
+            nested(field.path, submitted, spec)
+        table.append((field, field_rule, default, submitted))
+    return {"defaults": defaults, "rules": rules}, spec, {}, table
+
+
+def expected_issues(
+    table: list[tuple[FieldKind, dict[str, Any], Any, Any]],
+) -> set[tuple[str, str]]:
+    expected: set[tuple[str, str]] = set()
+    for field, rules, default, submitted in table:
+        dotted = ".".join(field.path)
+        value = submitted if submitted is not None else default
+        if value is None:
+            if rules.get("required"):
+                expected.add((dotted, "required"))
+            continue
+        if (
+            submitted is not None
+            and rules.get("canEdit") is False
+            and (default is None or not same(field, default, submitted))
+        ):
+            expected.add((dotted, "canEdit"))
+        expected.update((dotted, rule) for rule in breaks(field, rules, value))
+    return expected
+
+
+def same(field: FieldKind, left: Any, right: Any) -> bool:
+    if field.kind in {"integer", "number", "quantity"}:
+        return amount(field.kind, left) == amount(field.kind, right)
+    return bool(left == right)
+
+
+@given(scenarios())
+def test_effective_workloads_satisfy_every_rule(scenario: Any) -> None:
+    body, spec, _, table = scenario
+    evaluation = run([make_policy(body)], spec)
+    assert {(issue.field, issue.rule) for issue in evaluation.violations} == expected_issues(table)
+    if evaluation.accepted:
+        for field, rules, default, submitted in table:
+            dotted = ".".join(field.path)
+            value = evaluation.values.get(dotted)
+            assert (value is None) == (default is None and submitted is None)
+            if value is not None:
+                assert not breaks(field, rules, value)
+                assert evaluation.sources[dotted] == (
+                    "submission" if submitted is not None else "policy default (cluster prod)"
+                )
+            elif rules.get("required"):
+                raise AssertionError(f"{dotted} is required but absent")
+
+
+@given(scenarios())
+def test_evaluation_is_deterministic(scenario: Any) -> None:
+    body, spec, _, _ = scenario
+    policy = make_policy(body)
+    first = run([policy], spec)
+    second = run([make_policy(copy.deepcopy(body))], copy.deepcopy(spec))
+    assert first == second
+    assert list(first.sources) == list(second.sources)
+
+
+@given(scenarios(defaults_fit=True))
+def test_submitting_the_defaults_is_accepted_when_they_satisfy_the_rules(scenario: Any) -> None:
+    body, spec, _, table = scenario
+    try:
+        policy = make_policy(body)
+    except PolicyError as error:  # pragma: no cover - the generator builds loadable policies
+        raise AssertionError(f"generated an invalid policy: {error}") from error
+    evaluation = run([policy], spec)
+    required_without_default = {
+        ".".join(field.path)
+        for field, rules, default, _ in table
+        if rules.get("required") and default is None
+    }
+    assert {issue.field for issue in evaluation.violations} == set(required_without_default)
+    if not required_without_default:
+        assert evaluation.accepted
+        assert evaluation.values == {".".join(f.path): d for f, _, d, _ in table if d is not None}

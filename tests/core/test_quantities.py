@@ -1,0 +1,53 @@
+"""Quantities are exact: parsed as decimals, formatted back without loss."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from podwright.core.quantities import QuantityError, format_quantity, parse
+
+
+@pytest.mark.parametrize(
+    ("text", "amount"),
+    [
+        ("500m", Decimal("0.5")),
+        ("2Gi", Decimal(2**31)),
+        ("1G", Decimal(10**9)),
+        ("5M", Decimal(5 * 10**6)),
+        (10, Decimal(10)),
+        (0.1, Decimal("0.1")),
+        ("1.5", Decimal("1.5")),
+    ],
+)
+def test_parse(text: object, amount: Decimal) -> None:
+    assert parse(text) == amount
+
+
+@pytest.mark.parametrize("bad", ["abc", "1Gb", "", True, None, [1], float("nan")])
+def test_not_quantities(bad: object) -> None:
+    with pytest.raises(QuantityError):
+        parse(bad)
+
+
+@pytest.mark.parametrize(
+    ("amount", "text"),
+    [
+        (Decimal(2**31), "2Gi"),
+        (Decimal("0.5"), "500m"),
+        (Decimal(10**9), "1G"),
+        (Decimal(3), "3"),
+        (Decimal("0.0005"), "0.0005"),
+        (Decimal(1536 * 2**20), "1536Mi"),
+    ],
+)
+def test_format(amount: Decimal, text: str) -> None:
+    assert format_quantity(amount) == text
+
+
+@given(st.decimals(min_value=0, max_value=10**15, places=4, allow_nan=False, allow_infinity=False))
+def test_format_then_parse_is_exact(amount: Decimal) -> None:
+    assert parse(format_quantity(amount)) == amount
