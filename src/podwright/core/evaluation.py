@@ -26,7 +26,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from podwright.core import quantities
 from podwright.core.assets import AssetCatalogue
-from podwright.core.effective_policy import EffectivePolicy, Sourced
+from podwright.core.effective_policy import EffectivePolicy
 from podwright.core.policies import (
     Enforcement,
     FieldRules,
@@ -68,6 +68,10 @@ CONSISTENT_PAIRS: Mapping[SchemaPath, tuple[tuple[str, str], ...]] = {
     (): (("minReplicas", "maxReplicas"),),
 }
 """Within each section (below a role), (lower, upper) fields: upper may not be below lower."""
+
+_CONSISTENCY_SECTIONS = frozenset(
+    (*role, *path) for path in CONSISTENT_PAIRS for role in ((), *((name,) for name in ROLES))
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,23 +125,30 @@ class Evaluation:
 
 
 def evaluate(
-    policy: EffectivePolicy,
+    policy: EffectivePolicy | PreparedPolicy,
     submission: Submission,
     workload_type: WorkloadType,
     catalogue: AssetCatalogue,
 ) -> Evaluation:
     """Evaluate ``submission`` (of ``workload_type``) under ``policy``.
 
-    Raises :class:`ValueError` if the types disagree and :class:`PolicyError` if an imposed
-    asset is missing from the catalogue, references credentials, or cannot be mounted by this
-    workload type: those are faults of the policy, not of the submission.
+    ``policy`` may be prepared once with :func:`prepare` (for the same catalogue) when many
+    submissions are evaluated under it. Raises :class:`ValueError` if the types disagree and
+    :class:`PolicyError` if an imposed asset is missing from the catalogue, references
+    credentials, or cannot be mounted by this workload type: those are faults of the policy,
+    not of the submission.
     """
-    if submission.workload_type is not workload_type or policy.workload_type is not workload_type:
+    prepared = policy if isinstance(policy, PreparedPolicy) else prepare(policy, catalogue)
+    effective = prepared.policy
+    if (
+        submission.workload_type is not workload_type
+        or effective.workload_type is not workload_type
+    ):
         raise ValueError(
             f"the submission is {submission.workload_type.value}, the policy "
-            f"{policy.workload_type.value}, and {workload_type.value} was asked for"
+            f"{effective.workload_type.value}, and {workload_type.value} was asked for"
         )
-    evaluator = _Evaluator(policy, resolve_imposed_assets(policy, catalogue))
+    evaluator = _Evaluator(prepared)
     workload = evaluator.section(
         SCHEMAS[workload_type], submission.spec, (), "", instance=_NO_INSTANCE
     )
@@ -158,14 +169,101 @@ def evaluate(
 
 
 @dataclasses.dataclass(frozen=True)
-class _Instance:
-    """The itemized instance being evaluated: its default attributes and their source."""
+class PreparedPolicy:
+    """An effective policy with its imposed assets resolved and its lookups precomputed."""
 
-    defaults: Mapping[str, object] | None
+    policy: EffectivePolicy
+    names: Mapping[SchemaPath, Mapping[str, None]]
+    """For each section, the fields the policy or its imposed assets speak of, in order."""
+    defaults: Mapping[SchemaPath, tuple[object, str]]
+    """Leaf and attribute defaults with their source."""
+    rules: Mapping[SchemaPath, tuple[FieldRules, Policy]]
+    instances: Mapping[SchemaPath, Mapping[str, DefaultInstance]]
+    """Default instances (the policy's and imposed assets'), by field and key."""
+    slots: dict[SchemaPath, Mapping[str, _Slot]] = dataclasses.field(
+        default_factory=dict, compare=False, repr=False
+    )
+    """Per section, what evaluation needs of each field, looked up once (a memo, filled as
+    sections are first evaluated; it depends only on the policy and the catalogue)."""
+
+    def slots_of(self, schema_path: SchemaPath, section: Section) -> Mapping[str, _Slot]:
+        """Each field of the section at ``schema_path``: the field, its path, its default, and
+        whether it is plain (a leaf with no rule and no framework condition)."""
+        slots = self.slots.get(schema_path)
+        if slots is None:
+            slots = {}
+            for name, field in section.fields.items():
+                path = (*schema_path, name)
+                plain = isinstance(field, Leaf) and not field.frameworks and path not in self.rules
+                slots[name] = (field, path, self.defaults.get(path), plain)
+            self.slots[schema_path] = slots
+        return slots
+
+
+_Slot = tuple[Field, SchemaPath, tuple[object, str] | None, bool]
+
+
+def prepare(policy: EffectivePolicy, catalogue: AssetCatalogue) -> PreparedPolicy:
+    """Resolve ``policy``'s imposed assets in ``catalogue`` and precompute what evaluation
+    looks up; raises :class:`PolicyError` as :func:`evaluate` does."""
+    root = SCHEMAS[policy.workload_type]
+    names: dict[SchemaPath, dict[str, None]] = {
+        path: dict.fromkeys(children) for path, children in policy.plan.items()
+    }
+    instances: dict[SchemaPath, dict[str, DefaultInstance]] = {}
+    for path, sourced_instances in policy.instances.items():
+        field = field_at(root, path)
+        assert isinstance(field, Itemized)
+        instances[path] = {
+            _key(field, sourced.value): DefaultInstance(
+                sourced.value, f"policy default ({sourced.policy.scope})", sourced.policy, False
+            )
+            for sourced in sourced_instances
+        }
+    for path, imposed in resolve_imposed_assets(policy, catalogue).items():
+        field = field_at(root, path)
+        assert isinstance(field, Itemized)
+        by_key = instances.setdefault(path, {})
+        for instance in imposed:
+            by_key[_key(field, instance.attributes)] = instance
+        for length in range(len(path)):
+            names.setdefault(path[:length], {})[path[length]] = None
+    defaults = {
+        path: (
+            sourced.value,
+            f"{'attribute' if _in_itemized(root, path) else 'policy'} default "
+            f"({sourced.policy.scope})",
+        )
+        for path, sourced in policy.defaults.items()
+    }
+    return PreparedPolicy(
+        policy=policy,
+        names=names,
+        defaults=defaults,
+        rules={path: (sourced.value, sourced.policy) for path, sourced in policy.rules.items()},
+        instances=instances,
+    )
+
+
+def _in_itemized(root: Section, path: SchemaPath) -> bool:
+    return any(isinstance(field_at(root, path[:length]), Itemized) for length in range(len(path)))
+
+
+@dataclasses.dataclass(slots=True)
+class _Instance:
+    """The itemized instance being evaluated: its default attributes and their source.
+
+    A :class:`DefaultInstance` serves as one too.
+    """
+
+    attributes: Mapping[str, object] | None
     source: str | None
 
 
 _NO_INSTANCE = _Instance(None, None)
+_SUBMITTED_INSTANCE = _Instance({}, SUBMISSION)
+_NOTHING_PLANNED: Mapping[str, None] = {}
+_UNRULED: tuple[FieldRules, Policy | None] = (FieldRules(), None)
 _ABSENT = object()
 
 
@@ -240,17 +338,10 @@ def resolve_imposed_assets(
 
 @dataclasses.dataclass
 class _Evaluator:
-    policy: EffectivePolicy
-    imposed: Mapping[SchemaPath, list[DefaultInstance]]
+    prepared: PreparedPolicy
     sources: dict[str, str] = dataclasses.field(default_factory=dict)
     values: dict[str, object] = dataclasses.field(default_factory=dict)
     issues: list[Violation] = dataclasses.field(default_factory=list)
-    imposed_plan: dict[SchemaPath, list[str]] = dataclasses.field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        for path in self.imposed:
-            for length in range(len(path)):
-                self.imposed_plan.setdefault(path[:length], []).append(path[length])
 
     def violation(self, field: str, rule: str, details: str, policy: Policy | None) -> None:
         self.issues.append(Violation(field, rule, details, policy))
@@ -262,38 +353,64 @@ class _Evaluator:
         schema_path: SchemaPath,
         display: str,
         *,
-        instance: _Instance,
+        instance: _Instance | DefaultInstance,
         framework: str | None = None,
     ) -> dict[str, object]:
-        names = list(self.policy.plan.get(schema_path, ()))
-        for extra in (submitted, instance.defaults):
-            if extra:
-                names.extend(name for name in extra if name not in names and name != EXCLUDE)
-        names.extend(name for name in self.imposed_plan.get(schema_path, ()) if name not in names)
+        planned = self.prepared.names.get(schema_path, _NOTHING_PLANNED)
+        names: Mapping[str, object] = planned
+        if submitted or instance.attributes:
+            # The union, in order; only the keys matter.
+            names = {**planned, **(submitted or _NOTHING_PLANNED), **(instance.attributes or {})}
         output: dict[str, object] = {}
+        slots = self.prepared.slots_of(schema_path, section)
+        prefix = f"{display}." if display else ""
+        instance_defaults = instance.attributes
+        sources, values = self.sources, self.values
         for name in names:
-            field = section.fields.get(name)
-            if field is None:
+            slot = slots.get(name)
+            if slot is None:
                 continue
-            path = (*schema_path, name)
-            where = f"{display}.{name}" if display else name
+            field, path, default_entry, plain = slot
+            where = prefix + name
             given = submitted.get(name, _ABSENT) if submitted else _ABSENT
-            value = self.field(
-                field,
-                name,
-                path,
-                where,
-                given=given,
-                siblings=output,
-                instance=instance,
-                framework=framework,
-            )
+            if plain:
+                # The common case, inline: no rule, so the submitted value or a default.
+                if given is not _ABSENT:
+                    value, source = given, SUBMISSION
+                elif instance_defaults is not None and name in instance_defaults:
+                    value, source = instance_defaults[name], instance.source or SUBMISSION
+                elif default_entry is not None:
+                    value, source = default_entry
+                else:
+                    continue
+                sources[where] = source
+                values[where] = output[name] = value
+                if name == FRAMEWORK_FIELD and isinstance(value, str):
+                    framework = value
+                continue
+            if type(field) is Leaf:
+                value = self.leaf(
+                    field,
+                    name,
+                    path,
+                    where,
+                    given=given,
+                    siblings=output,
+                    instance=instance,
+                    framework=framework,
+                )
+            else:
+                assert not isinstance(field, Leaf)
+                value = self.field(
+                    field, name, path, where, given=given, instance=instance, framework=framework
+                )
             if value is not _ABSENT:
                 output[name] = value
                 if name == FRAMEWORK_FIELD and isinstance(value, str):
                     framework = value
-        self.consistency(schema_path, display, output, section)
-        if not submitted:
+        if schema_path in _CONSISTENCY_SECTIONS:
+            self.consistency(schema_path, display, output, section)
+        if not submitted or instance_defaults is not None:
             return output
         # Nested as submitted: the submission's fields first, in its order.
         ordered = {name: output[name] for name in submitted if name in output}
@@ -301,32 +418,20 @@ class _Evaluator:
 
     def field(
         self,
-        field: Field,
+        field: Section | Itemized,
         name: str,
         path: SchemaPath,
         where: str,
         *,
         given: object,
-        siblings: Mapping[str, object],
-        instance: _Instance,
+        instance: _Instance | DefaultInstance,
         framework: str | None,
     ) -> object:
-        if isinstance(field, Leaf):
-            return self.leaf(
-                field,
-                name,
-                path,
-                where,
-                given=given,
-                siblings=siblings,
-                instance=instance,
-                framework=framework,
-            )
         if isinstance(field, Itemized):
             items = given if isinstance(given, list) else None
             instances = self.itemized(field, path, where, items)
             return instances if instances or items is not None else _ABSENT
-        inner_defaults = instance.defaults.get(name) if instance.defaults else None
+        inner_defaults = instance.attributes.get(name) if instance.attributes else None
         nested = _Instance(
             inner_defaults if isinstance(inner_defaults, Mapping) else None, instance.source
         )
@@ -349,15 +454,10 @@ class _Evaluator:
         *,
         given: object,
         siblings: Mapping[str, object],
-        instance: _Instance,
+        instance: _Instance | DefaultInstance,
         framework: str | None,
     ) -> object:
-        sourced_rules = self.policy.rules.get(path)
-        rules = sourced_rules.value if sourced_rules else FieldRules()
-        owner = sourced_rules.policy if sourced_rules else None
-        default, default_source = self.default(
-            field, name, path, siblings=siblings, instance=instance, rules=rules
-        )
+        rules, owner = self.prepared.rules.get(path, _UNRULED)
         if field.frameworks and framework is not None and framework not in field.frameworks:
             if given is not _ABSENT:
                 self.violation(
@@ -369,31 +469,41 @@ class _Evaluator:
                 )
             return _ABSENT
         if given is not _ABSENT:
-            value, source = given, SUBMISSION
-            if rules.can_edit is False and (
-                default is _ABSENT or not same_value(field, given, default)
-            ):
-                current = "has no default" if default is _ABSENT else f"default is {shown(default)}"
-                self.violation(
-                    where,
-                    "canEdit",
-                    f"the policy's {current} and cannot be changed; got {shown(given)}",
-                    owner,
+            value: object = given
+            source: str | None = SUBMISSION
+            if rules.can_edit is False:
+                default, _ = self.default(
+                    field, name, path, siblings=siblings, instance=instance, rules=rules
                 )
-        elif default is not _ABSENT and default_source is not None:
-            value, source = default, default_source
+                if default is _ABSENT or not same_value(field, given, default):
+                    current = (
+                        "has no default" if default is _ABSENT else f"default is {shown(default)}"
+                    )
+                    self.violation(
+                        where,
+                        "canEdit",
+                        f"the policy's {current} and cannot be changed; got {shown(given)}",
+                        owner,
+                    )
+        elif instance.attributes is not None and name in instance.attributes:
+            value, source = instance.attributes[name], instance.source
         else:
-            if rules.required:
-                self.violation(
-                    where,
-                    "required",
-                    "a value is required, and neither the submission nor the policy gives one",
-                    owner,
-                )
-            return _ABSENT
-        for rule, details in rule_breaches(field, rules, value):
-            self.violation(where, rule, details, owner)
-        self.sources[where] = source
+            value, source = self.default(
+                field, name, path, siblings=siblings, instance=instance, rules=rules
+            )
+            if value is _ABSENT or source is None:
+                if rules.required:
+                    self.violation(
+                        where,
+                        "required",
+                        "a value is required, and neither the submission nor the policy gives one",
+                        owner,
+                    )
+                return _ABSENT
+        if rules.judges_values:
+            for rule, details in rule_breaches(field, rules, value):
+                self.violation(where, rule, details, owner)
+        self.sources[where] = source or SUBMISSION
         self.values[where] = value
         return value
 
@@ -404,27 +514,22 @@ class _Evaluator:
         path: SchemaPath,
         *,
         siblings: Mapping[str, object],
-        instance: _Instance,
+        instance: _Instance | DefaultInstance,
         rules: FieldRules,
     ) -> tuple[object, str | None]:
-        if instance.defaults is not None and name in instance.defaults:
-            return instance.defaults[name], instance.source
+        if instance.attributes is not None and name in instance.attributes:
+            return instance.attributes[name], instance.source
         default_from = rules.default_from
         if default_from is not None and default_from.field[-1] in siblings:
-            source_field = field_at(SCHEMAS[self.policy.workload_type], default_from.field)
-            assert isinstance(source_field, Leaf)
-            amount = numeric_value(source_field.value_type, siblings[default_from.field[-1]])
-            owner = self.policy.rules[path].policy
+            amount = numeric_value(default_from.source_type, siblings[default_from.field[-1]])
+            owner = self.prepared.rules[path][1]
             computed = _as_value(field.value_type, amount * default_from.factor)
             factor = plain_number(default_from.factor)
             return computed, (
                 f"defaultFrom {'.'.join(default_from.field)} × {factor} ({owner.scope})"
             )
-        sourced = self.policy.defaults.get(path)
-        if sourced is None:
-            return _ABSENT, None
-        kind = "attribute default" if instance.source is not None else "policy default"
-        return sourced.value, f"{kind} ({sourced.policy.scope})"
+        entry = self.prepared.defaults.get(path)
+        return entry if entry is not None else (_ABSENT, None)
 
     def itemized(
         self,
@@ -433,12 +538,8 @@ class _Evaluator:
         where: str,
         submitted: Sequence[object] | None,
     ) -> list[dict[str, object]]:
-        defaults: dict[str, DefaultInstance] = {}
-        for sourced in self.policy.instances.get(path, ()):
-            defaults[_key(field, sourced.value)] = _policy_instance(sourced)
-        for imposed in self.imposed.get(path, ()):
-            defaults[_key(field, imposed.attributes)] = imposed
-        sourced_rules = self.policy.instance_rules.get(path)
+        defaults = self.prepared.instances.get(path, {})
+        sourced_rules = self.prepared.policy.instance_rules.get(path)
         owner = sourced_rules.policy if sourced_rules else None
         locked = set(sourced_rules.value.locked) if sourced_rules else set()
         can_add = sourced_rules.value.can_add if sourced_rules else None
@@ -493,11 +594,7 @@ class _Evaluator:
         for key in order:
             default = defaults.get(key)
             item_where = f"{where}[{key}]"
-            instance = (
-                _Instance(default.attributes, default.source)
-                if default
-                else _Instance({}, SUBMISSION)
-            )
+            instance = default or _SUBMITTED_INSTANCE
             self.sources[f"{item_where}.{field.key}"] = instance.source or SUBMISSION
             self.values[f"{item_where}.{field.key}"] = key
             attributes = self.section(
@@ -526,12 +623,6 @@ class _Evaluator:
                     f"{upper} {shown(output[upper])} is below {lower} {shown(output[lower])}",
                     None,
                 )
-
-
-def _policy_instance(sourced: Sourced[Mapping[str, object]]) -> DefaultInstance:
-    return DefaultInstance(
-        sourced.value, f"policy default ({sourced.policy.scope})", sourced.policy, False
-    )
 
 
 def _key(field: Itemized, instance: Mapping[str, object]) -> str:

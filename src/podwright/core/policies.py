@@ -168,6 +168,8 @@ class DefaultFrom:
 
     field: SchemaPath
     factor: Decimal
+    source_type: ValueType = ValueType.NUMBER
+    """The value type of ``field`` (integer, number or quantity)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,6 +183,13 @@ class FieldRules:
     step: Decimal | None = None
     options: tuple[Option, ...] | None = None
     default_from: DefaultFrom | None = None
+    minimum_amount: Decimal | None = dataclasses.field(default=None, compare=False, repr=False)
+    """``minimum`` as an exact amount (for integer, number and quantity fields)."""
+    maximum_amount: Decimal | None = dataclasses.field(default=None, compare=False, repr=False)
+    option_values: tuple[object, ...] = dataclasses.field(default=(), compare=False, repr=False)
+
+    judges_values: bool = dataclasses.field(default=False, compare=False, repr=False)
+    """Whether any rule here judges a value (min, max, step, options)."""
 
     def to_data(self) -> dict[str, object]:
         """The rules as written in a policy file."""
@@ -295,15 +304,17 @@ def rule_breaches(field: Leaf, rules: FieldRules, value: object) -> list[tuple[s
     checks them; ``step`` counts from ``min``, or from 0 when there is no ``min``.
     """
     breaches: list[tuple[str, str]] = []
+    if not rules.judges_values:
+        return breaches
     kind = field.value_type
     if kind in NUMERIC_TYPES:
         amount = numeric_value(kind, value)
-        if rules.minimum is not None and amount < numeric_value(kind, rules.minimum):
+        if rules.minimum_amount is not None and amount < rules.minimum_amount:
             breaches.append(("min", f"{shown(value)} is below the minimum {shown(rules.minimum)}"))
-        if rules.maximum is not None and amount > numeric_value(kind, rules.maximum):
+        if rules.maximum_amount is not None and amount > rules.maximum_amount:
             breaches.append(("max", f"{shown(value)} is above the maximum {shown(rules.maximum)}"))
         if rules.step is not None:
-            base = Decimal(0) if rules.minimum is None else numeric_value(kind, rules.minimum)
+            base = rules.minimum_amount or Decimal(0)
             if (amount - base) % rules.step != 0:
                 start = "0" if rules.minimum is None else shown(rules.minimum)
                 breaches.append(
@@ -314,7 +325,7 @@ def rule_breaches(field: Leaf, rules: FieldRules, value: object) -> list[tuple[s
                     )
                 )
     if rules.options is not None:
-        allowed = [option.value for option in rules.options]
+        allowed = list(rules.option_values)
         if kind is ValueType.ARRAY:
             assert isinstance(value, list)
             for index, item in enumerate(value):
@@ -609,13 +620,32 @@ class _Loader:
                 field, values.get("defaultFrom"), (*path, "defaultFrom"), schema_path, workload_type
             ),
         )
-        if rules.minimum is not None and rules.maximum is not None:
-            kind = field.value_type
-            if numeric_value(kind, rules.minimum) > numeric_value(kind, rules.maximum):
-                self.problem(
-                    (*path, "min"),
-                    f"min {shown(rules.minimum)} is above max {shown(rules.maximum)}",
-                )
+        if field.value_type in NUMERIC_TYPES:
+            rules = dataclasses.replace(
+                rules,
+                minimum_amount=_amount(field, rules.minimum),
+                maximum_amount=_amount(field, rules.maximum),
+            )
+        if rules.options is not None:
+            rules = dataclasses.replace(
+                rules, option_values=tuple(option.value for option in rules.options)
+            )
+        rules = dataclasses.replace(
+            rules,
+            judges_values=any(
+                rule is not None
+                for rule in (rules.minimum, rules.maximum, rules.step, rules.options)
+            ),
+        )
+        if (
+            rules.minimum_amount is not None
+            and rules.maximum_amount is not None
+            and rules.minimum_amount > rules.maximum_amount
+        ):
+            self.problem(
+                (*path, "min"),
+                f"min {shown(rules.minimum)} is above max {shown(rules.maximum)}",
+            )
         return rules
 
     def _flag(self, values: Mapping[str, object], rule: str, path: FieldPath) -> bool | None:
@@ -748,7 +778,7 @@ class _Loader:
                 ),
             )
             return None
-        return DefaultFrom(source, factor)
+        return DefaultFrom(source, factor, source_field.value_type)
 
     # -- whole-policy checks ----------------------------------------------------------------
 
@@ -819,6 +849,10 @@ def flatten(data: Mapping[str, object], prefix: SchemaPath = ()) -> list[tuple[S
         else:
             leaves.append(((*prefix, name), value))
     return leaves
+
+
+def _amount(field: Leaf, value: object) -> Decimal | None:
+    return None if value is None else numeric_value(field.value_type, value)
 
 
 def _compatible(target: ValueType, source: ValueType) -> bool:
