@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run check test lint format typecheck contracts clean
+.PHONY: run check test lint format typecheck contracts bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "podwright needs Python >= 3.11; set PYTHON=python3.11")'
@@ -21,12 +21,12 @@ run: $(STAMP)
 check: lint typecheck contracts test
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
 
 format: $(STAMP)
-	$(BIN)/ruff check --fix src tests
-	$(BIN)/ruff format src tests
+	$(BIN)/ruff check --fix src tests benchmarks
+	$(BIN)/ruff format src tests benchmarks
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -36,6 +36,9 @@ contracts: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/pytest
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/policy_bench.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis .import_linter_cache

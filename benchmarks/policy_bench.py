@@ -22,10 +22,10 @@ from collections.abc import Callable
 from typing import Any
 
 from podwright.core.assets import catalogue_from_data
-from podwright.core.effective_policy import EffectivePolicy, effective_policy
-from podwright.core.evaluation import evaluate, prepare
+from podwright.core.effective_policy import effective_policy
+from podwright.core.evaluation import PreparedPolicy, evaluate, prepare
 from podwright.core.policies import Policy, Scope, policy_from_data
-from podwright.core.workload_fields import SCHEMAS, Leaf, Section, ValueType, WorkloadType
+from podwright.core.workload_fields import SCHEMAS, Leaf, Section, ValueType, WorkloadType, field_at
 from podwright.core.workloads import Submission, submission_from_data
 
 TRAINING = WorkloadType.TRAINING
@@ -35,7 +35,12 @@ CATALOGUE = catalogue_from_data(
         "apiVersion": "podwright.dev/v1",
         "kind": "AssetCatalogue",
         "assets": [
-            {"id": "datasets", "name": "datasets", "kind": "pvc", "spec": {"claimName": "ds", "path": "/data", "readOnly": True}}
+            {
+                "id": "datasets",
+                "name": "datasets",
+                "kind": "pvc",
+                "spec": {"claimName": "ds", "path": "/data", "readOnly": True},
+            }
         ],
     }
 )
@@ -52,7 +57,9 @@ def policy(name: str, scope: dict[str, str], body: dict[str, Any]) -> Policy:
     )
 
 
-def instances(prefix: str, count: int, key: str = "name", **attributes: Any) -> list[dict[str, Any]]:
+def instances(
+    prefix: str, count: int, key: str = "name", **attributes: Any
+) -> list[dict[str, Any]]:
     return [{key: f"{prefix}{index}", **attributes} for index in range(count)]
 
 
@@ -74,25 +81,42 @@ def realistic_tree(env_instances: int = 8) -> list[Policy]:
                         "attributes": {"quantity": 1},
                     },
                 },
-                "security": {"runAsNonRoot": True, "runAsUid": 1000, "runAsGid": 1000, "allowPrivilegeEscalation": False},
+                "security": {
+                    "runAsNonRoot": True,
+                    "runAsUid": 1000,
+                    "runAsGid": 1000,
+                    "allowPrivilegeEscalation": False,
+                },
                 "environmentVariables": {"instances": instances("ENV_", env_instances, value="x")},
-                "tolerations": {"instances": instances("tol", 5, operator="Exists", effect="NoSchedule")},
+                "tolerations": {
+                    "instances": instances("tol", 5, operator="Exists", effect="NoSchedule")
+                },
             },
             "rules": {
                 "image": {"required": True},
                 "imagePullPolicy": {"options": [{"value": "Always"}, {"value": "IfNotPresent"}]},
                 "backoffLimit": {"min": 0, "max": 10},
                 "terminationGracePeriodSeconds": {"max": 600},
-                "priorityClass": {"options": [{"value": "low"}, {"value": "medium"}, {"value": "high"}]},
+                "priorityClass": {
+                    "options": [{"value": "low"}, {"value": "medium"}, {"value": "high"}]
+                },
                 "compute": {
-                    "cpuCoreRequest": {"min": 0.5, "max": 32, "step": 0.5, "defaultFrom": {"field": "compute.cpuCoreLimit", "factor": 0.5}},
+                    "cpuCoreRequest": {
+                        "min": 0.5,
+                        "max": 32,
+                        "step": 0.5,
+                        "defaultFrom": {"field": "compute.cpuCoreLimit", "factor": 0.5},
+                    },
                     "cpuCoreLimit": {"max": 64},
                     "cpuMemoryRequest": {"min": "1Gi", "max": "256Gi"},
                     "cpuMemoryLimit": {"max": "512Gi"},
                     "gpuDevicesRequest": {"max": 8},
                     "gpuMemoryRequest": {"max": "80Gi"},
                     "largeShmRequest": {"canEdit": True},
-                    "extendedResources": {"instances": {"locked": ["vendor.com/dev0"]}, "attributes": {"quantity": {"max": 4, "required": True}}},
+                    "extendedResources": {
+                        "instances": {"locked": ["vendor.com/dev0"]},
+                        "attributes": {"quantity": {"max": 4, "required": True}},
+                    },
                 },
                 "security": {
                     "runAsUid": {"min": 500},
@@ -101,10 +125,15 @@ def realistic_tree(env_instances: int = 8) -> list[Policy]:
                     "allowPrivilegeEscalation": {"canEdit": False},
                     "hostIpc": {"canEdit": False},
                     "hostNetwork": {"canEdit": False},
-                    "seccompProfileType": {"options": [{"value": "RuntimeDefault"}, {"value": "Localhost"}]},
+                    "seccompProfileType": {
+                        "options": [{"value": "RuntimeDefault"}, {"value": "Localhost"}]
+                    },
                     "capabilities": {"options": [{"value": "SYS_PTRACE"}, {"value": "NET_ADMIN"}]},
                 },
-                "environmentVariables": {"instances": {"locked": ["ENV_0", "ENV_1"]}, "attributes": {"value": {"required": True}}},
+                "environmentVariables": {
+                    "instances": {"locked": ["ENV_0", "ENV_1"]},
+                    "attributes": {"value": {"required": True}},
+                },
                 "tolerations": {"instances": {"canAdd": False}},
             },
             "imposedAssets": ["datasets"],
@@ -118,7 +147,11 @@ def realistic_tree(env_instances: int = 8) -> list[Policy]:
                 "nodePools": ["a100", "h100"],
                 "autoDeletionTimeAfterCompletionSeconds": 86400,
                 "labels": {"instances": instances("label-", 6, value="research")},
-                "ports": {"instances": [{"name": f"p{index}", "container": 8000 + index} for index in range(5)]},
+                "ports": {
+                    "instances": [
+                        {"name": f"p{index}", "container": 8000 + index} for index in range(5)
+                    ]
+                },
             },
             "rules": {
                 "nodePools": {"options": [{"value": "a100"}, {"value": "h100"}, {"value": "l4"}]},
@@ -138,8 +171,16 @@ def realistic_tree(env_instances: int = 8) -> list[Policy]:
                         "failureThreshold": {"min": 1, "max": 30},
                     }
                 },
-                "labels": {"instances": {"locked": ["label-0"]}, "attributes": {"value": {"required": True}}},
-                "ports": {"attributes": {"container": {"min": 1024}, "external": {"defaultFrom": {"field": "container", "factor": 1}}}},
+                "labels": {
+                    "instances": {"locked": ["label-0"]},
+                    "attributes": {"value": {"required": True}},
+                },
+                "ports": {
+                    "attributes": {
+                        "container": {"min": 1024},
+                        "external": {"defaultFrom": {"field": "container", "factor": 1}},
+                    }
+                },
             },
         },
     )
@@ -173,7 +214,10 @@ def realistic_submission(env_instances: int = 8) -> dict[str, Any]:
             "compute": {
                 "gpuDevicesRequest": 4,
                 "cpuCoreLimit": 16,
-                "extendedResources": [{"resource": "vendor.com/dev3", "exclude": True}, {"resource": "added/x", "quantity": 2}],
+                "extendedResources": [
+                    {"resource": "vendor.com/dev3", "exclude": True},
+                    {"resource": "added/x", "quantity": 2},
+                ],
             },
             "security": {"runAsUid": 1234},
             "nodePools": ["h100"],
@@ -213,34 +257,56 @@ def summary(label: str, samples: list[float]) -> None:
     p50 = statistics.median(ordered)
     p99 = ordered[int(len(ordered) * 0.99) - 1]
     rate = 1_000_000 / statistics.fmean(ordered)
-    print(f"  {label:<40} {rate:>9,.0f}/s   p50 {p50:7.1f} µs   p99 {p99:7.1f} µs   max {ordered[-1]:8.1f} µs")
+    print(
+        f"  {label:<40} {rate:>9,.0f}/s   p50 {p50:7.1f} µs   p99 {p99:7.1f} µs   max {ordered[-1]:8.1f} µs"
+    )
 
 
-def scaled_fields(count: int) -> tuple[EffectivePolicy, Submission]:
-    """A policy with ``count`` ruled numeric fields, each with a default."""
-    root = SCHEMAS[TRAINING]
+def numeric_leaves() -> list[tuple[str, ...]]:
+    """Every integer, number and quantity field of training outside itemized fields."""
     leaves: list[tuple[str, ...]] = []
 
     def walk(section: Section, prefix: tuple[str, ...]) -> None:
         for name, field in section.fields.items():
             if isinstance(field, Section):
                 walk(field, (*prefix, name))
-            elif isinstance(field, Leaf) and field.value_type is ValueType.INTEGER and not field.frameworks:
+            elif isinstance(field, Leaf) and field.value_type in NUMERIC:
                 leaves.append((*prefix, name))
 
-    walk(root, ())
-    chosen = (leaves * (count // len(leaves) + 1))[:count] if count > len(leaves) else leaves[:count]
+    walk(SCHEMAS[TRAINING], ())
+    return leaves
+
+
+NUMERIC = {ValueType.INTEGER: 1, ValueType.NUMBER: 1, ValueType.QUANTITY: "1Mi"}
+
+
+def scaled_fields(count: int) -> tuple[PreparedPolicy, Submission]:
+    """A policy with ``count`` numeric fields, each with a default and a min/max rule."""
     defaults: dict[str, Any] = {}
     rules: dict[str, Any] = {}
-    for path in dict.fromkeys(chosen):
+    for path in numeric_leaves()[:count]:
+        field = field_at(SCHEMAS[TRAINING], path)
+        assert isinstance(field, Leaf)
         node_d, node_r = defaults, rules
         for name in path[:-1]:
             node_d, node_r = node_d.setdefault(name, {}), node_r.setdefault(name, {})
-        field = root
-        node_d[path[-1]] = 1
-        node_r[path[-1]] = {"min": 1, "max": 10000}
+        low = NUMERIC[field.value_type]
+        node_d[path[-1]] = low
+        high = "1Gi" if isinstance(low, str) else min(10000, field.maximum or 10000)
+        node_r[path[-1]] = {"min": low, "max": high}
     item = policy("fields", {"cluster": "prod"}, {"defaults": defaults, "rules": rules})
-    return effective_policy([item], PROJECT, TRAINING), submission_from_data({"image": "x"}, TRAINING)
+    prepared = prepare(effective_policy([item], PROJECT, TRAINING), CATALOGUE)
+    return prepared, submission_from_data({"image": "x"}, TRAINING)
+
+
+def marginal(label: str, unit: str, points: list[tuple[int, float]]) -> None:
+    """Cost per point and the marginal cost of each step: flat marginal cost = linear."""
+    print(f"  {label:>9} {'µs/eval':>9} {f'marginal µs/{unit}':>20}")
+    previous: tuple[int, float] | None = None
+    for size, cost in points:
+        step = "" if previous is None else f"{(cost - previous[1]) / (size - previous[0]):.2f}"
+        print(f"  {size:>9} {cost:>9.1f} {step:>20}")
+        previous = (size, cost)
 
 
 def main() -> int:
@@ -256,33 +322,55 @@ def main() -> int:
         f"default instances {itemized}; the effective workload has {len(result.values)} values"
     )
     prepared = prepare(effective, CATALOGUE)
-    summary("evaluate (prepared policy)", timed(lambda: evaluate(prepared, submission, TRAINING, CATALOGUE), 20000))
+    summary(
+        "evaluate (prepared policy)",
+        timed(lambda: evaluate(prepared, submission, TRAINING, CATALOGUE), 20000),
+    )
     raw = realistic_submission()
     summary(
         "parse submission + evaluate (prepared)",
         timed(lambda: evaluate(prepared, submission_from_data(raw), TRAINING, CATALOGUE), 20000),
     )
-    summary("evaluate (preparing on each call)", timed(lambda: evaluate(effective, submission, TRAINING, CATALOGUE), 20000))
-    summary("combine the tree (effective_policy)", timed(lambda: effective_policy(tree, PROJECT, TRAINING), 5000))
+    summary(
+        "evaluate (preparing on each call)",
+        timed(lambda: evaluate(effective, submission, TRAINING, CATALOGUE), 20000),
+    )
+    summary(
+        "combine the tree (effective_policy)",
+        timed(lambda: effective_policy(tree, PROJECT, TRAINING), 5000),
+    )
 
-    print("\ncost against ruled fields (each with a default):")
-    print(f"  {'fields':>7} {'µs/eval':>9} {'µs/field':>9}")
-    for count in (5, 10, 20, 40):
+    print("\ncost against ruled fields (each with a default and a min/max rule):")
+    points = []
+    available = len(numeric_leaves())
+    for count in sorted({5, 10, 15, 20, available}):
         scaled, plain = scaled_fields(count)
-        mean = statistics.fmean(timed(lambda scaled=scaled, plain=plain: evaluate(scaled, plain, TRAINING, CATALOGUE), 5000))
-        fields = len(scaled.defaults)
-        print(f"  {fields:>7} {mean:>9.1f} {mean / fields:>9.2f}")
+        cost = statistics.median(
+            timed(
+                lambda scaled=scaled, plain=plain: evaluate(scaled, plain, TRAINING, CATALOGUE),
+                4000,
+            )
+        )
+        points.append((len(scaled.policy.rules), cost))
+    marginal("fields", "field", points)
 
     print("\ncost against itemized instances (environmentVariables: policy defaults + submitted):")
-    print(f"  {'instances':>9} {'µs/eval':>9} {'µs/instance':>12}")
+    points = []
     for count in (8, 16, 32, 64, 128, 256):
-        grown = effective_policy(realistic_tree(count), PROJECT, TRAINING)
+        grown = prepare(effective_policy(realistic_tree(count), PROJECT, TRAINING), CATALOGUE)
         grown_submission = submission_from_data(realistic_submission(count))
-        total = len(evaluate(grown, grown_submission, TRAINING, CATALOGUE).workload["environmentVariables"])  # type: ignore[arg-type]
-        mean = statistics.fmean(
-            timed(lambda grown=grown, sub=grown_submission: evaluate(grown, sub, TRAINING, CATALOGUE), 2000)
+        variables = evaluate(grown, grown_submission, TRAINING, CATALOGUE).workload[
+            "environmentVariables"
+        ]
+        assert isinstance(variables, list)
+        cost = statistics.median(
+            timed(
+                lambda grown=grown, sub=grown_submission: evaluate(grown, sub, TRAINING, CATALOGUE),
+                2000,
+            )
         )
-        print(f"  {total:>9} {mean:>9.1f} {mean / total:>12.2f}")
+        points.append((len(variables), cost))
+    marginal("instances", "instance", points)
     return 0
 
 

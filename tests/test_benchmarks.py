@@ -1,0 +1,41 @@
+"""The benchmark measures what the issue asks for: its scenario is checked here, not timed."""
+
+from __future__ import annotations
+
+from benchmarks import policy_bench
+
+from podwright.core.effective_policy import effective_policy
+from podwright.core.evaluation import evaluate, prepare
+from podwright.core.workloads import submission_from_data
+
+
+def test_the_policy_benchmark_scenario_is_realistic_and_accepted() -> None:
+    tree = policy_bench.realistic_tree()
+    assert [str(policy.scope) for policy in tree] == [
+        "cluster prod",
+        "department research",
+        "project vision",
+    ]
+    assert policy_bench.count_rules(tree) >= 40
+    effective = effective_policy(tree, policy_bench.PROJECT, policy_bench.TRAINING)
+    sizes = [len(instances) for instances in effective.instances.values()]
+    assert sum(size >= 5 for size in sizes) >= 3
+    submission = submission_from_data(policy_bench.realistic_submission())
+    evaluation = evaluate(
+        prepare(effective, policy_bench.CATALOGUE),
+        submission,
+        policy_bench.TRAINING,
+        policy_bench.CATALOGUE,
+    )
+    assert evaluation.accepted, evaluation.violations
+    assert evaluation == evaluate(
+        effective, submission, policy_bench.TRAINING, policy_bench.CATALOGUE
+    )
+
+
+def test_the_scaling_scenarios_grow_as_labelled() -> None:
+    prepared, submission = policy_bench.scaled_fields(10)
+    assert len(prepared.policy.rules) == 10
+    evaluation = evaluate(prepared, submission, policy_bench.TRAINING, policy_bench.CATALOGUE)
+    assert evaluation.accepted
+    assert len(evaluation.values) == 11
