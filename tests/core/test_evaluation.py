@@ -420,3 +420,52 @@ def test_the_owning_policy_decides_the_mode() -> None:
     evaluation = run([cluster, project], {"compute": {"gpuDevicesRequest": 2}})
     assert issues(evaluation) == [("compute.gpuDevicesRequest", "max")]
     assert [(issue.field, issue.rule) for issue in evaluation.warnings] == [("image", "required")]
+
+
+def test_can_edit_false_on_an_attribute_compares_with_the_instance_or_attribute_default() -> None:
+    policy = make_policy(
+        {
+            "defaults": {
+                "tolerations": {
+                    "instances": [{"name": "gpu", "key": "nvidia.com/gpu", "operator": "Exists"}],
+                    "attributes": {"effect": "NoSchedule"},
+                }
+            },
+            "rules": {
+                "tolerations": {
+                    "attributes": {"operator": {"canEdit": False}, "effect": {"canEdit": False}}
+                }
+            },
+        }
+    )
+    same = run(
+        [policy],
+        {
+            "tolerations": [
+                {"name": "gpu", "operator": "Exists"},
+                {"name": "x", "effect": "NoSchedule"},
+            ]
+        },
+    )
+    assert same.accepted
+    assert same.values["tolerations[x].effect"] == "NoSchedule"
+    changed = run(
+        [policy],
+        {
+            "tolerations": [
+                {"name": "gpu", "operator": "Equal"},
+                {"name": "x", "effect": "NoExecute"},
+            ]
+        },
+    )
+    assert sorted(issues(changed)) == [
+        ("tolerations[gpu].operator", "canEdit"),
+        ("tolerations[x].effect", "canEdit"),
+    ]
+    # A new instance has no default operator: any operator is a change.
+    added = run([policy], {"tolerations": [{"name": "y", "operator": "Exists"}]})
+    assert issues(added) == [("tolerations[y].operator", "canEdit")]
+    assert (
+        added.violations[0].details
+        == "the policy gives no default and allows no value; got 'Exists'"
+    )

@@ -476,13 +476,16 @@ class _Evaluator:
                     field, name, path, siblings=siblings, instance=instance, rules=rules
                 )
                 if default is _ABSENT or not same_value(field, given, default):
-                    current = (
-                        "has no default" if default is _ABSENT else f"default is {shown(default)}"
+                    details = (
+                        f"the policy gives no default and allows no value; got {shown(given)}"
+                        if default is _ABSENT
+                        else f"the policy's default is {shown(default)} and cannot be changed; "
+                        f"got {shown(given)}"
                     )
                     self.violation(
                         where,
                         "canEdit",
-                        f"the policy's {current} and cannot be changed; got {shown(given)}",
+                        details,
                         owner,
                     )
         elif instance.attributes is not None and name in instance.attributes:

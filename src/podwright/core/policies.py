@@ -425,10 +425,15 @@ class _Loader:
                 self.problem((*path, str(key)), unknown_field(key, known))
 
     def _name(self, metadata: object) -> str | None:
-        if not isinstance(metadata, Mapping) or not isinstance(metadata.get("name"), str):
+        if not isinstance(metadata, Mapping) or not metadata.get("name"):
             self.problem(("metadata",), "expected a mapping with the policy's name: {name: ...}")
             return None
-        self._unknown(metadata, ("metadata",), ("name", "labels", "annotations"))
+        self._unknown(metadata, ("metadata",), ("name",))
+        if not isinstance(metadata["name"], str):
+            self.problem(
+                ("metadata", "name"), f"expected a string, got {describe(metadata['name'])}"
+            )
+            return None
         name: str = metadata["name"]
         return name
 
