@@ -269,3 +269,35 @@ def test_unreadable_policy_file(tmp_path: Path) -> None:
     result = run("policy", "check", str(tmp_path / "missing.yaml"))
     assert result.exit_code == 2
     assert "missing.yaml: No such file or directory" in result.stderr
+
+
+def test_evaluate_asks_for_the_catalogue_when_assets_are_imposed() -> None:
+    result = run("policy", "evaluate", "--workload", WORKLOAD, *POLICIES)
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "podwright: error: the policies of project vision impose assets "
+        "(f12c965b-44e9-4ff6-8b43-01d8f9e630cc); give the asset catalogue with --assets FILE\n"
+    )
+
+
+def test_evaluate_audit_mode_is_silent_unless_asked(tmp_path: Path) -> None:
+    policy = yaml.safe_load(Path(POLICIES[2]).read_text())
+    policy["spec"]["enforcement"] = "audit"
+    path = write(tmp_path, "audit.yaml", policy)
+    arguments = [
+        "policy",
+        "evaluate",
+        "--workload",
+        WORKLOAD,
+        "--assets",
+        ASSETS,
+        *POLICIES[:2],
+        path,
+    ]
+    quiet = run(*arguments, "-o", "json")
+    assert quiet.exit_code == 0
+    assert quiet.stderr == ""
+    shown = run(*arguments, "-o", "json", "--show-audited")
+    assert shown.stderr.startswith(
+        "podwright: audit: nodePools: item 1, 'v100', is not among the options"
+    )

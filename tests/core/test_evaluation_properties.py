@@ -226,3 +226,65 @@ def test_submitting_the_defaults_is_accepted_when_they_satisfy_the_rules(scenari
     if not required_without_default:
         assert evaluation.accepted
         assert evaluation.values == {".".join(f.path): d for f, _, d, _ in table if d is not None}
+
+
+KEYS = ["A", "B", "C", "D", "E", "F"]
+
+
+@st.composite
+def itemized_scenarios(draw: st.DrawFn) -> tuple[Any, ...]:
+    """Default labels, a locked subset, canAdd, and a submission that adds, changes or excludes."""
+    default_keys = draw(st.lists(st.sampled_from(KEYS), unique=True, max_size=4))
+    defaults = [{"name": key, "value": "d"} for key in default_keys]
+    locked = draw(st.lists(st.sampled_from(default_keys), unique=True)) if default_keys else []
+    can_add = draw(st.none() | st.booleans())
+    actions = draw(
+        st.dictionaries(
+            st.sampled_from(KEYS), st.sampled_from(["exclude", "same", "change"]), max_size=5
+        )
+    )
+    submitted = [
+        {"name": key, "exclude": True}
+        if action == "exclude"
+        else {"name": key, "value": "d" if action == "same" else "s"}
+        for key, action in actions.items()
+    ]
+    return default_keys, locked, can_add, actions, defaults, submitted
+
+
+@given(itemized_scenarios())
+def test_itemized_instances_follow_locked_and_can_add(scenario: Any) -> None:
+    default_keys, locked, can_add, actions, defaults, submitted = scenario
+    instance_rules: dict[str, Any] = {"locked": locked}
+    if can_add is not None:
+        instance_rules["canAdd"] = can_add
+    body = {
+        "defaults": {"labels": {"instances": defaults}} if defaults else {},
+        "rules": {"labels": {"instances": instance_rules}},
+    }
+    evaluation = run([make_policy(body)], {"labels": submitted})
+    expected_issues: set[tuple[str, str]] = set()
+    expected_keys = list(default_keys)
+    for key, action in actions.items():
+        if key in default_keys:
+            if key in locked and action != "same":
+                expected_issues.add((f"labels[{key}]", "locked"))
+            elif action == "exclude":
+                expected_keys.remove(key)
+        elif action != "exclude":
+            if can_add is False:
+                expected_issues.add((f"labels[{key}]", "canAdd"))
+            else:
+                expected_keys.append(key)
+    assert {(issue.field, issue.rule) for issue in evaluation.violations} == expected_issues
+    if not expected_issues:
+        labels = evaluation.workload.get("labels", [])
+        assert isinstance(labels, list)
+        assert [label["name"] for label in labels] == expected_keys
+        for label in labels:
+            changed = actions.get(label["name"]) == "change"
+            assert label["value"] == ("s" if changed else "d")
+            source = evaluation.sources[f"labels[{label['name']}].name"]
+            assert source == (
+                "policy default (cluster prod)" if label["name"] in default_keys else "submission"
+            )

@@ -193,6 +193,12 @@ def evaluate_command(
         scope = _deepest_scope(policies, submission.workload_type)
     catalogue = _load_catalogue(assets_file, documents) if assets_file else EMPTY_CATALOGUE
     effective = _combine(policies, scope, submission.workload_type, documents)
+    if assets_file is None and effective.imposed_assets:
+        imposed = ", ".join(asset.value for asset in effective.imposed_assets)
+        raise BadInput(
+            f"the policies of {scope} impose assets ({imposed}); "
+            "give the asset catalogue with --assets FILE"
+        )
     evaluation = _guard(
         lambda: evaluate(effective, submission, submission.workload_type, catalogue), documents
     )
