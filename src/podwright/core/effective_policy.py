@@ -71,9 +71,46 @@ class EffectivePolicy:
     rules: Mapping[SchemaPath, Sourced[FieldRules]]
     instance_rules: Mapping[SchemaPath, Sourced[InstanceRules]]
     imposed_assets: tuple[Sourced[str], ...]
-    plan: Mapping[SchemaPath, tuple[str, ...]]
+    names: Mapping[SchemaPath, Mapping[str, None]]
     """For each section (or itemized field), the fields below it the policy speaks of, in the
     order evaluation must visit them (a ``defaultFrom`` source before its target)."""
+    default_entries: Mapping[SchemaPath, tuple[object, str]]
+    """Each leaf and attribute default with its source, as evaluation reports it."""
+    rule_entries: Mapping[SchemaPath, tuple[FieldRules, Policy]]
+    """Each field's rules with the policy that owns them."""
+    instance_entries: Mapping[SchemaPath, Mapping[str, DefaultInstance]]
+    """Default instances of itemized fields by key, with their source."""
+    slots: dict[SchemaPath, Mapping[str, Slot]] = dataclasses.field(
+        default_factory=dict, compare=False, repr=False
+    )
+    """A memo for :meth:`slots_of`, filled as sections are first evaluated."""
+
+    def slots_of(self, schema_path: SchemaPath, section: Section) -> Mapping[str, Slot]:
+        """Each field of the section at ``schema_path``: the field, its path, its default, and
+        whether it is plain (a leaf with no rule and no framework condition)."""
+        slots = self.slots.get(schema_path)
+        if slots is None:
+            slots = {}
+            for name, field in section.fields.items():
+                path = (*schema_path, name)
+                plain = isinstance(field, Leaf) and not field.frameworks and path not in self.rules
+                slots[name] = (field, path, self.default_entries.get(path), plain)
+            self.slots[schema_path] = slots
+        return slots
+
+
+@dataclasses.dataclass(frozen=True)
+class DefaultInstance:
+    """A policy's default instance of an itemized field, or an imposed asset's."""
+
+    attributes: Mapping[str, object]
+    source: str
+    policy: Policy
+    imposed: bool
+
+
+Slot = tuple[Field, SchemaPath, tuple[object, str] | None, bool]
+"""What evaluation needs of a field: the field, its path, its default entry, plainness."""
 
 
 def effective_policy(
@@ -148,6 +185,7 @@ def effective_policy(
         )
     if problems:
         raise PolicyError(problems)
+    plan = _plan(root, [*defaults, *instances, *rules, *instance_rules], combined_rules)
     return EffectivePolicy(
         workload_type=workload_type,
         scope=scope,
@@ -157,8 +195,30 @@ def effective_policy(
         rules=rules,
         instance_rules=instance_rules,
         imposed_assets=tuple(imposed.values()),
-        plan=_plan(root, [*defaults, *instances, *rules, *instance_rules], combined_rules),
+        names={path: dict.fromkeys(children) for path, children in plan.items()},
+        default_entries={
+            path: (
+                sourced.value,
+                f"{'attribute' if _in_itemized(root, path) else 'policy'} default "
+                f"({sourced.policy.scope})",
+            )
+            for path, sourced in defaults.items()
+        },
+        rule_entries={path: (sourced.value, sourced.policy) for path, sourced in rules.items()},
+        instance_entries={
+            path: {
+                key: DefaultInstance(
+                    sourced.value, f"policy default ({sourced.policy.scope})", sourced.policy, False
+                )
+                for key, sourced in merged.items()
+            }
+            for path, merged in instances.items()
+        },
     )
+
+
+def _in_itemized(root: Section, path: SchemaPath) -> bool:
+    return any(isinstance(field_at(root, path[:length]), Itemized) for length in range(len(path)))
 
 
 def document_path(policy: Policy, section: str, schema_path: SchemaPath) -> FieldPath:

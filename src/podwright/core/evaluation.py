@@ -26,7 +26,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from podwright.core import quantities
 from podwright.core.assets import AssetCatalogue
-from podwright.core.effective_policy import EffectivePolicy
+from podwright.core.effective_policy import DefaultInstance, EffectivePolicy
 from podwright.core.policies import (
     Enforcement,
     FieldRules,
@@ -45,7 +45,6 @@ from podwright.core.workload_fields import (
     FRAMEWORK_FIELD,
     ROLES,
     SCHEMAS,
-    Field,
     Itemized,
     Leaf,
     Section,
@@ -170,83 +169,33 @@ def evaluate(
 
 @dataclasses.dataclass(frozen=True)
 class PreparedPolicy:
-    """An effective policy with its imposed assets resolved and its lookups precomputed."""
+    """An effective policy with its imposed assets resolved in a catalogue."""
 
     policy: EffectivePolicy
     names: Mapping[SchemaPath, Mapping[str, None]]
     """For each section, the fields the policy or its imposed assets speak of, in order."""
-    defaults: Mapping[SchemaPath, tuple[object, str]]
-    """Leaf and attribute defaults with their source."""
-    rules: Mapping[SchemaPath, tuple[FieldRules, Policy]]
     instances: Mapping[SchemaPath, Mapping[str, DefaultInstance]]
     """Default instances (the policy's and imposed assets'), by field and key."""
-    slots: dict[SchemaPath, Mapping[str, _Slot]] = dataclasses.field(
-        default_factory=dict, compare=False, repr=False
-    )
-    """Per section, what evaluation needs of each field, looked up once (a memo, filled as
-    sections are first evaluated; it depends only on the policy and the catalogue)."""
-
-    def slots_of(self, schema_path: SchemaPath, section: Section) -> Mapping[str, _Slot]:
-        """Each field of the section at ``schema_path``: the field, its path, its default, and
-        whether it is plain (a leaf with no rule and no framework condition)."""
-        slots = self.slots.get(schema_path)
-        if slots is None:
-            slots = {}
-            for name, field in section.fields.items():
-                path = (*schema_path, name)
-                plain = isinstance(field, Leaf) and not field.frameworks and path not in self.rules
-                slots[name] = (field, path, self.defaults.get(path), plain)
-            self.slots[schema_path] = slots
-        return slots
-
-
-_Slot = tuple[Field, SchemaPath, tuple[object, str] | None, bool]
 
 
 def prepare(policy: EffectivePolicy, catalogue: AssetCatalogue) -> PreparedPolicy:
-    """Resolve ``policy``'s imposed assets in ``catalogue`` and precompute what evaluation
-    looks up; raises :class:`PolicyError` as :func:`evaluate` does."""
+    """Resolve ``policy``'s imposed assets in ``catalogue``; raises :class:`PolicyError` as
+    :func:`evaluate` does. Evaluating many submissions, prepare once."""
+    imposed = resolve_imposed_assets(policy, catalogue)
+    if not imposed:
+        return PreparedPolicy(policy, policy.names, policy.instance_entries)
     root = SCHEMAS[policy.workload_type]
-    names: dict[SchemaPath, dict[str, None]] = {
-        path: dict.fromkeys(children) for path, children in policy.plan.items()
-    }
-    instances: dict[SchemaPath, dict[str, DefaultInstance]] = {}
-    for path, sourced_instances in policy.instances.items():
-        field = field_at(root, path)
-        assert isinstance(field, Itemized)
-        instances[path] = {
-            _key(field, sourced.value): DefaultInstance(
-                sourced.value, f"policy default ({sourced.policy.scope})", sourced.policy, False
-            )
-            for sourced in sourced_instances
-        }
-    for path, imposed in resolve_imposed_assets(policy, catalogue).items():
+    names = {path: dict(children) for path, children in policy.names.items()}
+    instances = {path: dict(by_key) for path, by_key in policy.instance_entries.items()}
+    for path, imposed_instances in imposed.items():
         field = field_at(root, path)
         assert isinstance(field, Itemized)
         by_key = instances.setdefault(path, {})
-        for instance in imposed:
+        for instance in imposed_instances:
             by_key[_key(field, instance.attributes)] = instance
         for length in range(len(path)):
             names.setdefault(path[:length], {})[path[length]] = None
-    defaults = {
-        path: (
-            sourced.value,
-            f"{'attribute' if _in_itemized(root, path) else 'policy'} default "
-            f"({sourced.policy.scope})",
-        )
-        for path, sourced in policy.defaults.items()
-    }
-    return PreparedPolicy(
-        policy=policy,
-        names=names,
-        defaults=defaults,
-        rules={path: (sourced.value, sourced.policy) for path, sourced in policy.rules.items()},
-        instances=instances,
-    )
-
-
-def _in_itemized(root: Section, path: SchemaPath) -> bool:
-    return any(isinstance(field_at(root, path[:length]), Itemized) for length in range(len(path)))
+    return PreparedPolicy(policy, names, instances)
 
 
 @dataclasses.dataclass(slots=True)
@@ -265,16 +214,6 @@ _SUBMITTED_INSTANCE = _Instance({}, SUBMISSION)
 _NOTHING_PLANNED: Mapping[str, None] = {}
 _UNRULED: tuple[FieldRules, Policy | None] = (FieldRules(), None)
 _ABSENT = object()
-
-
-@dataclasses.dataclass(frozen=True)
-class DefaultInstance:
-    """A policy's default instance of an itemized field, or an imposed asset's."""
-
-    attributes: Mapping[str, object]
-    source: str
-    policy: Policy
-    imposed: bool
 
 
 def resolve_imposed_assets(
@@ -362,7 +301,7 @@ class _Evaluator:
             # The union, in order; only the keys matter.
             names = {**planned, **(submitted or _NOTHING_PLANNED), **(instance.attributes or {})}
         output: dict[str, object] = {}
-        slots = self.prepared.slots_of(schema_path, section)
+        slots = self.prepared.policy.slots_of(schema_path, section)
         prefix = f"{display}." if display else ""
         instance_defaults = instance.attributes
         sources, values = self.sources, self.values
@@ -457,7 +396,7 @@ class _Evaluator:
         instance: _Instance | DefaultInstance,
         framework: str | None,
     ) -> object:
-        rules, owner = self.prepared.rules.get(path, _UNRULED)
+        rules, owner = self.prepared.policy.rule_entries.get(path, _UNRULED)
         if field.frameworks and framework is not None and framework not in field.frameworks:
             if given is not _ABSENT:
                 self.violation(
@@ -525,13 +464,13 @@ class _Evaluator:
         default_from = rules.default_from
         if default_from is not None and default_from.field[-1] in siblings:
             amount = numeric_value(default_from.source_type, siblings[default_from.field[-1]])
-            owner = self.prepared.rules[path][1]
+            owner = self.prepared.policy.rule_entries[path][1]
             computed = _as_value(field.value_type, amount * default_from.factor)
             factor = plain_number(default_from.factor)
             return computed, (
                 f"defaultFrom {'.'.join(default_from.field)} × {factor} ({owner.scope})"
             )
-        entry = self.prepared.defaults.get(path)
+        entry = self.prepared.policy.default_entries.get(path)
         return entry if entry is not None else (_ABSENT, None)
 
     def itemized(
