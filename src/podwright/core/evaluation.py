@@ -227,7 +227,9 @@ def resolve_imposed_assets(
     imposed: dict[SchemaPath, list[DefaultInstance]] = {}
     problems: list[FieldProblem] = []
     root = SCHEMAS[policy.workload_type]
-    roles = ROLES if policy.workload_type is WorkloadType.DISTRIBUTED else ((),)
+    prefixes: list[SchemaPath] = (
+        [(role,) for role in ROLES] if policy.workload_type is WorkloadType.DISTRIBUTED else [()]
+    )
     for sourced in policy.imposed_assets:
         owner = sourced.policy
         location = (
@@ -253,8 +255,8 @@ def resolve_imposed_assets(
                 )
             )
             continue
-        for role in roles:
-            path = (*((role,) if isinstance(role, str) else ()), *asset.storage_field)
+        for prefix in prefixes:
+            path = (*prefix, *asset.storage_field)
             if field_at(root, path) is None:
                 problems.append(
                     FieldProblem(

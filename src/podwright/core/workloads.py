@@ -37,7 +37,7 @@ from podwright.core.workload_fields import (
     supporting_types,
 )
 
-WRAPPED_FIELDS = ("apiVersion", "kind", "type", "name", "spec")
+WRAPPED_FIELDS = ("type", "name", "spec")
 
 
 class InvalidValue(ValueError):  # noqa: N818 (a value, not an error, is invalid)
@@ -55,8 +55,6 @@ class Submission:
     workload_type: WorkloadType
     spec: Mapping[str, object]
     name: str | None = None
-    spec_path: FieldPath = ()
-    """Where ``spec`` sits in the document it was read from (``("spec",)`` when wrapped)."""
 
 
 def parse_workload_type(value: object) -> WorkloadType:
@@ -115,7 +113,7 @@ def submission_from_data(data: object, workload_type: WorkloadType | None = None
         raise WorkloadInputError(problems)
     assert workload_type is not None
     spec = check_spec(data["spec"], workload_type, ("spec",))
-    return Submission(workload_type, spec, name if isinstance(name, str) else None, ("spec",))
+    return Submission(workload_type, spec, name if isinstance(name, str) else None)
 
 
 def check_spec(data: object, workload_type: WorkloadType, path: FieldPath) -> dict[str, object]:
