@@ -24,10 +24,11 @@ what combining scopes and evaluating submissions work on.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from enum import StrEnum
 from types import MappingProxyType
+from typing import TypeVar
 
 from podwright.core.field_paths import FieldPath
 from podwright.core.problems import FieldProblem, ProblemsError, describe, one_of, unknown_field
@@ -56,6 +57,7 @@ API_VERSION = "podwright.dev/v1"
 KIND = "WorkloadPolicy"
 
 SchemaPath = tuple[str, ...]
+T = TypeVar("T")
 
 
 class PolicyError(ProblemsError):
@@ -384,8 +386,10 @@ class _Loader:
             self.problem(("spec",), f"expected a mapping, got {describe(spec)}")
             return None
         self._unknown(spec, ("spec",), _SPEC_FIELDS)
-        scope = self._scope(spec.get("scope"))
-        workload_type = self._workload_type(spec.get("workloadType"))
+        scope = self._parsed(scope_from_data, spec.get("scope"), ("spec", "scope"))
+        workload_type = self._parsed(
+            parse_workload_type, spec.get("workloadType"), ("spec", "workloadType")
+        )
         enforcement = self._enforcement(spec.get("enforcement", Enforcement.ENFORCE.value))
         imposed = self._imposed(spec.get("imposedAssets"))
         if workload_type is None:
@@ -437,18 +441,12 @@ class _Loader:
         name: str = metadata["name"]
         return name
 
-    def _scope(self, data: object) -> Scope | None:
+    def _parsed(self, parse: Callable[[object], T], data: object, path: FieldPath) -> T | None:
+        """``parse(data)``, or None with its ValueError recorded as a problem at ``path``."""
         try:
-            return scope_from_data(data)
+            return parse(data)
         except ValueError as error:
-            self.problem(("spec", "scope"), str(error))
-            return None
-
-    def _workload_type(self, data: object) -> WorkloadType | None:
-        try:
-            return parse_workload_type(data)
-        except ValueError as error:
-            self.problem(("spec", "workloadType"), str(error))
+            self.problem(path, str(error))
             return None
 
     def _enforcement(self, data: object) -> Enforcement | None:
