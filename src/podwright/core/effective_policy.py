@@ -156,9 +156,7 @@ def effective_policy(
             assert isinstance(field, Itemized)
             merged = instances.setdefault(path, {})
             for instance in default_instances:
-                key = instance[field.key]
-                assert isinstance(key, str)
-                merged[key] = Sourced(instance, policy)
+                merged[instance_key(field, instance)] = Sourced(instance, policy)
         for path, field_rules in policy.rules.items():
             _take_ownership(rules, path, Sourced(field_rules, policy), problems, "rules")
         for path, own_instance_rules in policy.instance_rules.items():
@@ -215,6 +213,13 @@ def effective_policy(
             for path, merged in instances.items()
         },
     )
+
+
+def instance_key(field: Itemized, instance: Mapping[str, object]) -> str:
+    """The key of an instance of ``field`` (checked present and a string when it was read)."""
+    key = instance[field.key]
+    assert isinstance(key, str)
+    return key
 
 
 def _in_itemized(root: Section, path: SchemaPath) -> bool:
@@ -356,7 +361,7 @@ def effective_policy_document(
         assert isinstance(field, Itemized)
         location = place("defaults", path, [dict(item.value) for item in instances], "instances")
         for instance in instances:
-            key = instance.value[field.key]
+            key = instance_key(field, instance.value)
             entries.append(
                 PolicyEntry(f"{location}[{key}]", dict(instance.value), instance.policy.scope)
             )

@@ -26,7 +26,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from podwright.core import quantities
 from podwright.core.assets import AssetCatalogue
-from podwright.core.effective_policy import DefaultInstance, EffectivePolicy
+from podwright.core.effective_policy import DefaultInstance, EffectivePolicy, instance_key
 from podwright.core.policies import (
     Enforcement,
     FieldRules,
@@ -192,7 +192,7 @@ def prepare(policy: EffectivePolicy, catalogue: AssetCatalogue) -> PreparedPolic
         assert isinstance(field, Itemized)
         by_key = instances.setdefault(path, {})
         for instance in imposed_instances:
-            by_key[_key(field, instance.attributes)] = instance
+            by_key[instance_key(field, instance.attributes)] = instance
         for length in range(len(path)):
             names.setdefault(path[:length], {})[path[length]] = None
     return PreparedPolicy(policy, names, instances)
@@ -491,7 +491,7 @@ class _Evaluator:
         changes: dict[str, Mapping[str, object]] = {}
         for item in submitted or ():
             assert isinstance(item, Mapping)
-            key = _key(field, item)
+            key = instance_key(field, item)
             item_where = f"{where}[{key}]"
             default = defaults.get(key)
             if default is None:
@@ -567,12 +567,6 @@ class _Evaluator:
                     f"{upper} {shown(output[upper])} is below {lower} {shown(output[lower])}",
                     None,
                 )
-
-
-def _key(field: Itemized, instance: Mapping[str, object]) -> str:
-    key = instance[field.key]
-    assert isinstance(key, str)
-    return key
 
 
 def _why_locked(default: DefaultInstance) -> str:

@@ -24,7 +24,7 @@ what combining scopes and evaluating submissions work on.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from enum import StrEnum
 from types import MappingProxyType
@@ -400,7 +400,7 @@ class _Loader:
         if spec.get("defaults") is not None:
             self._defaults(root, spec["defaults"], ("spec", "defaults"), (), checker)
         if spec.get("rules") is not None:
-            self._rules(root, spec["rules"], ("spec", "rules"), (), workload_type)
+            self._rules(root, spec["rules"], ("spec", "rules"), ())
         self.problems.extend(
             dataclasses.replace(problem, source=self.source) for problem in checker.problems
         )
@@ -494,14 +494,27 @@ class _Loader:
         if isinstance(field, Itemized):
             self._itemized_defaults(field, data, path, schema_path, checker)
             return
+        for child, value, child_path, child_schema_path in self._children(
+            field, data, path, schema_path
+        ):
+            self._defaults(child, value, child_path, child_schema_path, checker)
+
+    def _children(
+        self,
+        section: Section,
+        data: Mapping[object, object],
+        path: FieldPath,
+        schema_path: SchemaPath,
+    ) -> Iterator[tuple[Field, object, FieldPath, SchemaPath]]:
+        """The given fields of ``section`` with their paths; reports the ones it does not have."""
         for name, value in data.items():
-            child = field.fields.get(name) if isinstance(name, str) else None
+            child = section.fields.get(name) if isinstance(name, str) else None
             if child is None:
-                self.problem(
-                    (*path, str(name)), _field_message(field, name, schema_path, self.workload_type)
-                )
+                message = _field_message(section, name, schema_path, self.workload_type)
+                self.problem((*path, str(name)), message)
             elif value is not None:
-                self._defaults(child, value, (*path, name), (*schema_path, name), checker)
+                assert isinstance(name, str)
+                yield child, value, (*path, name), (*schema_path, name)
 
     def _itemized_defaults(
         self,
@@ -538,13 +551,12 @@ class _Loader:
         data: object,
         path: FieldPath,
         schema_path: SchemaPath,
-        workload_type: WorkloadType,
     ) -> None:
         if not isinstance(data, Mapping):
             self.problem(path, f"expected a mapping, got {describe(data)}")
             return
         if isinstance(field, Leaf):
-            rules = self._field_rules(field, data, path, schema_path, workload_type)
+            rules = self._field_rules(field, data, path, schema_path)
             self.rules[schema_path] = rules
             self.rule_paths[schema_path] = path
             return
@@ -560,17 +572,12 @@ class _Loader:
                     data["attributes"],
                     (*path, "attributes"),
                     schema_path,
-                    workload_type,
                 )
             return
-        for name, value in data.items():
-            child = field.fields.get(name) if isinstance(name, str) else None
-            if child is None:
-                self.problem(
-                    (*path, str(name)), _field_message(field, name, schema_path, self.workload_type)
-                )
-            elif value is not None:
-                self._rules(child, value, (*path, name), (*schema_path, name), workload_type)
+        for child, value, child_path, child_schema_path in self._children(
+            field, data, path, schema_path
+        ):
+            self._rules(child, value, child_path, child_schema_path)
 
     def _instance_rules(self, data: object, path: FieldPath) -> InstanceRules:
         if not isinstance(data, Mapping):
@@ -595,7 +602,6 @@ class _Loader:
         data: Mapping[object, object],
         path: FieldPath,
         schema_path: SchemaPath,
-        workload_type: WorkloadType,
     ) -> FieldRules:
         allowed = RULES_BY_TYPE[field.value_type]
         values: dict[str, object] = {}
@@ -620,7 +626,7 @@ class _Loader:
             step=self._step(field, values.get("step"), (*path, "step")),
             options=self._options(field, values.get("options"), (*path, "options")),
             default_from=self._default_from(
-                field, values.get("defaultFrom"), (*path, "defaultFrom"), schema_path, workload_type
+                field, values.get("defaultFrom"), (*path, "defaultFrom"), schema_path
             ),
         )
         if field.value_type in NUMERIC_TYPES:
@@ -725,7 +731,6 @@ class _Loader:
         value: object,
         path: FieldPath,
         schema_path: SchemaPath,
-        workload_type: WorkloadType,
     ) -> DefaultFrom | None:
         if value is None:
             return None
@@ -743,6 +748,7 @@ class _Loader:
             return None
         text: str = value["field"]
         parent = schema_path[:-1]
+        workload_type = self.workload_type
         root = SCHEMAS[workload_type]
         written = tuple(text.split("."))
         candidates = [written, (*parent, *written)]
