@@ -115,9 +115,26 @@ def dump_yaml(data: object) -> str:
     follows 1.1 and quotes such strings, so what is printed is read back unchanged by kubectl
     and by YAML 1.2 readers alike.
     """
-    return yaml.safe_dump(
-        data, sort_keys=False, default_flow_style=False, allow_unicode=True, width=1 << 16
+    return yaml.dump(
+        data,
+        Dumper=_BlockDumper,
+        sort_keys=False,
+        default_flow_style=False,
+        allow_unicode=True,
+        width=1 << 16,
     )
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """Writes a string of several lines (a script) as a literal block, as a person would."""
+
+
+def _represent_text(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in text and not text.startswith(" ") else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_BlockDumper.add_representer(str, _represent_text)
 
 
 def _reader() -> YAML:

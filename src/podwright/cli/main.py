@@ -19,6 +19,7 @@ from podwright import __version__
 from podwright.adapters.documents import STDIN, DocumentError, dump_yaml, read_document
 from podwright.cli.common import BadInput, ExitCode
 from podwright.cli.policy_commands import policy_group
+from podwright.cli.render_command import render_command
 from podwright.core.pod_input import PodInputError, pod_input_from_data
 from podwright.core.pod_template import (
     PRIMARY_CONTAINER_ANNOTATION,
@@ -164,6 +165,7 @@ def pod_command(
 
 
 cli.add_command(policy_group)
+cli.add_command(render_command)
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:

@@ -9,46 +9,31 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TypeVar
+from collections.abc import Sequence
 
 import click
 
-from podwright.adapters.documents import Document, DocumentError, dump_yaml, read_document
 from podwright.cli.common import BadInput, ExitCode
-from podwright.core.assets import EMPTY_CATALOGUE, AssetCatalogue, catalogue_from_data
+from podwright.cli.inputs import (
+    SCOPE,
+    WORKLOAD_TYPES,
+    combine,
+    emit,
+    evaluate_workload,
+    load_catalogue,
+    load_policies,
+    located,
+)
 from podwright.core.effective_policy import (
-    EffectivePolicy,
     effective_policy,
     effective_policy_document,
 )
-from podwright.core.evaluation import Evaluation, Violation, evaluate, resolve_imposed_assets
-from podwright.core.policies import Policy, Scope, policy_from_data, scope_from_text
+from podwright.core.evaluation import Evaluation, resolve_imposed_assets
+from podwright.core.policies import Scope
 from podwright.core.problems import ProblemsError
 from podwright.core.workload_fields import WorkloadType
-from podwright.core.workloads import submission_from_data
-
-T = TypeVar("T")
 
 _FORMATS = click.Choice(["table", "yaml", "json"])
-_TYPES = click.Choice([kind.value for kind in WorkloadType])
-
-
-class _ScopeParam(click.ParamType[Scope]):
-    name = "SCOPE"
-
-    def convert(
-        self, value: object, param: click.Parameter | None, ctx: click.Context | None
-    ) -> Scope:
-        if isinstance(value, Scope):
-            return value
-        try:
-            return scope_from_text(str(value))
-        except ValueError as error:
-            self.fail(str(error), param, ctx)
-
-
-_SCOPE = _ScopeParam()
 
 
 @click.group("policy")
@@ -75,8 +60,8 @@ def check_command(policy_files: Sequence[str], assets_file: str | None) -> None:
     min/max, defaults within its rules, defaultFrom), then every branch of the tree it forms
     (one owner per rule, defaults within other scopes' rules, imposed assets).
     """
-    documents, policies = _load_policies(policy_files)
-    catalogue = _load_catalogue(assets_file, documents) if assets_file else None
+    documents, policies = load_policies(policy_files)
+    catalogue = load_catalogue(assets_file, documents) if assets_file else None
     problems: dict[str, None] = {}  # each branch reports its conflicts; say each once
     for policy in policies:
         try:
@@ -84,7 +69,7 @@ def check_command(policy_files: Sequence[str], assets_file: str | None) -> None:
             if catalogue is not None:
                 resolve_imposed_assets(effective, catalogue)
         except ProblemsError as error:
-            problems.update(dict.fromkeys(_located(error, documents, None)))
+            problems.update(dict.fromkeys(located(error, documents, None)))
     if problems:
         raise BadInput("\n".join(problems))
     rows = [
@@ -109,9 +94,11 @@ def check_command(policy_files: Sequence[str], assets_file: str | None) -> None:
 @policy_group.command("effective")
 @click.argument("policy_files", metavar="POLICY...", nargs=-1, required=True)
 @click.option(
-    "--scope", "scope", type=_SCOPE, required=True, help="The scope to combine the branch for."
+    "--scope", "scope", type=SCOPE, required=True, help="The scope to combine the branch for."
 )
-@click.option("--type", "workload_type", type=_TYPES, required=True, help="The workload type.")
+@click.option(
+    "--type", "workload_type", type=WORKLOAD_TYPES, required=True, help="The workload type."
+)
 @click.option(
     "-o", "--output", type=_FORMATS, default="table", show_default=True, help="Output format."
 )
@@ -120,8 +107,8 @@ def effective_command(
 ) -> None:
     """Print the effective policy of a scope: the branch's defaults, rules and imposed assets,
     each with the scope it came from."""
-    documents, policies = _load_policies(policy_files)
-    effective = _combine(policies, scope, WorkloadType(workload_type), documents)
+    documents, policies = load_policies(policy_files)
+    effective = combine(policies, scope, WorkloadType(workload_type), documents)
     document, entries = effective_policy_document(effective)
     if output == "table":
         rows = [[entry.path, _scalar(entry.value), str(entry.scope)] for entry in entries]
@@ -136,7 +123,7 @@ def effective_command(
         **document,
         "sources": {entry.path: str(entry.scope) for entry in entries},
     }
-    _emit(data, output)
+    emit(data, output)
 
 
 @policy_group.command("evaluate")
@@ -149,11 +136,14 @@ def effective_command(
     help="The workload submission ('-' for standard input).",
 )
 @click.option(
-    "--type", "workload_type", type=_TYPES, help="The workload type (default: the file's 'type')."
+    "--type",
+    "workload_type",
+    type=WORKLOAD_TYPES,
+    help="The workload type (default: the file's 'type').",
 )
 @click.option(
     "--scope",
-    type=_SCOPE,
+    type=SCOPE,
     help="The workload's scope (default: the deepest scope of the policies, "
     "when they lie on one branch).",
 )
@@ -180,33 +170,14 @@ def evaluate_command(
 ) -> None:
     """Evaluate a workload under the policies: print the effective workload with the source of
     every value, or every violation (exit status 1)."""
-    documents, policies = _load_policies(policy_files)
-    workload_document = _read(workload_file, documents)
-    submission = _guard(
-        lambda: submission_from_data(
-            workload_document.data, WorkloadType(workload_type) if workload_type else None
-        ),
-        documents,
-        default_source=workload_document.source,
-    )
-    if scope is None:
-        scope = _deepest_scope(policies, submission.workload_type)
-    catalogue = _load_catalogue(assets_file, documents) if assets_file else EMPTY_CATALOGUE
-    effective = _combine(policies, scope, submission.workload_type, documents)
-    if assets_file is None and effective.imposed_assets:
-        imposed = ", ".join(asset.value for asset in effective.imposed_assets)
-        raise BadInput(
-            f"the policies of {scope} impose assets ({imposed}); "
-            "give the asset catalogue with --assets FILE"
-        )
-    evaluation = _guard(
-        lambda: evaluate(effective, submission, submission.workload_type, catalogue), documents
-    )
-    for warning in evaluation.warnings:
-        click.echo(f"podwright: warning: {_violation_line(warning)}", err=True)
-    if show_audited:
-        for audited in evaluation.audited:
-            click.echo(f"podwright: audit: {_violation_line(audited)}", err=True)
+    evaluation = evaluate_workload(
+        policy_files=policy_files,
+        workload_file=workload_file,
+        workload_type=workload_type,
+        scope=scope,
+        assets_file=assets_file,
+        show_audited=show_audited,
+    ).evaluation
     _print_evaluation(evaluation, output)
     if not evaluation.accepted:
         sys.exit(ExitCode.VIOLATIONS)
@@ -214,7 +185,7 @@ def evaluate_command(
 
 def _print_evaluation(evaluation: Evaluation, output: str) -> None:
     if output != "table":
-        _emit(evaluation.to_json(), output)
+        emit(evaluation.to_json(), output)
         return
     if evaluation.accepted:
         rows = [
@@ -231,96 +202,6 @@ def _print_evaluation(evaluation: Evaluation, output: str) -> None:
     click.echo(_table(["FIELD", "RULE", "DETAILS"], rows))
     count = len(evaluation.violations)
     click.echo(f"{count} violation{'s' if count > 1 else ''}: the workload is rejected", err=True)
-
-
-def _violation_line(violation: Violation) -> str:
-    owner = (
-        f", policy {violation.policy.name!r} ({violation.policy.scope})" if violation.policy else ""
-    )
-    return f"{violation.field}: {violation.details} (rule {violation.rule}{owner})"
-
-
-def _deepest_scope(policies: Sequence[Policy], workload_type: WorkloadType) -> Scope:
-    scopes = sorted(
-        {policy.scope for policy in policies if policy.workload_type is workload_type},
-        key=lambda s: len(s.names),
-    )
-    if not scopes:
-        raise BadInput(f"no {workload_type.value} policy among the files given")
-    deepest = scopes[-1]
-    for scope in scopes:
-        if not scope.contains(deepest):
-            raise click.UsageError(
-                f"the policies lie on more than one branch ({scope} and {deepest}); "
-                "name the workload's scope with --scope"
-            )
-    return deepest
-
-
-def _load_policies(files: Iterable[str]) -> tuple[dict[str, Document], list[Policy]]:
-    documents: dict[str, Document] = {}
-    policies: list[Policy] = []
-    errors: list[str] = []
-    for name in files:
-        document = _read(name, documents)
-        try:
-            policies.append(policy_from_data(document.data, document.source))
-        except ProblemsError as error:
-            errors.extend(_located(error, documents, document.source))
-    if errors:
-        raise BadInput("\n".join(errors))
-    return documents, policies
-
-
-def _load_catalogue(name: str, documents: dict[str, Document]) -> AssetCatalogue:
-    document = _read(name, documents)
-    return _guard(lambda: catalogue_from_data(document.data, document.source), documents)
-
-
-def _combine(
-    policies: Sequence[Policy],
-    scope: Scope,
-    workload_type: WorkloadType,
-    documents: Mapping[str, Document],
-) -> EffectivePolicy:
-    return _guard(lambda: effective_policy(policies, scope, workload_type), documents)
-
-
-def _read(name: str, documents: dict[str, Document]) -> Document:
-    try:
-        document = read_document(name, sys.stdin)
-    except DocumentError as error:
-        raise BadInput(str(error)) from error
-    documents[document.source] = document
-    return document
-
-
-def _guard(
-    action: Callable[[], T], documents: Mapping[str, Document], default_source: str | None = None
-) -> T:
-    try:
-        return action()
-    except ProblemsError as error:
-        raise BadInput("\n".join(_located(error, documents, default_source))) from error
-
-
-def _located(
-    error: ProblemsError, documents: Mapping[str, Document], default_source: str | None
-) -> list[str]:
-    lines: list[str] = []
-    for problem in error.problems:
-        source = problem.source or default_source
-        document = documents.get(source) if source else None
-        where = document.locate(problem.path) if document else (source or "")
-        lines.append(f"{where}: {problem}" if where else str(problem))
-    return lines
-
-
-def _emit(data: object, output: str) -> None:
-    if output == "json":
-        click.echo(json.dumps(data, indent=2))
-    else:
-        click.echo(dump_yaml(data), nl=False)
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

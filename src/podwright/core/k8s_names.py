@@ -8,6 +8,7 @@ every error name the argument instead. Each function returns a description of th
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -74,3 +75,23 @@ def label_value_problem(value: str) -> str | None:
             "and start and end with a letter or digit"
         )
     return None
+
+
+_NOT_LABEL_CHARACTERS = re.compile(r"[^a-z0-9-]+")
+
+
+def derived_label(*parts: str, max_length: int = DNS1123_LABEL_MAX_LENGTH) -> str:
+    """A DNS-1123 label made from ``parts`` (a volume or container name from a user's name).
+
+    Parts are joined with '-', lower-cased, and characters a label cannot hold become '-'. When
+    that changed anything, or the result is longer than ``max_length``, a hash of the
+    original parts is appended (the name is truncated to make room), so that two different
+    inputs never collide and the same input always gives the same name.
+    """
+    joined = "-".join(parts)
+    cleaned = _NOT_LABEL_CHARACTERS.sub("-", joined.lower()).strip("-")
+    if cleaned == joined and len(cleaned) <= max_length:
+        return cleaned
+    digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:8]
+    head = cleaned[: max_length - len(digest) - 1].rstrip("-")
+    return f"{head}-{digest}" if head else f"x-{digest}"[:max_length]

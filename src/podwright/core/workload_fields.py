@@ -178,6 +178,12 @@ _STORAGE = _section(
         secretKeyOfSecretKey=_STRING,
     ),
     configMapVolumes=_items("name", configMap=_STRING, mountPath=_STRING, subPath=_STRING),
+    emptyDir=_items(
+        "name",
+        mountPath=_STRING,
+        sizeLimit=_QUANTITY,
+        medium=_enum("Disk", "Memory"),
+    ),
     secretVolume=_items(
         "name",
         secret=_STRING,

@@ -1,0 +1,164 @@
+"""``podwright render``: an effective workload becomes the Kubernetes manifests to apply.
+
+With ``--policy`` files the workload is first evaluated (violations exit with status 1, as in
+``podwright policy evaluate``); without, the submission is rendered as written. The cluster
+profile (``--profile``) says how this cluster does what the workload leaves open; without one,
+the safe defaults apply. A field the profile cannot honour is bad input (exit status 2), named
+with where its value came from.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping, Sequence
+
+import click
+
+from podwright.adapters.documents import Document, dump_yaml
+from podwright.cli.common import BadInput, ExitCode
+from podwright.cli.inputs import (
+    SCOPE,
+    WORKLOAD_TYPES,
+    evaluate_workload,
+    guard,
+    load_catalogue,
+    read,
+    violation_line,
+)
+from podwright.core.assets import EMPTY_CATALOGUE
+from podwright.core.policies import Scope
+from podwright.core.render import DEFAULT_PROFILE, ClusterProfile, RenderError, profile_from_data
+from podwright.core.render import render as render_workload
+from podwright.core.workload_fields import WorkloadType
+from podwright.core.workloads import submission_from_data
+
+
+@click.command("render")
+@click.option(
+    "--workload",
+    "workload_file",
+    metavar="FILE",
+    required=True,
+    help="The workload submission ('-' for standard input).",
+)
+@click.option(
+    "--type", "workload_type", type=WORKLOAD_TYPES, help="The workload type (default: the file's)."
+)
+@click.option(
+    "--policy",
+    "policy_files",
+    metavar="FILE",
+    multiple=True,
+    help="A policy to evaluate the workload under (repeatable; none: render it as written).",
+)
+@click.option("--scope", type=SCOPE, help="The workload's scope (default: the policies' deepest).")
+@click.option("--assets", "assets_file", metavar="FILE", help="The asset catalogue.")
+@click.option(
+    "--profile",
+    "profile_file",
+    metavar="FILE",
+    help="The cluster profile (default: safe defaults).",
+)
+@click.option("--name", help="The workload's name (default: the file's 'name').")
+@click.option("--namespace", help="The namespace of every manifest (default: none set).")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["yaml", "json"]),
+    default="yaml",
+    show_default=True,
+    help="YAML documents, or a JSON v1 List.",
+)
+def render_command(
+    *,
+    workload_file: str,
+    workload_type: str | None,
+    policy_files: Sequence[str],
+    scope: Scope | None,
+    assets_file: str | None,
+    profile_file: str | None,
+    name: str | None,
+    namespace: str | None,
+    output: str,
+) -> None:
+    """Render a workload into the Kubernetes manifests a platform applies.
+
+    workspace: a Pod; training: a batch/v1 Job; distributed: the Kubeflow job of its framework
+    (PyTorchJob, MPIJob, TFJob, XGBoostJob, JAXJob); inference: a Knative Service. New claims
+    and Services go with them.
+    """
+    documents: dict[str, Document] = {}
+    sources: Mapping[str, str] = {}
+    if policy_files:
+        evaluated = evaluate_workload(
+            policy_files=policy_files,
+            workload_file=workload_file,
+            workload_type=workload_type,
+            scope=scope,
+            assets_file=assets_file,
+        )
+        evaluation = evaluated.evaluation
+        if not evaluation.accepted:
+            for violation in evaluation.violations:
+                click.echo(f"podwright: violation: {violation_line(violation)}", err=True)
+            count = len(evaluation.violations)
+            click.echo(
+                f"podwright: {count} violation{'s' if count > 1 else ''}: nothing rendered",
+                err=True,
+            )
+            sys.exit(ExitCode.VIOLATIONS)
+        submission, workload, sources = (
+            evaluated.submission,
+            evaluation.workload,
+            evaluation.sources,
+        )
+    else:
+        document = read(workload_file, documents)
+        submission = guard(
+            lambda: submission_from_data(
+                document.data, WorkloadType(workload_type) if workload_type else None
+            ),
+            documents,
+            default_source=document.source,
+        )
+        workload = submission.spec
+    catalogue = load_catalogue(assets_file, documents) if assets_file else EMPTY_CATALOGUE
+    profile = _load_profile(profile_file, documents)
+    name = name or submission.name
+    if not name:
+        raise BadInput("the workload has no name: give one in its file ('name:') or with --name")
+    try:
+        rendering = guard(
+            lambda: render_workload(
+                submission.workload_type,
+                name,
+                workload,
+                profile=profile,
+                catalogue=catalogue,
+                namespace=namespace,
+            ),
+            documents,
+        )
+    except RenderError as error:
+        lines = [
+            f"{problem} (value from {sources[problem.field]})"
+            if problem.field in sources and sources[problem.field] != "submission"
+            else str(problem)
+            for problem in error.problems
+        ]
+        raise BadInput(
+            f"cannot render on cluster profile {profile.name!r}:\n" + "\n".join(lines)
+        ) from error
+    if output == "json":
+        items = list(rendering.manifests)
+        click.echo(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=2))
+    else:
+        click.echo("---\n".join(dump_yaml(manifest) for manifest in rendering.manifests), nl=False)
+
+
+def _load_profile(name: str | None, documents: dict[str, Document]) -> ClusterProfile:
+    if name is None:
+        return DEFAULT_PROFILE
+    document = read(name, documents)
+    return guard(lambda: profile_from_data(document.data, document.source), documents)

@@ -1,0 +1,27 @@
+"""Rendering: an effective workload becomes pod templates and the Kubernetes manifests to apply.
+
+:func:`render` is the entry point. The pieces: :mod:`.profile` (what the cluster offers),
+:mod:`.fields` (typed reading of the effective workload, and render errors), :mod:`.pods` (one
+role's section → a :class:`~podwright.core.pod_template.PodTemplate`), :mod:`.storage` (volumes,
+mounts, init and sidecar containers, claims), :mod:`.kinds` (the resource kind per workload type).
+"""
+
+from podwright.core.render.fields import RenderError, RenderProblem
+from podwright.core.render.kinds import Rendering, render
+from podwright.core.render.profile import (
+    DEFAULT_PROFILE,
+    ClusterProfile,
+    ProfileError,
+    profile_from_data,
+)
+
+__all__ = [
+    "DEFAULT_PROFILE",
+    "ClusterProfile",
+    "ProfileError",
+    "RenderError",
+    "RenderProblem",
+    "Rendering",
+    "profile_from_data",
+    "render",
+]
