@@ -8,12 +8,15 @@ can break are checked here too, as the server states them (pkg/apis/core/validat
 
 from __future__ import annotations
 
+import copy
 import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import jsonschema
+import yaml
 from kubernetes_validate.utils import all_versions, schema_contents
 from referencing import Registry, Resource
 
@@ -124,4 +127,101 @@ def assert_valid_pod(pod: dict[str, Any], oldest: str | None = None) -> None:
     ``oldest``: a pod whose input uses a newer field is checked from that version on.
     """
     errors = schema_errors(pod, oldest) + api_server_errors(pod)
+    assert not errors, "\n".join(errors)
+
+
+CRD_DIRECTORY = Path(__file__).parent / "schemas" / "crds"
+NATIVE_SIDECARS_SINCE = "1.29.0"
+"""Init containers with ``restartPolicy: Always`` (native sidecars) exist from this version on."""
+
+
+def _closed(schema: Any) -> Any:
+    """``schema`` with every object that lists its properties closed to unknown fields."""
+    if isinstance(schema, list):
+        return [_closed(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    closed = {key: _closed(value) for key, value in schema.items()}
+    if (
+        "properties" in schema
+        and "additionalProperties" not in schema
+        and not schema.get("x-kubernetes-preserve-unknown-fields")
+    ):
+        closed["additionalProperties"] = False
+    return closed
+
+
+@functools.cache
+def _crd_validators() -> dict[tuple[str, str], jsonschema.Validator]:
+    validators = {}
+    for path in sorted(CRD_DIRECTORY.glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
+        for version in crd["spec"]["versions"]:
+            schema = _closed(version["schema"]["openAPIV3Schema"])
+            validators[(f"{group}/{version['name']}", kind)] = jsonschema.Draft7Validator(schema)
+    return validators
+
+
+def crd_schema_errors(manifest: dict[str, Any]) -> list[str]:
+    """Every violation of the custom resource's CRD schema (closed to unknown fields)."""
+    validator = _crd_validators().get((manifest["apiVersion"], manifest["kind"]))
+    assert validator is not None, f"no CRD schema for {manifest['apiVersion']} {manifest['kind']}"
+    return [
+        f"{'.'.join(map(str, error.path))}: {error.message}"
+        for error in validator.iter_errors(manifest)
+    ]
+
+
+KNATIVE_POD_SPEC_FIELDS = ("containerConcurrency", "timeoutSeconds", "responseStartTimeoutSeconds")
+"""Fields a Knative revision template adds to the pod spec."""
+
+
+def pod_templates(manifest: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each pod a manifest describes, as a v1 Pod, with where it sits."""
+    kind, spec = manifest["kind"], manifest.get("spec", {})
+    if kind == "Pod":
+        yield "Pod", manifest
+        return
+    templates: list[tuple[str, dict[str, Any]]] = []
+    if kind == "Job":
+        templates.append(("spec.template", spec["template"]))
+    elif manifest["apiVersion"] == "serving.knative.dev/v1":
+        template = copy.deepcopy(spec["template"])
+        for field in KNATIVE_POD_SPEC_FIELDS:
+            template["spec"].pop(field, None)
+        templates.append(("spec.template", template))
+    else:
+        for field, replicas in spec.items():
+            if field.endswith("ReplicaSpecs"):
+                for replica_type, replica in replicas.items():
+                    templates.append((f"spec.{field}.{replica_type}.template", replica["template"]))
+    for where, template in templates:
+        yield where, {"apiVersion": "v1", "kind": "Pod", "metadata": {}, **template}
+
+
+CORE_API_VERSIONS = frozenset({"v1", "batch/v1"})
+
+
+def manifest_errors(manifest: dict[str, Any]) -> list[str]:
+    """Everything the API server (and a CRD's schema) would refuse in ``manifest``."""
+    if manifest["apiVersion"] in CORE_API_VERSIONS:
+        errors = schema_errors(manifest, NATIVE_SIDECARS_SINCE)
+    else:
+        errors = crd_schema_errors(manifest)
+    for where, pod in pod_templates(manifest):
+        pod_errors = api_server_errors(pod)
+        if manifest["kind"] != "Pod":
+            pod_errors += schema_errors(pod, NATIVE_SIDECARS_SINCE)
+        errors += [f"{where}: {error}" for error in pod_errors]
+    return errors
+
+
+def assert_valid_manifests(manifests: Iterable[dict[str, Any]]) -> None:
+    """Fail unless every manifest would be accepted, naming each problem."""
+    errors = [
+        f"{manifest['kind']} {manifest['metadata'].get('name')}: {error}"
+        for manifest in manifests
+        for error in manifest_errors(manifest)
+    ]
     assert not errors, "\n".join(errors)

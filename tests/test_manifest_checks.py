@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import kubernetes_validate
 import pytest
 
@@ -9,6 +11,8 @@ from tests.manifests import (
     APPARMOR_FIELD_SINCE,
     SCHEMA_VERSIONS,
     api_server_errors,
+    crd_schema_errors,
+    manifest_errors,
     schema_errors,
 )
 
@@ -88,3 +92,47 @@ def test_api_server_errors_are_found(
     pod = _pod(container, annotations)
     assert not schema_errors(pod, oldest=APPARMOR_FIELD_SINCE)
     assert api_server_errors(pod)  # type: ignore[arg-type]
+
+
+def _pytorch_job(template_spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "j"},
+        "spec": {
+            "pytorchReplicaSpecs": {"Worker": {"replicas": 1, "template": {"spec": template_spec}}}
+        },
+    }
+
+
+def test_crd_schemas_are_closed_to_fields_the_server_would_prune() -> None:
+    valid = _pytorch_job({"containers": [{"name": "pytorch", "image": "i"}]})
+    assert manifest_errors(valid) == []
+    misspelt = _pytorch_job(
+        {"containers": [{"name": "pytorch", "image": "i", "imagePullPolcy": "Always"}]}
+    )
+    assert any("imagePullPolcy" in error for error in manifest_errors(misspelt))
+    typo_at_top = {**valid, "spec": {**valid["spec"], "runPolicie": {}}}
+    assert any("runPolicie" in error for error in crd_schema_errors(typo_at_top))
+
+
+def test_pod_templates_inside_custom_resources_meet_the_api_servers_rules() -> None:
+    twins = _pytorch_job({"containers": [{"name": "a", "image": "i"}, {"name": "a", "image": "i"}]})
+    assert any("duplicate container names" in error for error in manifest_errors(twins))
+
+
+def test_knative_pod_fields_are_checked_as_a_pod() -> None:
+    service = {
+        "apiVersion": "serving.knative.dev/v1",
+        "kind": "Service",
+        "metadata": {"name": "s"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "containerConcurrency": 1,
+                    "containers": [{"name": "c", "image": "i", "prots": []}],
+                }
+            }
+        },
+    }
+    assert any("prots" in error for error in manifest_errors(service))

@@ -50,6 +50,10 @@ class Problems:
     def __bool__(self) -> bool:
         return bool(self._problems)
 
+    @property
+    def count(self) -> int:
+        return len(self._problems)
+
     def raise_if_any(self) -> None:
         if self._problems:
             raise RenderError(list(self._problems))

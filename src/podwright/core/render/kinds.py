@@ -89,6 +89,7 @@ def render(
     _check_name(name, workload_type, checked, problems)
     if namespace is not None and (problem := dns1123_label_problem(namespace)):
         problems.add("namespace", f"{namespace!r} {problem}")
+    problems.raise_if_any()  # every object's name and labels derive from these
     renderer = _KINDS[workload_type]
     manifests, templates = renderer(Values(checked), _Job(name, profile, catalogue, problems))
     problems.raise_if_any()
@@ -335,7 +336,7 @@ def _framework_fields(worker: Values, framework: Framework, workers: int, job: _
         minimum, maximum = worker.count("minReplicas"), worker.count("maxReplicas")
         if minimum is not None or maximum is not None:
             lower = minimum if minimum is not None else workers
-            upper = maximum if maximum is not None else workers
+            upper = maximum if maximum is not None else max(workers, lower)
             if not lower <= workers <= upper:
                 job.problems.add(
                     worker.path("numWorkers"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import posixpath
 import re
 import shlex
 from collections.abc import Mapping
@@ -98,10 +99,10 @@ def selector_labels(context: RoleContext) -> dict[str, str]:
 
 def render_role(values: Values, context: RoleContext, problems: Problems) -> RolePod | None:
     """The pod template of one role, or None when ``problems`` got a reason it cannot render."""
-    before = bool(problems)
+    before = problems.count
     pod = _PodBuilder(values, context, problems)
     pod.build()
-    if problems and not before:
+    if problems.count > before:
         return None
     try:
         spec = V1PodSpec.model_validate(pod.spec)
@@ -346,13 +347,6 @@ class _PodBuilder:
             resources["limits"] = limits
         if resources:
             self.container["resources"] = resources
-        if compute.flag("largeShmRequest"):
-            self.storage.volumes.append(
-                {"name": "shm", "emptyDir": empty_dir("Memory", compute.amount("cpuMemoryLimit"))}
-            )
-            self.storage.mounts.append({"name": "shm", "mountPath": SHM_PATH})
-            self.storage.mount_paths[SHM_PATH] = compute.path("largeShmRequest")
-            self.need("kubernetes.podspec-volumes-emptydir", compute.path("largeShmRequest"))
 
     def extended_resource_problem(self, resource: str, requests: Mapping[str, str]) -> str | None:
         if resource in _CORE_RESOURCES or resource.startswith("hugepages-"):
@@ -536,24 +530,27 @@ class _PodBuilder:
         )
         storage = render_storage(self.values.section("storage"), context)
         if self.creates_home_directory():
-            storage.volumes.append({"name": "home", "emptyDir": {}})
             home = next(
                 (
                     entry.text("value")
                     for entry in self.values.instances("environmentVariables")
                     if entry.key() == "HOME" and entry.text("value")
                 ),
-                HOME_DIRECTORY,
+                None,
             )
-            storage.mounts.append({"name": "home", "mountPath": home})
-            self.need("kubernetes.podspec-volumes-emptydir", self.values.path("createHomeDir"))
-        storage.volumes.extend(self.storage.volumes)
-        storage.mounts.extend(self.storage.mounts)
-        for path, field in self.storage.mount_paths.items():
-            if path in storage.mount_paths:
-                self.problems.add(
-                    field, f"{path} is already the mount path of {storage.mount_paths[path]}"
-                )
+            self.internal_volume(
+                storage,
+                {"name": "home", "emptyDir": {}},
+                home or HOME_DIRECTORY,
+                self.values.path("createHomeDir"),
+            )
+        compute = self.values.section("compute")
+        if compute.flag("largeShmRequest"):
+            volume: Manifest = {
+                "name": "shm",
+                "emptyDir": empty_dir("Memory", compute.amount("cpuMemoryLimit")),
+            }
+            self.internal_volume(storage, volume, SHM_PATH, compute.path("largeShmRequest"))
         self.storage = storage
         for feature, field in storage.knative_features.items():
             self.need(feature, field)
@@ -563,6 +560,20 @@ class _PodBuilder:
             self.container["volumeMounts"] = storage.mounts
         if storage.init_containers:
             self.spec["initContainers"] = storage.init_containers
+
+    def internal_volume(self, storage: Storage, volume: Manifest, path: str, field: str) -> None:
+        """Add a volume podwright adds itself (home, /dev/shm), unless ``path`` is taken."""
+        if not path.startswith("/"):
+            self.problems.add(field, f"needs an absolute home directory, and HOME is {path!r}")
+            return
+        taken = storage.mount_paths.get(posixpath.normpath(path))
+        if taken is not None:
+            self.problems.add(field, f"needs {path}, which is already the mount path of {taken}")
+            return
+        storage.mount_paths[posixpath.normpath(path)] = field
+        storage.volumes.append(volume)
+        storage.mounts.append({"name": volume["name"], "mountPath": path})
+        self.need("kubernetes.podspec-volumes-emptydir", field)
 
     # -- scheduling -----------------------------------------------------------------------------
 

@@ -217,7 +217,6 @@ def _render_pvc(instance: Values, volume: str, result: Storage, context: Storage
         context.problems.add(claim_info.path("size"), "required: a new claim needs a size")
         return
     if ephemeral:
-        volume = derived_label("pvc", claim_name) if claim_name else volume
         result.volumes.append(
             {"name": volume, "ephemeral": {"volumeClaimTemplate": {"spec": _claim_spec(instance)}}}
         )
@@ -229,14 +228,21 @@ def _render_pvc(instance: Values, volume: str, result: Storage, context: Storage
         if claim_name is None:
             return
         if not existing:
-            result.claims.append(
-                {
-                    "apiVersion": "v1",
-                    "kind": "PersistentVolumeClaim",
-                    "metadata": {"name": claim_name},
-                    "spec": _claim_spec(instance),
-                }
-            )
+            claim: Manifest = {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": claim_name},
+                "spec": _claim_spec(instance),
+            }
+            twin = next((c for c in result.claims if c["metadata"] == claim["metadata"]), None)
+            if twin is not None and twin != claim:
+                context.problems.add(
+                    instance.path("claimName"),
+                    f"another instance asks for a new claim {claim_name!r} with another spec",
+                )
+                return
+            if twin is None:
+                result.claims.append(claim)
         source: Manifest = {"claimName": claim_name}
         if instance.flag("readOnly"):
             source["readOnly"] = True

@@ -1,0 +1,128 @@
+"""Cluster profiles: the safe defaults, a full profile, and every problem reported at its path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from podwright.core.render import DEFAULT_PROFILE, ProfileError, profile_from_data
+from podwright.core.render.profile import (
+    PRIORITY_LEVELS,
+    FuseGrantMode,
+    PriorityLevel,
+    S3Adapter,
+    SchedulerType,
+)
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "cluster-profile.yaml"
+
+
+def document(**spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "podwright.dev/v1", "kind": "ClusterProfile", "spec": spec}
+
+
+def test_an_empty_profile_is_the_safe_default() -> None:
+    assert profile_from_data(document()) == DEFAULT_PROFILE
+    assert DEFAULT_PROFILE.fuse_grant is FuseGrantMode.NONE
+    assert DEFAULT_PROFILE.scheduler_name == "default-scheduler"
+    assert DEFAULT_PROFILE.authorization_types == {"public"}
+    assert [DEFAULT_PROFILE.priority_classes[level] for level in ("low", "high")] == [
+        PriorityLevel("podwright-low", preemptible=True),
+        PriorityLevel("podwright-high", preemptible=False),
+    ]
+
+
+def test_the_example_profile() -> None:
+    profile = profile_from_data(yaml.safe_load(EXAMPLE.read_text()), str(EXAMPLE))
+    assert profile.name == "prod"
+    assert profile.scheduler_type is SchedulerType.KAI
+    assert profile.queue == "research"
+    assert profile.fuse_grant is FuseGrantMode.PRIVILEGED
+    assert profile.s3_adapter is S3Adapter.S3FS
+    assert profile.node_pool_label == "node.example.com/pool"
+    assert set(profile.priority_classes) == set(PRIORITY_LEVELS)
+
+
+def test_kai_defaults_its_scheduler_name_and_queue() -> None:
+    profile = profile_from_data(document(scheduler={"type": "kai"}))
+    assert (profile.scheduler_name, profile.queue) == ("kai-scheduler", "default-queue")
+
+
+def test_a_label_domain_moves_the_default_node_labels() -> None:
+    profile = profile_from_data(document(labelDomain="ml.example.com"))
+    assert profile.node_type_label == "ml.example.com/node-type"
+    assert profile.label("workload") == "ml.example.com/workload"
+
+
+def test_a_level_set_to_null_is_not_offered() -> None:
+    profile = profile_from_data(
+        document(priorityClasses={"very-high": None, "low": {"name": "cheap"}})
+    )
+    assert profile.priority_classes["very-high"] is None
+    assert profile.priority_classes["low"] == PriorityLevel("cheap", preemptible=True)
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        ({"kind": "Profile"}, "kind: expected 'ClusterProfile', got 'Profile' (string)"),
+        (
+            document(scheduler={"type": "volcano"}),
+            "spec.scheduler.type: expected one of 'default', 'kai', got 'volcano' (string)",
+        ),
+        (
+            document(scheduler={"queue": "q"}),
+            "spec.scheduler.queue: a queue needs scheduler type 'kai'",
+        ),
+        (
+            document(schedular={}),
+            "spec.schedular: unknown field 'schedular' (did you mean 'scheduler'?)",
+        ),
+        (
+            document(fuse={"grant": "yes"}),
+            "spec.fuse.grant: expected one of 'none', 'device-plugin', 'privileged', 'proxy', got 'yes' (string)",
+        ),
+        (document(nodeLabels={"nodeType": "not a key!"}), "spec.nodeLabels.nodeType: 'not a key!'"),
+        (
+            document(priorityClasses={"urgent": {"name": "x"}}),
+            "spec.priorityClasses.urgent: unknown field 'urgent'",
+        ),
+        (
+            document(priorityClasses={"low": {"preemptible": "yes"}}),
+            "spec.priorityClasses.low.preemptible: expected true or false",
+        ),
+        (
+            document(priorityClasses={"low": {"name": "Low!"}}),
+            "spec.priorityClasses.low.name: 'Low!'",
+        ),
+        (
+            document(knative={"features": ["kubernetes.podspec-dryrun"]}),
+            "spec.knative.features[0]: expected one of",
+        ),
+        (
+            document(authorizationTypes="public"),
+            "spec.authorizationTypes: expected a list, got 'public' (string)",
+        ),
+        (
+            document(git={"image": ""}),
+            "spec.git.image: expected a non-empty string, got '' (string)",
+        ),
+        ([], "expected a mapping, got [] (list)"),
+    ],
+)
+def test_problems(data: Any, problem: str) -> None:
+    with pytest.raises(ProfileError) as caught:
+        profile_from_data(data, "profile.yaml")
+    assert any(str(found).startswith(problem) for found in caught.value.problems), (
+        caught.value.problems
+    )
+    assert all(found.source == "profile.yaml" for found in caught.value.problems)
+
+
+def test_every_problem_is_reported() -> None:
+    with pytest.raises(ProfileError) as caught:
+        profile_from_data(document(fuse={"grant": "x"}, s3={"adapter": "y"}, labelDomain="A B"))
+    assert len(caught.value.problems) == 3
