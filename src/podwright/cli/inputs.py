@@ -153,6 +153,46 @@ class EvaluatedWorkload:
     evaluation: Evaluation
 
 
+def read_submission(
+    name: str, workload_type: str | None, documents: dict[str, Document]
+) -> tuple[Document, Submission]:
+    """Read and check the workload file ``name`` (of ``workload_type``, else the file's type)."""
+    document = read(name, documents)
+    submission = guard(
+        lambda: submission_from_data(
+            document.data, WorkloadType(workload_type) if workload_type else None
+        ),
+        documents,
+        default_source=document.source,
+    )
+    return document, submission
+
+
+WORKLOAD_OPTIONS = (
+    click.option(
+        "--workload",
+        "workload_file",
+        metavar="FILE",
+        required=True,
+        help="The workload submission ('-' for standard input).",
+    ),
+    click.option(
+        "--type",
+        "workload_type",
+        type=WORKLOAD_TYPES,
+        help="The workload type (default: the file's 'type').",
+    ),
+)
+"""The ``--workload FILE [--type T]`` options of every command that reads a workload."""
+
+
+def workload_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Decorate ``command`` with :data:`WORKLOAD_OPTIONS`."""
+    for option in reversed(WORKLOAD_OPTIONS):
+        command = option(command)
+    return command
+
+
 def evaluate_workload(
     *,
     policy_files: Sequence[str],
@@ -164,14 +204,7 @@ def evaluate_workload(
 ) -> EvaluatedWorkload:
     """Read the workload, policies and catalogue; evaluate; print warnings on standard error."""
     documents, policies = load_policies(policy_files)
-    document = read(workload_file, documents)
-    submission = guard(
-        lambda: submission_from_data(
-            document.data, WorkloadType(workload_type) if workload_type else None
-        ),
-        documents,
-        default_source=document.source,
-    )
+    document, submission = read_submission(workload_file, workload_type, documents)
     if scope is None:
         scope = deepest_scope(policies, submission.workload_type)
     catalogue = load_catalogue(assets_file, documents) if assets_file else EMPTY_CATALOGUE

@@ -23,6 +23,7 @@ from podwright.cli.inputs import (
     load_catalogue,
     load_policies,
     located,
+    workload_options,
 )
 from podwright.core.effective_policy import (
     effective_policy,
@@ -128,19 +129,7 @@ def effective_command(
 
 @policy_group.command("evaluate")
 @click.argument("policy_files", metavar="POLICY...", nargs=-1, required=True)
-@click.option(
-    "--workload",
-    "workload_file",
-    metavar="FILE",
-    required=True,
-    help="The workload submission ('-' for standard input).",
-)
-@click.option(
-    "--type",
-    "workload_type",
-    type=WORKLOAD_TYPES,
-    help="The workload type (default: the file's 'type').",
-)
+@workload_options
 @click.option(
     "--scope",
     type=SCOPE,

@@ -19,32 +19,22 @@ from podwright.adapters.documents import Document, dump_yaml
 from podwright.cli.common import BadInput, ExitCode
 from podwright.cli.inputs import (
     SCOPE,
-    WORKLOAD_TYPES,
     evaluate_workload,
     guard,
     load_catalogue,
     read,
+    read_submission,
     violation_line,
+    workload_options,
 )
 from podwright.core.assets import EMPTY_CATALOGUE
 from podwright.core.policies import Scope
 from podwright.core.render import DEFAULT_PROFILE, ClusterProfile, RenderError, profile_from_data
 from podwright.core.render import render as render_workload
-from podwright.core.workload_fields import WorkloadType
-from podwright.core.workloads import submission_from_data
 
 
 @click.command("render")
-@click.option(
-    "--workload",
-    "workload_file",
-    metavar="FILE",
-    required=True,
-    help="The workload submission ('-' for standard input).",
-)
-@click.option(
-    "--type", "workload_type", type=WORKLOAD_TYPES, help="The workload type (default: the file's)."
-)
+@workload_options
 @click.option(
     "--policy",
     "policy_files",
@@ -114,14 +104,7 @@ def render_command(
             evaluation.sources,
         )
     else:
-        document = read(workload_file, documents)
-        submission = guard(
-            lambda: submission_from_data(
-                document.data, WorkloadType(workload_type) if workload_type else None
-            ),
-            documents,
-            default_source=document.source,
-        )
+        _, submission = read_submission(workload_file, workload_type, documents)
         workload = submission.spec
     catalogue = load_catalogue(assets_file, documents) if assets_file else EMPTY_CATALOGUE
     profile = _load_profile(profile_file, documents)
