@@ -16,7 +16,11 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/podwright pod examples/pod-spec.yaml --allow-fuse --allow-nested-sandboxing
+	$(BIN)/podwright render --workload examples/workload-training.yaml \
+		--policy examples/policies/cluster-prod.yaml \
+		--policy examples/policies/department-research.yaml \
+		--policy examples/policies/project-vision.yaml \
+		--assets examples/assets.yaml --profile examples/cluster-profile.yaml
 
 check: lint typecheck contracts test
 
@@ -39,6 +43,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/policy_bench.py
+	$(BIN)/python benchmarks/render_bench.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis .import_linter_cache

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from benchmarks import policy_bench
+from benchmarks import policy_bench, render_bench
 
 from podwright.core.effective_policy import effective_policy
 from podwright.core.evaluation import evaluate, prepare
+from podwright.core.render import profile_from_data, render
 from podwright.core.workloads import submission_from_data
 
 
@@ -39,3 +40,15 @@ def test_the_scaling_scenarios_grow_as_labelled() -> None:
     evaluation = evaluate(prepared, submission, policy_bench.TRAINING, policy_bench.CATALOGUE)
     assert evaluation.accepted
     assert len(evaluation.values) == 11
+
+
+def test_the_render_benchmark_renders_every_example() -> None:
+    profile = profile_from_data(render_bench.example_profile_data())
+    submissions = render_bench.example_submissions()
+    assert len(submissions) == 8
+    for submission in submissions.values():
+        assert submission.name is not None
+        rendering = render(
+            submission.workload_type, submission.name, submission.spec, profile=profile
+        )
+        assert rendering.manifests
