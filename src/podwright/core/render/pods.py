@@ -81,8 +81,6 @@ class RolePod:
     """A role's pod template and what goes beside it."""
 
     template: PodTemplate
-    selector: Mapping[str, str]
-    """Labels that select exactly this role's pods."""
     services: tuple[Manifest, ...]
     claims: tuple[Manifest, ...]
     knative_features: Mapping[str, str]
@@ -119,7 +117,6 @@ def render_role(values: Values, context: RoleContext, problems: Problems) -> Rol
         template = template.with_termination_grace_period(grace)
     return RolePod(
         template=template,
-        selector=selector_labels(context),
         services=tuple(pod.services()),
         claims=tuple(pod.storage.claims),
         knative_features=pod.knative_features,
