@@ -19,9 +19,15 @@ from podwright.core.assets import EMPTY_CATALOGUE, AssetCatalogue
 from podwright.core.k8s_names import dns1123_label_problem
 from podwright.core.pod_template import PodTemplate
 from podwright.core.render.fields import Problems, Values
-from podwright.core.render.pods import RoleContext, RolePod, check_url_access, render_role
+from podwright.core.render.pods import (
+    RoleContext,
+    RolePod,
+    check_url_access,
+    identity_labels,
+    render_role,
+)
 from podwright.core.render.profile import DEFAULT_PROFILE, ClusterProfile
-from podwright.core.render.storage import Manifest
+from podwright.core.render.storage import Manifest, add_claim
 from podwright.core.workload_fields import FRAMEWORK_FIELD, WorkloadType
 from podwright.core.workloads import check_spec
 
@@ -139,10 +145,7 @@ class _Job:
     def metadata(self, workload_type: WorkloadType, **annotations: str) -> Manifest:
         metadata: Manifest = {
             "name": self.name,
-            "labels": {
-                self.profile.label("workload"): self.name,
-                self.profile.label("workload-type"): workload_type.value,
-            },
+            "labels": identity_labels(self.profile, self.name, workload_type),
         }
         if annotations:
             metadata["annotations"] = annotations
@@ -369,17 +372,16 @@ def _framework_fields(worker: Values, framework: Framework, workers: int, job: _
 
 def _unique_claims(claims: list[Manifest], job: _Job) -> list[Manifest]:
     """New claims of both roles, once each; one name asked twice differently is an error."""
-    by_name: dict[str, Manifest] = {}
+    unique: list[Manifest] = []
     for claim in claims:
-        metadata = claim["metadata"]
-        assert isinstance(metadata, dict)
-        name = metadata["name"]
-        if name in by_name and by_name[name] != claim:
+        if not add_claim(unique, claim):
+            metadata = claim["metadata"]
+            assert isinstance(metadata, dict)
             job.problems.add(
-                "storage.pvc", f"master and worker ask for claim {name!r} with different specs"
+                "storage.pvc",
+                f"master and worker ask for claim {metadata['name']!r} with different specs",
             )
-        by_name.setdefault(name, claim)
-    return list(by_name.values())
+    return unique
 
 
 def _render_inference(values: Values, job: _Job) -> tuple[list[Manifest], dict[str, PodTemplate]]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import posixpath
 import re
 import shlex
 from collections.abc import Mapping
@@ -85,6 +84,16 @@ class RolePod:
     claims: tuple[Manifest, ...]
     knative_features: Mapping[str, str]
     knative_refusals: Mapping[str, str]
+
+
+def identity_labels(
+    profile: ClusterProfile, workload_name: str, workload_type: WorkloadType
+) -> dict[str, str]:
+    """The labels every object of a workload carries: its name and its type."""
+    return {
+        profile.label("workload"): workload_name,
+        profile.label("workload-type"): workload_type.value,
+    }
 
 
 def selector_labels(context: RoleContext) -> dict[str, str]:
@@ -169,14 +178,9 @@ class _PodBuilder:
                 if problem:
                     self.problems.add(entry.path(), f"{key!r}: {problem}")
                 target[key] = value
-        self.labels.update(
-            {
-                profile.label("workload"): self.context.workload_name,
-                profile.label("workload-type"): self.context.workload_type.value,
-            }
-        )
-        if self.context.role:
-            self.labels[profile.label("role")] = self.context.role
+        context = self.context
+        self.labels.update(identity_labels(profile, context.workload_name, context.workload_type))
+        self.labels.update(selector_labels(context))
         category = values.text("category")
         if category is not None:
             problem = label_value_problem(category)
@@ -563,13 +567,12 @@ class _PodBuilder:
         if not path.startswith("/"):
             self.problems.add(field, f"needs an absolute home directory, and HOME is {path!r}")
             return
-        taken = storage.mount_paths.get(posixpath.normpath(path))
+        taken = storage.occupant(path)
         if taken is not None:
             self.problems.add(field, f"needs {path}, which is already the mount path of {taken}")
             return
-        storage.mount_paths[posixpath.normpath(path)] = field
         storage.volumes.append(volume)
-        storage.mounts.append({"name": volume["name"], "mountPath": path})
+        storage.add_mount({"name": volume["name"], "mountPath": path}, field)
         self.need("kubernetes.podspec-volumes-emptydir", field)
 
     # -- scheduling -----------------------------------------------------------------------------

@@ -103,7 +103,26 @@ class Storage:
     knative_refusals: dict[str, str] = dataclasses.field(default_factory=dict)
     """Field → why Knative cannot run it at all."""
     mount_paths: dict[str, str] = dataclasses.field(default_factory=dict)
-    """Mount path → the field that mounts there."""
+    """Mount path (normalized) → the field that mounts there."""
+
+    def occupant(self, path: str) -> str | None:
+        """The field already mounted at ``path`` (however it is spelled), or None."""
+        return self.mount_paths.get(posixpath.normpath(path))
+
+    def add_mount(self, mount: Manifest, field: str) -> None:
+        """Mount a volume in the workload container, recording that ``field`` owns the path."""
+        path = mount["mountPath"]
+        assert isinstance(path, str)
+        self.mount_paths[posixpath.normpath(path)] = field
+        self.mounts.append(mount)
+
+
+def add_claim(claims: list[Manifest], claim: Manifest) -> bool:
+    """Add a new claim to ``claims`` once; False when a claim of its name asks for another spec."""
+    twin = next((known for known in claims if known["metadata"] == claim["metadata"]), None)
+    if twin is None:
+        claims.append(claim)
+    return twin is None or twin == claim
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,17 +199,14 @@ def _mount(
     if not path.startswith("/"):
         context.problems.add(where, f"must be an absolute path, got {path!r}")
         return
-    normalized = posixpath.normpath(path)
-    if normalized in result.mount_paths:
-        context.problems.add(
-            where, f"{path!r} is already the mount path of {result.mount_paths[normalized]}"
-        )
+    occupant = result.occupant(path)
+    if occupant is not None:
+        context.problems.add(where, f"{path!r} is already the mount path of {occupant}")
         return
-    result.mount_paths[normalized] = where
     mount: Manifest = {"name": volume, "mountPath": path, **extra}
     if instance.flag("readOnly"):
         mount["readOnly"] = True
-    result.mounts.append(mount)
+    result.add_mount(mount, where)
 
 
 def _required(instance: Values, name: str, context: StorageContext, why: str) -> str | None:
@@ -234,15 +250,12 @@ def _render_pvc(instance: Values, volume: str, result: Storage, context: Storage
                 "metadata": {"name": claim_name},
                 "spec": _claim_spec(instance),
             }
-            twin = next((c for c in result.claims if c["metadata"] == claim["metadata"]), None)
-            if twin is not None and twin != claim:
+            if not add_claim(result.claims, claim):
                 context.problems.add(
                     instance.path("claimName"),
                     f"another instance asks for a new claim {claim_name!r} with another spec",
                 )
                 return
-            if twin is None:
-                result.claims.append(claim)
         source: Manifest = {"claimName": claim_name}
         if instance.flag("readOnly"):
             source["readOnly"] = True
