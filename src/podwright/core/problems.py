@@ -35,9 +35,14 @@ class ProblemsError(ValueError):
         if not problems:
             raise ValueError("a ProblemsError needs at least one problem")
         self.problems = tuple(problems)
-        more = len(self.problems) - 1
-        suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-        super().__init__(f"{self.problems[0]}{suffix}")
+        super().__init__(summary(self.problems))
+
+
+def summary(problems: Sequence[object]) -> str:
+    """An error's one-line message: its first problem, and how many more there are."""
+    more = len(problems) - 1
+    suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    return f"{problems[0]}{suffix}"
 
 
 _YAML_TYPE_NAMES = {

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
 
 from podwright.core import quantities
+from podwright.core.problems import summary
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,9 +34,7 @@ class RenderError(ValueError):
         if not problems:
             raise ValueError("a RenderError needs at least one problem")
         self.problems = tuple(problems)
-        more = len(self.problems) - 1
-        suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-        super().__init__(f"{self.problems[0]}{suffix}")
+        super().__init__(summary(self.problems))
 
 
 class Problems:
