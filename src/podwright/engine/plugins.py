@@ -1,0 +1,118 @@
+"""The plugins podwright ships: one per resource kind the renderer produces.
+
+Each maps its kind's status to a phase through the pure decisions of ``podwright.core.lifecycle``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from podwright.core.lifecycle import PhaseInfo, PluginState
+from podwright.core.lifecycle.objects import section
+from podwright.core.lifecycle.pod_status import pod_phase, preemption_ends_task
+from podwright.core.lifecycle.resource_status import (
+    job_phase,
+    knative_service_phase,
+    kubeflow_job_phase,
+)
+from podwright.engine.config import LifecycleConfig
+from podwright.engine.kubernetes_port import JsonObject
+from podwright.engine.plugin import Plugin, PluginError, PluginProperties
+
+
+class PodPlugin(Plugin):
+    """A bare Pod: a workspace, or any single-pod task."""
+
+    api_version = "v1"
+    kind = "Pod"
+
+    def phase(
+        self, observed: JsonObject, state: PluginState, now: datetime, config: LifecycleConfig
+    ) -> PhaseInfo:
+        info = pod_phase(observed, now, config.pod)
+        return preemption_ends_task(observed, info, now, config.label_domain)
+
+    def trim(self, observed: JsonObject) -> dict[str, Any]:
+        # Pods are the most numerous objects in the cache: keep the metadata the manager reads,
+        # the whole status, and only the names of the spec's containers.
+        metadata = section(observed, "metadata")
+        spec = section(observed, "spec")
+        return {
+            "metadata": {k: v for k, v in metadata.items() if k != "managedFields"},
+            "spec": {
+                key: [{"name": c.get("name")} for c in spec[key] or [] if isinstance(c, Mapping)]
+                for key in ("initContainers", "containers")
+                if key in spec
+            },
+            "status": dict(section(observed, "status")),
+        }
+
+
+class JobPlugin(Plugin):
+    """A ``batch/v1`` Job: a training task."""
+
+    api_version = "batch/v1"
+    kind = "Job"
+
+    def phase(
+        self, observed: JsonObject, state: PluginState, now: datetime, config: LifecycleConfig
+    ) -> PhaseInfo:
+        return job_phase(observed, now)
+
+
+class KubeflowJobPlugin(Plugin):
+    """A Kubeflow training operator job (``kubeflow.org/v1``): a distributed training task."""
+
+    api_version = "kubeflow.org/v1"
+    # The operator names pods <job>-<replica type>-<index>, and services after them.
+    properties = PluginProperties(generated_name_max_length=48)
+
+    def __init__(self, kind: str) -> None:
+        if kind not in KUBEFLOW_KINDS:
+            raise PluginError(f"kind: {kind!r} is not a Kubeflow job; allowed: {KUBEFLOW_KINDS}")
+        self.kind = kind
+
+    def phase(
+        self, observed: JsonObject, state: PluginState, now: datetime, config: LifecycleConfig
+    ) -> PhaseInfo:
+        return kubeflow_job_phase(observed, now)
+
+
+class KnativeServicePlugin(Plugin):
+    """A Knative Service (``serving.knative.dev/v1``): an inference task."""
+
+    api_version = "serving.knative.dev/v1"
+    kind = "Service"
+    # Knative names revisions <service>-00001 and their deployments <revision>-deployment.
+    properties = PluginProperties(generated_name_max_length=40)
+
+    def phase(
+        self, observed: JsonObject, state: PluginState, now: datetime, config: LifecycleConfig
+    ) -> PhaseInfo:
+        return knative_service_phase(observed, now)
+
+
+KUBEFLOW_KINDS = ("PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "JAXJob")
+
+
+def default_plugins() -> dict[tuple[str, str], Plugin]:
+    """Every shipped plugin, by (apiVersion, kind)."""
+    plugins: list[Plugin] = [
+        PodPlugin(),
+        JobPlugin(),
+        KnativeServicePlugin(),
+        *(KubeflowJobPlugin(kind) for kind in KUBEFLOW_KINDS),
+    ]
+    return {(plugin.api_version, plugin.kind): plugin for plugin in plugins}
+
+
+def plugin_for(resource: JsonObject, plugins: Mapping[tuple[str, str], Plugin]) -> Plugin:
+    """The plugin that launches ``resource``."""
+    key = (str(resource.get("apiVersion")), str(resource.get("kind")))
+    plugin = plugins.get(key)
+    if plugin is None:
+        known = ", ".join(f"{v}/{k}" for v, k in sorted(plugins))
+        raise PluginError(f"no plugin launches {key[0]}/{key[1]}; plugins exist for {known}")
+    return plugin
