@@ -1,0 +1,293 @@
+"""REST calls to the Kubernetes API with the official client's configuration and connection pool.
+
+The generated API classes are not used: they cover only built-in kinds, and building their models
+for every object would cost more than the engine's whole reconcile round. ``ApiClient`` still does
+what it is good at: kubeconfig and in-cluster configuration, authentication (tokens, client
+certificates, exec plugins), TLS, and a pooled HTTP connection. Objects travel as plain JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol
+
+import urllib3
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from podwright.adapters.kubernetes.errors import error_from_status
+from podwright.adapters.kubernetes.resources import rest_resource
+from podwright.engine.kubernetes_port import (
+    ApiConnectionError,
+    JsonObject,
+    KubernetesError,
+    ObjectRef,
+    PatchType,
+)
+
+# A watch's server-side timeout; the read timeout allows this much more before the connection is
+# presumed dead.
+WATCH_READ_SLACK_SECONDS = 30
+REQUEST_TIMEOUT_SECONDS = 30.0
+
+
+class KubernetesConfigError(Exception):
+    """No usable kubeconfig or in-cluster configuration."""
+
+
+def connect(
+    kubeconfig: str | None = None, context: str | None = None, *, in_cluster: bool | None = None
+) -> k8s_client.ApiClient:
+    """An API client from a kubeconfig (``kubeconfig``, else ``$KUBECONFIG``, else
+    ``~/.kube/config``) or, in a pod, from its service account. ``in_cluster=None`` picks the
+    service account when running in a pod and no kubeconfig is named."""
+    configuration = k8s_client.Configuration()
+    inside = in_cluster
+    if inside is None:
+        inside = kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ
+    try:
+        if inside:
+            k8s_config.load_incluster_config(client_configuration=configuration)
+        else:
+            k8s_config.load_kube_config(
+                config_file=kubeconfig,
+                context=context,
+                client_configuration=configuration,
+                persist_config=False,
+            )
+    except (ConfigException, OSError, TypeError, ValueError) as exc:
+        source = "the pod's service account" if inside else (kubeconfig or "the kubeconfig")
+        raise KubernetesConfigError(
+            f"cannot configure a Kubernetes client from {source}: {exc}"
+        ) from exc
+    return k8s_client.ApiClient(configuration)
+
+
+class KubernetesClient:
+    """The engine's Kubernetes port, plus list and watch for the reflectors.
+
+    ``cached`` reads from the watch caches registered with :meth:`add_cache`.
+    """
+
+    def __init__(self, api: k8s_client.ApiClient) -> None:
+        self._api = api
+        self._caches: dict[tuple[str, str], ObjectCache] = {}
+
+    @classmethod
+    def for_host(cls, host: str) -> KubernetesClient:
+        """A client of an API server that needs no credentials (an emulator, a local proxy)."""
+        configuration = k8s_client.Configuration(host=host)
+        return cls(k8s_client.ApiClient(configuration))
+
+    def close(self) -> None:
+        self._api.close()
+
+    def add_cache(self, api_version: str, kind: str, cache: ObjectCache) -> None:
+        self._caches[(api_version, kind)] = cache
+
+    # The port ------------------------------------------------------------------------------
+
+    def create(self, obj: JsonObject) -> dict[str, Any]:
+        resource = rest_resource(str(obj.get("apiVersion")), str(obj.get("kind")))
+        metadata = obj.get("metadata") or {}
+        path = resource.collection_path(metadata.get("namespace"))
+        return self._json("POST", path, body=dict(obj))
+
+    def get(self, ref: ObjectRef) -> dict[str, Any]:
+        return self._json("GET", self._path(ref))
+
+    def cached(self, ref: ObjectRef) -> JsonObject | None:
+        cache = self._caches.get((ref.api_version, ref.kind))
+        return None if cache is None else cache.get(ref.namespace, ref.name)
+
+    def patch(self, ref: ObjectRef, body: Any, patch_type: PatchType) -> dict[str, Any]:
+        return self._json("PATCH", self._path(ref), body=body, content_type=patch_type.value)
+
+    def patch_status(self, ref: ObjectRef, body: Any, patch_type: PatchType) -> dict[str, Any]:
+        """Patch the status subresource."""
+        path = self._path(ref) + "/status"
+        return self._json("PATCH", path, body=body, content_type=patch_type.value)
+
+    def replace(self, ref: ObjectRef, obj: JsonObject) -> dict[str, Any]:
+        return self._json("PUT", self._path(ref), body=dict(obj))
+
+    def delete(
+        self,
+        ref: ObjectRef,
+        *,
+        propagation: str = "Background",
+        resource_version: str | None = None,
+        grace_period_seconds: int | None = None,
+    ) -> None:
+        options: dict[str, Any] = {
+            "kind": "DeleteOptions",
+            "apiVersion": "v1",
+            "propagationPolicy": propagation,
+        }
+        if resource_version is not None:
+            options["preconditions"] = {"resourceVersion": resource_version}
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        self._json("DELETE", self._path(ref), body=options)
+
+    # Reading collections -------------------------------------------------------------------
+
+    def list_objects(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> tuple[list[dict[str, Any]], str]:
+        """The matching objects and the list's resourceVersion (to watch from)."""
+        resource = rest_resource(api_version, kind)
+        query = _selectors(label_selector, field_selector)
+        listing = self._json("GET", resource.collection_path(namespace), query=query)
+        items = listing.get("items") or []
+        for item in items:
+            # Lists of built-in kinds leave each item's apiVersion and kind out.
+            item.setdefault("apiVersion", api_version)
+            item.setdefault("kind", kind)
+        return items, str((listing.get("metadata") or {}).get("resourceVersion") or "")
+
+    def watch(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        resource_version: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int = 300,
+        stream_holder: list[Any] | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """Watch events after ``resource_version``, bookmarks included, until the server ends
+        the stream. An ERROR event is raised as the error it carries (410 → ``GoneError``).
+
+        The open response is put in ``stream_holder`` so another thread can shut it down."""
+        resource = rest_resource(api_version, kind)
+        query = {
+            **_selectors(label_selector, field_selector),
+            "watch": "true",
+            "allowWatchBookmarks": "true",
+            "resourceVersion": resource_version,
+            "timeoutSeconds": str(timeout_seconds),
+        }
+        response = self._request(
+            "GET",
+            resource.collection_path(namespace),
+            query=query,
+            timeout=(REQUEST_TIMEOUT_SECONDS, timeout_seconds + WATCH_READ_SLACK_SECONDS),
+        )
+        raw = response.response
+        if stream_holder is not None:
+            stream_holder.append(raw)
+        try:
+            if response.status >= 400:
+                raise error_from_status(response.status, raw.read(), dict(raw.headers))
+            for line in _lines(raw):
+                event = json.loads(line)
+                if event.get("type") == "ERROR":
+                    status = event.get("object") or {}
+                    raise error_from_status(int(status.get("code") or 500), status)
+                obj = event.get("object") or {}
+                obj.setdefault("apiVersion", api_version)
+                obj.setdefault("kind", kind)
+                yield event
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+            raise ApiConnectionError(f"watch of {kind} broke: {exc}") from exc
+        finally:
+            raw.release_conn()
+
+    # HTTP ----------------------------------------------------------------------------------
+
+    def _path(self, ref: ObjectRef) -> str:
+        return rest_resource(ref.api_version, ref.kind).object_path(ref.namespace, ref.name)
+
+    def _json(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> dict[str, Any]:
+        response = self._request(method, path, query=query, body=body, content_type=content_type)
+        try:
+            data = response.read()
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise ApiConnectionError(f"{method} {path}: {exc}") from exc
+        if response.status >= 400:
+            raise error_from_status(response.status, data, dict(response.getheaders()))
+        try:
+            decoded = json.loads(data) if data else {}
+        except ValueError as exc:
+            raise KubernetesError(f"{method} {path}: the answer is not JSON: {exc}") from exc
+        return decoded if isinstance(decoded, dict) else {}
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: tuple[float, float] | float = REQUEST_TIMEOUT_SECONDS,
+    ) -> Any:
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        method, url, headers, body, _post = self._api.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=list((query or {}).items()),
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        try:
+            return self._api.call_api(
+                method, url, header_params=headers, body=body, _request_timeout=timeout
+            )
+        except ApiException as exc:
+            if exc.status:
+                raise error_from_status(
+                    exc.status, exc.body or "", dict(exc.headers or {})
+                ) from exc
+            raise ApiConnectionError(f"{method} {path}: {exc.reason}") from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise ApiConnectionError(f"{method} {path}: {exc}") from exc
+
+
+class ObjectCache(Protocol):
+    """What :class:`KubernetesClient` reads cached objects from (a ``WatchCache``)."""
+
+    def get(self, namespace: str, name: str) -> JsonObject | None: ...
+
+
+def _selectors(label_selector: str | None, field_selector: str | None) -> dict[str, str]:
+    query = {}
+    if label_selector:
+        query["labelSelector"] = label_selector
+    if field_selector:
+        query["fieldSelector"] = field_selector
+    return query
+
+
+def _lines(raw: Any) -> Iterator[bytes]:
+    pending = b""
+    for chunk in raw.stream(amt=None, decode_content=True):
+        pending += chunk
+        *complete, pending = pending.split(b"\n")
+        yield from (line for line in complete if line.strip())
+    if pending.strip():
+        yield pending

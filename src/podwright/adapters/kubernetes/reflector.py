@@ -1,0 +1,240 @@
+"""List-and-watch loops that keep Kubernetes state in memory: objects, and their events.
+
+A :class:`Reflector` lists the selected objects, then watches from the list's resourceVersion,
+resuming from the last version it saw whenever the stream ends or breaks, and re-listing when the
+server answers 410 Gone (the version was compacted away). Its handler receives the listing and every
+change: :class:`WatchCache` keeps the objects (trimmed by the plugin, so thousands of pods stay
+small), :class:`EventWatcher` feeds Kubernetes events into the engine's ``EventIndex``.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from podwright.adapters.kubernetes.client import KubernetesClient
+from podwright.core.lifecycle.objects import JsonObject, parse_time, section, text
+from podwright.engine.backoff import jittered_delay
+from podwright.engine.event_index import EventIndex, EventKey, ObjectEvent
+from podwright.engine.kubernetes_port import GoneError, KubernetesError, ThrottledError
+
+logger = logging.getLogger(__name__)
+
+
+class ReflectorHandler(Protocol):
+    def replace(self, objects: list[dict[str, Any]]) -> None:
+        """The complete current state (after a list)."""
+
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        """One change: ADDED, MODIFIED or DELETED."""
+
+
+class Reflector:
+    """A list-and-watch loop on a background thread."""
+
+    def __init__(
+        self,
+        client: KubernetesClient,
+        api_version: str,
+        kind: str,
+        handler: ReflectorHandler,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        watch_timeout_seconds: int = 300,
+        max_backoff: timedelta = timedelta(seconds=30),
+    ) -> None:
+        self._client = client
+        self._api_version = api_version
+        self._kind = kind
+        self._handler = handler
+        self._namespace = namespace
+        self._label_selector = label_selector
+        self._field_selector = field_selector
+        self._watch_timeout = watch_timeout_seconds
+        self._max_backoff = max_backoff
+        self._stop = threading.Event()
+        self._synced = threading.Event()
+        self._streams: list[Any] = []
+        self._thread = threading.Thread(target=self._run, name=f"reflector-{kind}", daemon=True)
+        self._rng = random.Random()
+        self.resource_version: str | None = None
+        # Observable for tests and metrics.
+        self.lists = 0
+        self.watches = 0
+
+    def start(self) -> Reflector:
+        self._thread.start()
+        return self
+
+    def wait_synced(self, timeout: float) -> bool:
+        """Wait until the first list has been handled."""
+        return self._synced.wait(timeout)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for stream in list(self._streams):
+            stream.shutdown()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                if self.resource_version is None:
+                    self._list()
+                self._watch()
+                failures = 0
+            except GoneError:
+                logger.info(
+                    "%s watch: resourceVersion %s is gone; re-listing",
+                    self._kind,
+                    self.resource_version,
+                )
+                self.resource_version = None
+            except KubernetesError as exc:
+                if self._stop.is_set():
+                    return
+                delay = jittered_delay(
+                    failures, timedelta(seconds=0.2), self._max_backoff, self._rng
+                )
+                if isinstance(exc, ThrottledError) and exc.retry_after is not None:
+                    delay = max(delay, timedelta(seconds=exc.retry_after))
+                failures += 1
+                logger.warning("%s watch failed (%s); retrying in %s", self._kind, exc, delay)
+                self._stop.wait(delay.total_seconds())
+
+    def _list(self) -> None:
+        items, version = self._client.list_objects(
+            self._api_version,
+            self._kind,
+            namespace=self._namespace,
+            label_selector=self._label_selector,
+            field_selector=self._field_selector,
+        )
+        self.lists += 1
+        self._handler.replace(items)
+        self.resource_version = version
+        self._synced.set()
+
+    def _watch(self) -> None:
+        assert self.resource_version is not None
+        self.watches += 1
+        self._streams.clear()
+        events = self._client.watch(
+            self._api_version,
+            self._kind,
+            resource_version=self.resource_version,
+            namespace=self._namespace,
+            label_selector=self._label_selector,
+            field_selector=self._field_selector,
+            timeout_seconds=self._watch_timeout,
+            stream_holder=self._streams,
+        )
+        for event in events:
+            if self._stop.is_set():
+                return
+            obj = event.get("object") or {}
+            version = section(obj, "metadata").get("resourceVersion")
+            if event.get("type") != "BOOKMARK":
+                self._handler.apply(str(event.get("type")), obj)
+            if version:
+                self.resource_version = str(version)
+
+
+class WatchCache:
+    """Objects of one kind by (namespace, name), as last seen, kept current by a reflector."""
+
+    def __init__(self, trim: Callable[[JsonObject], dict[str, Any]] | None = None) -> None:
+        self._trim = trim or dict
+        self._objects: dict[tuple[str, str], dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, namespace: str, name: str) -> JsonObject | None:
+        with self._lock:
+            return self._objects.get((namespace, name))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._objects)
+
+    def replace(self, objects: list[dict[str, Any]]) -> None:
+        fresh = {_key(obj): self._trim(obj) for obj in objects}
+        with self._lock:
+            self._objects = fresh
+
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        key = _key(obj)
+        if event_type == "DELETED":
+            with self._lock:
+                self._objects.pop(key, None)
+            return
+        trimmed = self._trim(obj)
+        with self._lock:
+            self._objects[key] = trimmed
+
+
+class EventWatcher:
+    """Feeds the Kubernetes events of one kind's objects into an :class:`EventIndex`.
+
+    Only an event's first sighting is indexed: Kubernetes reports a repeated event by updating the
+    same Event object, and those updates are not new events.
+    """
+
+    def __init__(self, index: EventIndex, clock: Callable[[], datetime] | None = None) -> None:
+        self._index = index
+        self._clock = clock or (lambda: datetime.now(UTC))
+
+    def replace(self, objects: list[dict[str, Any]]) -> None:
+        now = self._clock()
+        for obj in objects:
+            self._add(obj, now)
+
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        if event_type == "DELETED":
+            self._index.remove(_event_key(obj), text(section(obj, "metadata"), "uid"))
+        else:
+            self._add(obj, self._clock())
+
+    def _add(self, obj: Mapping[str, Any], now: datetime) -> None:
+        event = object_event(obj)
+        if event is not None:
+            self._index.add(_event_key(obj), event, now)
+
+
+def object_event(obj: Mapping[str, Any]) -> ObjectEvent | None:
+    """An ``events.k8s.io/v1`` Event as the index keeps it (None without uid or time)."""
+    metadata = section(obj, "metadata")
+    created = parse_time(metadata.get("creationTimestamp"))
+    uid = text(metadata, "uid")
+    if created is None or not uid:
+        return None
+    recorded = (
+        parse_time(obj.get("eventTime"))
+        or parse_time(obj.get("deprecatedFirstTimestamp"))
+        or created
+    )
+    return ObjectEvent(
+        uid=uid,
+        created=created,
+        recorded=recorded,
+        reason=text(obj, "reason"),
+        note=text(obj, "note"),
+        type=text(obj, "type") or "Normal",
+    )
+
+
+def _event_key(obj: Mapping[str, Any]) -> EventKey:
+    regarding = section(obj, "regarding")
+    namespace = text(regarding, "namespace") or text(section(obj, "metadata"), "namespace")
+    return EventKey(namespace, text(regarding, "kind"), text(regarding, "name"))
+
+
+def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    metadata = section(obj, "metadata")
+    return (text(metadata, "namespace"), text(metadata, "name"))

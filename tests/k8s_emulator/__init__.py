@@ -1,0 +1,18 @@
+"""A small Kubernetes API server emulator for podwright's adapter tests.
+
+It serves the REST API over real HTTP, for the kinds podwright creates and watches, with the
+semantics the engine relies on (each pinned by a contract test in ``tests/contract`` that also runs
+against a real API server): resourceVersion and uid, generateName, 409 AlreadyExists and Conflict,
+404, resourceVersion preconditions on update, patch and delete, label and field selectors on list
+and watch, watches that resume from a resourceVersion and answer 410 Expired once it is compacted,
+finalizers and deletionTimestamp, the status subresource, and ResourceQuota admission for pods.
+
+Tests steer it from the inside: inject faults (a status, a Retry-After, for the next N matching
+requests), drop every open watch, compact the watch history, and count requests by verb.
+"""
+
+from tests.k8s_emulator.errors import ApiError
+from tests.k8s_emulator.server import Emulator, Fault
+from tests.k8s_emulator.store import ApiStore
+
+__all__ = ["ApiError", "ApiStore", "Emulator", "Fault"]

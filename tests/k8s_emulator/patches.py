@@ -1,0 +1,118 @@
+"""JSON merge patch (RFC 7386) and JSON patch (RFC 6902), as the API server applies them."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from tests.k8s_emulator.errors import ApiError
+
+
+def apply_merge_patch(target: Any, patch: Any) -> Any:
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = apply_merge_patch(result.get(key), value)
+    return result
+
+
+def apply_json_patch(target: Any, operations: Any) -> Any:
+    if not isinstance(operations, list):
+        raise ApiError(400, "BadRequest", "a JSON patch must be a list of operations")
+    document = copy.deepcopy(target)
+    for operation in operations:
+        if not isinstance(operation, dict) or "op" not in operation or "path" not in operation:
+            raise ApiError(400, "BadRequest", f"invalid JSON patch operation {operation!r}")
+        document = _apply(document, operation)
+    return document
+
+
+def _pointer(path: str) -> list[str]:
+    if path == "":
+        return []
+    if not path.startswith("/"):
+        raise ApiError(400, "BadRequest", f"invalid JSON pointer {path!r}")
+    return [part.replace("~1", "/").replace("~0", "~") for part in path[1:].split("/")]
+
+
+def _unprocessable(message: str) -> ApiError:
+    # The API server answers a patch that cannot be applied (a failed test among them) with 422.
+    return ApiError(422, "UnprocessableEntity", message)
+
+
+def _parent(document: Any, parts: list[str]) -> Any:
+    current = document
+    for part in parts[:-1]:
+        if isinstance(current, dict) and part in current:
+            current = current[part]
+        elif isinstance(current, list) and part.isdigit() and int(part) < len(current):
+            current = current[int(part)]
+        else:
+            raise _unprocessable(f"doc is missing path: /{'/'.join(parts)}")
+    return current
+
+
+def _get(document: Any, path: str) -> Any:
+    parts = _pointer(path)
+    if not parts:
+        return document
+    parent = _parent(document, parts)
+    last = parts[-1]
+    if isinstance(parent, dict) and last in parent:
+        return parent[last]
+    if isinstance(parent, list) and last.isdigit() and int(last) < len(parent):
+        return parent[int(last)]
+    raise _unprocessable(f"doc is missing path: {path}")
+
+
+def _apply(document: Any, operation: dict[str, Any]) -> Any:
+    op, path = operation["op"], operation["path"]
+    if op == "test":
+        if _get(document, path) != operation.get("value"):
+            raise _unprocessable(f"testing value {path} failed: test failed")
+        return document
+    if op in ("move", "copy"):
+        value = copy.deepcopy(_get(document, operation["from"]))
+        if op == "move":
+            document = _apply(document, {"op": "remove", "path": operation["from"]})
+        return _apply(document, {"op": "add", "path": path, "value": value})
+    parts = _pointer(path)
+    if not parts:
+        if op == "remove":
+            raise _unprocessable("cannot remove the whole document")
+        return copy.deepcopy(operation.get("value"))
+    parent = _parent(document, parts)
+    last = parts[-1]
+    if op == "add":
+        if isinstance(parent, list):
+            index = len(parent) if last == "-" else _index(parent, last, allow_end=True)
+            parent.insert(index, copy.deepcopy(operation.get("value")))
+        elif isinstance(parent, dict):
+            parent[last] = copy.deepcopy(operation.get("value"))
+        else:
+            raise _unprocessable(f"cannot add at {path}")
+    elif op in ("remove", "replace"):
+        _get(document, path)  # must exist
+        if isinstance(parent, list):
+            index = _index(parent, last, allow_end=False)
+            if op == "remove":
+                del parent[index]
+            else:
+                parent[index] = copy.deepcopy(operation.get("value"))
+        elif op == "remove":
+            del parent[last]
+        else:
+            parent[last] = copy.deepcopy(operation.get("value"))
+    else:
+        raise ApiError(400, "BadRequest", f"unknown JSON patch operation {op!r}")
+    return document
+
+
+def _index(items: list[Any], part: str, *, allow_end: bool) -> int:
+    if not part.isdigit() or int(part) > len(items) or (int(part) == len(items) and not allow_end):
+        raise _unprocessable(f"index {part!r} is out of range")
+    return int(part)

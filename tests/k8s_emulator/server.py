@@ -1,0 +1,320 @@
+"""The emulator's HTTP front: the Kubernetes REST paths, watches as chunked streams, and the
+test-side controls (faults, dropped watches, request counts)."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from tests.k8s_emulator.errors import ApiError
+from tests.k8s_emulator.store import ApiStore, ResourceType, resource_type
+
+_PATH = re.compile(
+    r"^/(?:api/(?P<core_version>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
+    r"(?:/namespaces/(?P<namespace>[^/]+))?/(?P<plural>[^/]+)"
+    r"(?:/(?P<name>[^/]+))?(?:/(?P<subresource>[^/]+))?$"
+)
+_VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+@dataclass
+class Fault:
+    """Answer the next ``times`` requests that match with ``status`` (and Retry-After)."""
+
+    status: int
+    times: int = 1
+    method: str | None = None
+    path: str | None = None  # a regular expression searched in the path
+    retry_after: int | None = None
+    reason: str = ""
+
+    def matches(self, method: str, path: str) -> bool:
+        return (self.method is None or self.method == method) and (
+            self.path is None or re.search(self.path, path) is not None
+        )
+
+
+@dataclass
+class Controls:
+    faults: list[Fault] = field(default_factory=list)
+    requests: Counter[str] = field(default_factory=Counter)
+    watch_stops: list[threading.Event] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    bookmark_every: float = 1.0
+
+    def take_fault(self, method: str, path: str) -> Fault | None:
+        with self.lock:
+            for fault in self.faults:
+                if fault.times > 0 and fault.matches(method, path):
+                    fault.times -= 1
+                    return fault
+        return None
+
+
+class Emulator:
+    """An API-server emulator listening on 127.0.0.1 (a free port), for ``with`` blocks."""
+
+    def __init__(self, store: ApiStore | None = None, *, port: int = 0) -> None:
+        self.store = store or ApiStore()
+        self.controls = Controls()
+        handler = type("Handler", (_Handler,), {"store": self.store, "controls": self.controls})
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> Emulator:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.drop_watches()
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> Emulator:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    # Test controls -------------------------------------------------------------------------
+
+    def inject(self, fault: Fault) -> Fault:
+        with self.controls.lock:
+            self.controls.faults.append(fault)
+        return fault
+
+    def drop_watches(self) -> None:
+        """End every open watch stream, as an API server restart or a load balancer would."""
+        with self.controls.lock:
+            stops, self.controls.watch_stops = self.controls.watch_stops, []
+        for stop in stops:
+            stop.set()
+        self.store.wake_watchers()
+
+    def requests(self, verb: str | None = None) -> int:
+        """Requests served so far (watches count as ``watch``, lists as ``list``)."""
+        with self.controls.lock:
+            if verb is None:
+                return sum(self.controls.requests.values())
+            return self.controls.requests[verb]
+
+    def reset_counts(self) -> None:
+        with self.controls.lock:
+            self.controls.requests.clear()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    store: ApiStore
+    controls: Controls
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self._serve("GET")
+
+    def do_POST(self) -> None:
+        self._serve("POST")
+
+    def do_PUT(self) -> None:
+        self._serve("PUT")
+
+    def do_PATCH(self) -> None:
+        self._serve("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._serve("DELETE")
+
+    def _serve(self, method: str) -> None:
+        url = urlsplit(self.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        body = self._body()
+        try:
+            if url.path == "/version":
+                self._send(200, {"major": "1", "minor": "34", "gitVersion": "v1.34.0-emulator"})
+                return
+            match = _PATH.match(url.path)
+            if match is None:
+                raise ApiError(404, "NotFound", f"the server could not find {url.path}")
+            resource = resource_type(match["group"] or "", match["plural"])
+            name, namespace = match["name"], match["namespace"]
+            if not resource.namespaced and name is None and namespace is not None:
+                name, namespace = namespace, None
+            verb = _VERBS[method]
+            if method == "GET" and name is None:
+                verb = "watch" if query.get("watch") in ("1", "true") else "list"
+            with self.controls.lock:
+                self.controls.requests[verb] += 1
+            fault = self.controls.take_fault(method, url.path)
+            if fault is not None:
+                reason = fault.reason or (
+                    "TooManyRequests" if fault.status == 429 else "InternalError"
+                )
+                raise ApiError(
+                    fault.status,
+                    reason,
+                    f"injected fault {fault.status}",
+                    retry_after=fault.retry_after,
+                )
+            if verb == "watch":
+                self._watch(resource, namespace, query)
+                return
+            self._send(
+                *self._dispatch(
+                    method,
+                    verb,
+                    resource,
+                    namespace=namespace or "",
+                    name=name,
+                    subresource=match["subresource"],
+                    query=query,
+                    body=body,
+                )
+            )
+        except ApiError as error:
+            headers = (
+                {"Retry-After": str(error.retry_after)} if error.retry_after is not None else {}
+            )
+            self._send(error.code, error.status(), headers)
+
+    def _body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        if not length:
+            return None
+        raw = self.rfile.read(length)
+        try:
+            return json.loads(raw)
+        except ValueError as error:
+            raise ApiError(400, "BadRequest", f"the request body is not JSON: {error}") from error
+
+    def _dispatch(
+        self,
+        method: str,
+        verb: str,
+        resource: ResourceType,
+        *,
+        namespace: str,
+        name: str | None,
+        subresource: str | None,
+        query: dict[str, str],
+        body: Any,
+    ) -> tuple[int, Any]:
+        store = self.store
+        if subresource not in (None, "status") or (
+            subresource == "status" and not resource.status_subresource
+        ):
+            raise ApiError(
+                404, "NotFound", f"the server could not find the requested resource ({subresource})"
+            )
+        if verb == "list":
+            items, version = store.list(
+                resource, namespace or None, query.get("labelSelector"), query.get("fieldSelector")
+            )
+            return 200, {
+                "kind": f"{resource.kind}List",
+                "apiVersion": resource.api_version,
+                "metadata": {"resourceVersion": str(version)},
+                "items": items,
+            }
+        if method == "POST":
+            if name is not None or not isinstance(body, dict):
+                raise ApiError(400, "BadRequest", "POST takes an object in the body, and no name")
+            return 201, store.create(resource, namespace, body)
+        assert name is not None
+        if method == "GET":
+            return 200, store.get(resource, namespace, name)
+        if method == "PUT":
+            if not isinstance(body, dict):
+                raise ApiError(400, "BadRequest", "PUT takes an object in the body")
+            return 200, store.replace(resource, namespace, name, body, subresource=subresource)
+        if method == "PATCH":
+            content_type = self.headers.get("Content-Type", "")
+            return 200, store.patch(
+                resource, namespace, name, body, content_type, subresource=subresource
+            )
+        options = body if isinstance(body, dict) else {}
+        grace = options.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
+        return 200, store.delete(
+            resource,
+            namespace,
+            name,
+            preconditions=options.get("preconditions"),
+            grace_period_seconds=None if grace is None else int(grace),
+        )
+
+    def _watch(self, resource: ResourceType, namespace: str | None, query: dict[str, str]) -> None:
+        since_text = query.get("resourceVersion")
+        since = int(since_text) if since_text not in (None, "", "0") else None
+        selects = self.store.selector(
+            resource, query.get("labelSelector"), query.get("fieldSelector")
+        )
+        timeout = query.get("timeoutSeconds")
+        deadline = datetime.now(UTC) + timedelta(seconds=int(timeout)) if timeout else None
+        stop = threading.Event()
+        with self.controls.lock:
+            self.controls.watch_stops.append(stop)
+        bookmarks = (
+            self.controls.bookmark_every
+            if query.get("allowWatchBookmarks") in ("1", "true")
+            else None
+        )
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            try:
+                events = self.store.watch(
+                    resource,
+                    namespace,
+                    since=since,
+                    selects=selects,
+                    stop=stop,
+                    deadline=deadline,
+                    bookmark_every=bookmarks,
+                )
+                for event in events:
+                    self._chunk(json.dumps(event).encode() + b"\n")
+            except ApiError as error:
+                # A watch that cannot start from its version is refused inside the stream, as the
+                # API server does: an ERROR event carrying a Status.
+                self._chunk(
+                    json.dumps({"type": "ERROR", "object": error.status()}).encode() + b"\n"
+                )
+            self._chunk(b"")
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        finally:
+            self.close_connection = True
+            with self.controls.lock:
+                if stop in self.controls.watch_stops:
+                    self.controls.watch_stops.remove(stop)
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def _send(self, code: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)

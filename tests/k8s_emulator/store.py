@@ -1,0 +1,607 @@
+"""The emulator's object store: the API server's storage and admission semantics, without HTTP."""
+
+from __future__ import annotations
+
+import bisect
+import copy
+import random
+import re
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from kubernetes.utils.quantity import parse_quantity
+
+from tests.k8s_emulator.errors import ApiError
+from tests.k8s_emulator.patches import apply_json_patch, apply_merge_patch
+from tests.k8s_emulator.selectors import field_selector, label_selector
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+    status_subresource: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def group_resource(self) -> str:
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+RESOURCE_TYPES = [
+    ResourceType("", "v1", "namespaces", "Namespace", namespaced=False),
+    ResourceType("", "v1", "pods", "Pod"),
+    ResourceType("", "v1", "configmaps", "ConfigMap", status_subresource=False),
+    ResourceType("", "v1", "services", "Service"),
+    ResourceType("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim"),
+    ResourceType("", "v1", "resourcequotas", "ResourceQuota"),
+    ResourceType("events.k8s.io", "v1", "events", "Event", status_subresource=False),
+    ResourceType("batch", "v1", "jobs", "Job"),
+    ResourceType("serving.knative.dev", "v1", "services", "Service"),
+    *(
+        ResourceType("kubeflow.org", "v1", kind.lower() + "s", kind)
+        for kind in ("PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "JAXJob")
+    ),
+]
+
+_DNS1123_SUBDOMAIN = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
+_GENERATED_CHARACTERS = "bcdfghjklmnpqrstvwxz2456789"
+_QUOTA_RESOURCES = ("requests.cpu", "requests.memory", "limits.cpu", "limits.memory")
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class WatchEvent:
+    resource_version: int
+    resource: ResourceType
+    type: str
+    obj: Obj
+    previous: Obj | None
+
+
+class ApiStore:
+    """Objects by (resource type, namespace, name), with a global resourceVersion counter and a
+    bounded history of changes that watches replay from."""
+
+    def __init__(
+        self, *, history_limit: int = 100_000, clock: Callable[[], datetime] | None = None
+    ) -> None:
+        self._objects: dict[tuple[ResourceType, str, str], Obj] = {}
+        self._history: list[WatchEvent] = []
+        self._history_limit = history_limit
+        # Versions before the store began are compacted, as on any API server that has run a while.
+        self._revision = 1000
+        self._compacted = 1000
+        self._changed = threading.Condition()
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._random = random.Random()
+        self.create(_resource("namespaces"), "", {"metadata": {"name": "default"}})
+
+    # Reading ------------------------------------------------------------------------------
+
+    @property
+    def resource_version(self) -> int:
+        with self._changed:
+            return self._revision
+
+    def get(self, resource: ResourceType, namespace: str, name: str) -> Obj:
+        with self._changed:
+            return copy.deepcopy(self._existing(resource, namespace, name))
+
+    def list(
+        self,
+        resource: ResourceType,
+        namespace: str | None,
+        labels: str | None = None,
+        fields: str | None = None,
+    ) -> tuple[list[Obj], int]:
+        selects = self.selector(resource, labels, fields)
+        with self._changed:
+            found = [
+                copy.deepcopy(obj)
+                for (kind, ns, _name), obj in sorted(
+                    self._objects.items(), key=lambda item: item[0][1:]
+                )
+                if kind == resource and (namespace is None or ns == namespace) and selects(obj)
+            ]
+            return found, self._revision
+
+    def selector(
+        self, resource: ResourceType, labels: str | None, fields: str | None
+    ) -> Callable[[Mapping[str, Any]], bool]:
+        by_labels = label_selector(labels)
+        by_fields = field_selector(fields, lambda obj: _selectable_fields(resource, obj))
+        return lambda obj: by_labels(obj["metadata"].get("labels") or {}) and by_fields(obj)
+
+    # Writing ------------------------------------------------------------------------------
+
+    def create(self, resource: ResourceType, namespace: str, body: Mapping[str, Any]) -> Obj:
+        obj = copy.deepcopy(dict(body))
+        metadata = obj.setdefault("metadata", {})
+        if not isinstance(metadata, dict):
+            raise ApiError(400, "BadRequest", "metadata: must be an object")
+        if resource.namespaced:
+            if metadata.get("namespace", namespace) != namespace:
+                raise ApiError(
+                    400,
+                    "BadRequest",
+                    "the namespace of the provided object does not match the namespace sent on "
+                    "the request",
+                )
+            metadata["namespace"] = namespace
+        with self._changed:
+            if (
+                resource.namespaced
+                and (_resource("namespaces"), "", namespace) not in self._objects
+            ):
+                raise ApiError(
+                    404,
+                    "NotFound",
+                    f'namespaces "{namespace}" not found',
+                    details={"name": namespace, "kind": "namespaces"},
+                )
+            if not metadata.get("name") and metadata.get("generateName"):
+                metadata["name"] = metadata["generateName"] + "".join(
+                    self._random.choice(_GENERATED_CHARACTERS) for _ in range(5)
+                )
+            name = metadata.get("name")
+            self._validate(resource, obj, name)
+            key = (resource, namespace if resource.namespaced else "", name)
+            if key in self._objects:
+                raise ApiError(
+                    409,
+                    "AlreadyExists",
+                    f'{resource.group_resource} "{name}" already exists',
+                    details={"name": name, "group": resource.group, "kind": resource.plural},
+                )
+            if resource.kind == "Pod" and resource.group == "":
+                self._admit_pod(namespace, obj)
+            for server_owned in ("deletionTimestamp", "deletionGracePeriodSeconds"):
+                metadata.pop(server_owned, None)
+            metadata["uid"] = str(uuid.uuid4())
+            metadata["creationTimestamp"] = rfc3339(self._clock())
+            metadata["generation"] = 1
+            obj["apiVersion"] = resource.api_version
+            obj["kind"] = resource.kind
+            if resource.status_subresource:
+                obj["status"] = _initial_status(resource, obj)
+            return self._store(resource, key, obj, "ADDED", None)
+
+    def replace(
+        self,
+        resource: ResourceType,
+        namespace: str,
+        name: str,
+        body: Mapping[str, Any],
+        *,
+        subresource: str | None = None,
+    ) -> Obj:
+        with self._changed:
+            current = self._existing(resource, namespace, name)
+            given = copy.deepcopy(dict(body))
+            metadata = given.get("metadata") or {}
+            if metadata.get("name", name) != name:
+                raise ApiError(
+                    400,
+                    "BadRequest",
+                    f"the name of the object ({metadata.get('name')}) does not match the name on "
+                    f"the URL ({name})",
+                )
+            version = metadata.get("resourceVersion")
+            if version and version != current["metadata"]["resourceVersion"]:
+                raise self._conflict(resource, name)
+            return self._update(resource, current, given, subresource)
+
+    def patch(
+        self,
+        resource: ResourceType,
+        namespace: str,
+        name: str,
+        patch: Any,
+        content_type: str,
+        *,
+        subresource: str | None = None,
+    ) -> Obj:
+        with self._changed:
+            current = self._existing(resource, namespace, name)
+            if content_type.startswith("application/json-patch+json"):
+                patched = apply_json_patch(current, patch)
+            elif content_type.startswith(
+                ("application/merge-patch+json", "application/strategic-merge-patch+json")
+            ):
+                if not isinstance(patch, dict):
+                    raise ApiError(400, "BadRequest", "a merge patch must be a JSON object")
+                patched = apply_merge_patch(current, patch)
+            else:
+                raise ApiError(
+                    415, "UnsupportedMediaType", f"unsupported patch type {content_type}"
+                )
+            version = (patched.get("metadata") or {}).get("resourceVersion")
+            if version != current["metadata"]["resourceVersion"]:
+                raise self._conflict(resource, name)
+            return self._update(resource, current, patched, subresource)
+
+    def delete(
+        self,
+        resource: ResourceType,
+        namespace: str,
+        name: str,
+        *,
+        preconditions: Mapping[str, Any] | None = None,
+        grace_period_seconds: int | None = None,
+    ) -> Obj:
+        with self._changed:
+            current = self._existing(resource, namespace, name)
+            metadata = current["metadata"]
+            for field in ("uid", "resourceVersion"):
+                wanted = (preconditions or {}).get(field)
+                if wanted and wanted != metadata[field]:
+                    raise ApiError(
+                        409,
+                        "Conflict",
+                        f'Operation cannot be fulfilled on {resource.group_resource} "{name}": '
+                        f"Precondition failed: {field} in precondition: {wanted}, {field} in "
+                        f"object meta: {metadata[field]}",
+                    )
+            key = (resource, namespace if resource.namespaced else "", name)
+            graceful = (
+                resource.kind == "Pod"
+                and resource.group == ""
+                and (current.get("spec") or {}).get("nodeName")
+                and (grace_period_seconds is None or grace_period_seconds > 0)
+            )
+            if resource.kind == "Namespace":
+                self._delete_namespace_contents(name)
+            if metadata.get("finalizers") or graceful:
+                if metadata.get("deletionTimestamp"):
+                    return copy.deepcopy(current)
+                updated = copy.deepcopy(current)
+                grace = 0
+                if graceful:
+                    grace = grace_period_seconds or int(
+                        (current.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+                    )
+                updated["metadata"]["deletionTimestamp"] = rfc3339(
+                    self._clock() + timedelta(seconds=grace)
+                )
+                updated["metadata"]["deletionGracePeriodSeconds"] = grace
+                return self._store(resource, key, updated, "MODIFIED", current)
+            return self._remove(resource, key, current)
+
+    # Watching -----------------------------------------------------------------------------
+
+    def watch(
+        self,
+        resource: ResourceType,
+        namespace: str | None,
+        *,
+        since: int | None,
+        selects: Callable[[Mapping[str, Any]], bool],
+        stop: threading.Event,
+        deadline: datetime | None,
+        bookmark_every: float | None,
+    ) -> Iterator[dict[str, Any]]:
+        """Watch events after resourceVersion ``since`` (None: the current state first, as
+        synthetic ADDED events). Raises :class:`ApiError` 410 when ``since`` is compacted."""
+        with self._changed:
+            if since is None:
+                initial = [
+                    {"type": "ADDED", "object": copy.deepcopy(obj)}
+                    for (kind, ns, _n), obj in self._objects.items()
+                    if kind == resource and (namespace is None or ns == namespace) and selects(obj)
+                ]
+                position = self._revision
+            else:
+                if since < self._compacted:
+                    raise ApiError(
+                        410,
+                        "Expired",
+                        f"too old resource version: {since} ({self._compacted})",
+                    )
+                initial = []
+                position = since
+        yield from initial
+        while not stop.is_set():
+            with self._changed:
+                start = bisect.bisect_right(
+                    self._history, position, key=lambda event: event.resource_version
+                )
+                pending = self._history[start:]
+                if not pending:
+                    if deadline is not None and datetime.now(UTC) >= deadline:
+                        return
+                    signalled = self._changed.wait(timeout=bookmark_every or 0.2)
+                    if not signalled and bookmark_every is not None:
+                        bookmark = {
+                            "kind": resource.kind,
+                            "apiVersion": resource.api_version,
+                            "metadata": {"resourceVersion": str(self._revision)},
+                        }
+                        position = max(position, self._revision)
+                        yield {"type": "BOOKMARK", "object": bookmark}
+                    continue
+            for event in pending:
+                position = event.resource_version
+                if event.resource != resource:
+                    continue
+                ns = event.obj["metadata"].get("namespace", "")
+                if namespace is not None and ns != namespace:
+                    continue
+                was = event.previous is not None and selects(event.previous)
+                now = selects(event.obj)
+                if event.type == "DELETED":
+                    if now:
+                        yield {"type": "DELETED", "object": copy.deepcopy(event.obj)}
+                elif was and now:
+                    yield {"type": "MODIFIED", "object": copy.deepcopy(event.obj)}
+                elif now:
+                    yield {"type": "ADDED", "object": copy.deepcopy(event.obj)}
+                elif was:
+                    yield {"type": "DELETED", "object": copy.deepcopy(event.obj)}
+
+    def compact(self) -> int:
+        """Forget the watch history up to now: resuming from an older version answers 410."""
+        with self._changed:
+            self._compacted = self._revision
+            self._history.clear()
+            return self._compacted
+
+    def wake_watchers(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
+
+    # Internals ----------------------------------------------------------------------------
+
+    def _existing(self, resource: ResourceType, namespace: str, name: str) -> Obj:
+        obj = self._objects.get((resource, namespace if resource.namespaced else "", name))
+        if obj is None:
+            raise ApiError(
+                404,
+                "NotFound",
+                f'{resource.group_resource} "{name}" not found',
+                details={"name": name, "group": resource.group, "kind": resource.plural},
+            )
+        return obj
+
+    def _conflict(self, resource: ResourceType, name: str) -> ApiError:
+        return ApiError(
+            409,
+            "Conflict",
+            f'Operation cannot be fulfilled on {resource.group_resource} "{name}": the object has '
+            "been modified; please apply your changes to the latest version and try again",
+            details={"name": name, "group": resource.group, "kind": resource.plural},
+        )
+
+    def _validate(self, resource: ResourceType, obj: Obj, name: object) -> None:
+        if not isinstance(name, str) or not name:
+            raise ApiError(
+                422,
+                "Invalid",
+                f"{resource.kind} is invalid: metadata.name: Required value: name or "
+                "generateName is required",
+            )
+        if len(name) > 253 or not _DNS1123_SUBDOMAIN.match(name):
+            raise ApiError(
+                422,
+                "Invalid",
+                f'{resource.kind} "{name}" is invalid: metadata.name: Invalid value: "{name}": a '
+                "lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
+                "characters, '-' or '.'",
+                details={"name": name, "kind": resource.kind},
+            )
+        if resource.kind == "Pod" and resource.group == "":
+            containers = (obj.get("spec") or {}).get("containers")
+            if not containers:
+                raise ApiError(
+                    422,
+                    "Invalid",
+                    f'Pod "{name}" is invalid: spec.containers: Required value',
+                    details={"name": name, "kind": "Pod"},
+                )
+
+    def _update(
+        self, resource: ResourceType, current: Obj, given: Obj, subresource: str | None
+    ) -> Obj:
+        metadata = current["metadata"]
+        if subresource == "status":
+            updated = copy.deepcopy(current)
+            updated["status"] = given.get("status", {})
+        else:
+            updated = copy.deepcopy(given)
+            new_metadata = updated.setdefault("metadata", {})
+            for immutable in (
+                "name",
+                "namespace",
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+            ):
+                if immutable in metadata:
+                    new_metadata[immutable] = metadata[immutable]
+                else:
+                    new_metadata.pop(immutable, None)
+            updated["apiVersion"] = resource.api_version
+            updated["kind"] = resource.kind
+            if resource.status_subresource:
+                updated["status"] = copy.deepcopy(current.get("status", {}))
+            added = set(new_metadata.get("finalizers") or []) - set(
+                metadata.get("finalizers") or []
+            )
+            if metadata.get("deletionTimestamp") and added:
+                raise ApiError(
+                    422,
+                    "Invalid",
+                    f'{resource.kind} "{metadata["name"]}" is invalid: metadata.finalizers: '
+                    "Forbidden: no new finalizers can be added if the object is being deleted",
+                )
+            if resource.kind != "Pod" and updated.get("spec") != current.get("spec"):
+                new_metadata["generation"] = metadata.get("generation", 1) + 1
+        key = (resource, metadata.get("namespace", ""), metadata["name"])
+        if updated == current:
+            return copy.deepcopy(current)
+        if metadata.get("deletionTimestamp") and not updated["metadata"].get("finalizers"):
+            graceful = resource.kind == "Pod" and metadata.get("deletionGracePeriodSeconds")
+            if not graceful:
+                return self._remove(resource, key, updated)
+        return self._store(resource, key, updated, "MODIFIED", current)
+
+    def _store(
+        self,
+        resource: ResourceType,
+        key: tuple[ResourceType, str, str],
+        obj: Obj,
+        event_type: str,
+        previous: Obj | None,
+    ) -> Obj:
+        self._revision += 1
+        obj["metadata"]["resourceVersion"] = str(self._revision)
+        self._objects[key] = obj
+        self._record(WatchEvent(self._revision, resource, event_type, copy.deepcopy(obj), previous))
+        return copy.deepcopy(obj)
+
+    def _remove(self, resource: ResourceType, key: tuple[ResourceType, str, str], obj: Obj) -> Obj:
+        self._revision += 1
+        removed = copy.deepcopy(obj)
+        removed["metadata"]["resourceVersion"] = str(self._revision)
+        previous = self._objects.pop(key)
+        self._record(WatchEvent(self._revision, resource, "DELETED", removed, previous))
+        return copy.deepcopy(removed)
+
+    def _record(self, event: WatchEvent) -> None:
+        self._history.append(event)
+        if len(self._history) > 2 * self._history_limit:
+            # Like etcd's compaction: the oldest half is forgotten, and resuming a watch from a
+            # version in it answers 410 Expired.
+            dropped = self._history[: self._history_limit]
+            self._compacted = dropped[-1].resource_version
+            del self._history[: self._history_limit]
+        self._changed.notify_all()
+
+    def _delete_namespace_contents(self, namespace: str) -> None:
+        for key in [k for k in self._objects if k[0].namespaced and k[1] == namespace]:
+            self._remove(key[0], key, self._objects[key])
+
+    def _admit_pod(self, namespace: str, pod: Obj) -> None:
+        """ResourceQuota admission: the pod count and the cpu/memory requests and limits."""
+        quotas = [
+            obj
+            for (kind, ns, _n), obj in self._objects.items()
+            if kind.kind == "ResourceQuota" and ns == namespace
+        ]
+        if not quotas:
+            return
+        pods = [
+            obj
+            for (kind, ns, _n), obj in self._objects.items()
+            if kind.kind == "Pod"
+            and kind.group == ""
+            and ns == namespace
+            and (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        ]
+        requested = _pod_usage(pod)
+        requested["pods"] = Decimal(1)
+        used: dict[str, Decimal] = {"pods": Decimal(len(pods))}
+        for other in pods:
+            for name, amount in _pod_usage(other).items():
+                used[name] = used.get(name, Decimal(0)) + amount
+        for quota in quotas:
+            hard = {
+                k: parse_quantity(v) for k, v in (quota.get("spec") or {}).get("hard", {}).items()
+            }
+            over = [
+                name
+                for name, limit in hard.items()
+                if name in requested and used.get(name, Decimal(0)) + requested[name] > limit
+            ]
+            if over:
+                raise ApiError(
+                    403,
+                    "Forbidden",
+                    f'pods "{pod["metadata"]["name"]}" is forbidden: exceeded quota: '
+                    f"{quota['metadata']['name']}, "
+                    f"requested: {_listing(requested, sorted(over))}, "
+                    f"used: {_listing(used, sorted(over))}, "
+                    f"limited: {_listing(hard, sorted(over))}",
+                    details={"name": pod["metadata"]["name"], "kind": "pods"},
+                )
+
+
+def _listing(amounts: Mapping[str, Decimal], names: list[str]) -> str:
+    return ",".join(f"{name}={_format(amounts.get(name, Decimal(0)))}" for name in names)
+
+
+def _format(amount: Decimal) -> str:
+    if amount == amount.to_integral_value():
+        return str(int(amount))
+    return f"{int(amount * 1000)}m"
+
+
+def _pod_usage(pod: Mapping[str, Any]) -> dict[str, Decimal]:
+    usage: dict[str, Decimal] = {}
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        for section in ("requests", "limits"):
+            for name in ("cpu", "memory"):
+                value = (resources.get(section) or {}).get(name)
+                if value is not None:
+                    key = f"{section}.{name}"
+                    usage[key] = usage.get(key, Decimal(0)) + parse_quantity(str(value))
+    return usage
+
+
+def _initial_status(resource: ResourceType, obj: Obj) -> Obj:
+    if resource.kind == "Pod" and resource.group == "":
+        return {"phase": "Pending", "qosClass": "BestEffort"}
+    if resource.kind == "ResourceQuota":
+        return {"hard": dict((obj.get("spec") or {}).get("hard") or {})}
+    if resource.kind == "Namespace":
+        return {"phase": "Active"}
+    return {}
+
+
+def _selectable_fields(resource: ResourceType, obj: Mapping[str, Any]) -> dict[str, str]:
+    metadata = obj.get("metadata") or {}
+    fields = {"metadata.name": metadata.get("name", "")}
+    if resource.namespaced:
+        fields["metadata.namespace"] = metadata.get("namespace", "")
+    if resource.kind == "Event":
+        regarding = obj.get("regarding") or {}
+        for field in ("kind", "name", "namespace", "uid", "apiVersion"):
+            fields[f"regarding.{field}"] = regarding.get(field, "")
+        fields["reason"] = obj.get("reason", "")
+        fields["type"] = obj.get("type", "")
+    if resource.kind == "Pod" and resource.group == "":
+        fields["status.phase"] = (obj.get("status") or {}).get("phase", "")
+        fields["spec.nodeName"] = (obj.get("spec") or {}).get("nodeName", "")
+    return fields
+
+
+def _resource(plural: str, group: str = "") -> ResourceType:
+    return resource_type(group, plural)
+
+
+def resource_type(group: str, plural: str) -> ResourceType:
+    for resource in RESOURCE_TYPES:
+        if resource.group == group and resource.plural == plural:
+            return resource
+    raise ApiError(404, "NotFound", f"the server could not find the requested resource ({plural})")

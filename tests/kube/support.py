@@ -1,0 +1,119 @@
+"""Shared set-up for tests that talk to an API server: the emulator, or a real cluster.
+
+A real cluster is used when ``PODWRIGHT_TEST_KUBECONFIG`` names a kubeconfig; each test then works
+in a fresh namespace that is deleted afterwards. Objects made here never run: pods name a scheduler
+that does not exist, so no node picks them up and their status is the test's to drive.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import pytest
+
+from podwright.adapters.kubernetes import KubernetesClient, connect
+from podwright.engine.kubernetes_port import NotFoundError, ObjectRef
+from tests.k8s_emulator import Emulator
+
+KUBECONFIG_VARIABLE = "PODWRIGHT_TEST_KUBECONFIG"
+UNSCHEDULABLE = "podwright-test-no-such-scheduler"
+T = TypeVar("T")
+
+
+@dataclass
+class ApiServer:
+    """An API server to test against, and a namespace of the test's own in it."""
+
+    client: KubernetesClient
+    namespace: str
+    emulator: Emulator | None
+
+    @property
+    def is_real(self) -> bool:
+        return self.emulator is None
+
+    def ref(self, kind: str, name: str, api_version: str = "v1") -> ObjectRef:
+        return ObjectRef(api_version, kind, self.namespace, name)
+
+
+def pod(name: str, namespace: str, **labels: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "spec": {
+            "schedulerName": UNSCHEDULABLE,
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "registry.invalid/none:1"}],
+        },
+    }
+
+
+def config_map(name: str, namespace: str, **labels: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "data": {"key": "value"},
+    }
+
+
+def eventually(check: Callable[[], T], *, timeout: float = 20.0, interval: float = 0.05) -> T:
+    """``check()``'s first truthy result; its last error or a timeout fails the test."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            result = check()
+            if result:
+                return result
+            error: BaseException | None = None
+        except (AssertionError, NotFoundError) as exc:
+            error = exc
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true within {timeout}s: {error or result!r}")
+        time.sleep(interval)
+
+
+def cluster_client() -> KubernetesClient:
+    kubeconfig = os.environ.get(KUBECONFIG_VARIABLE)
+    if not kubeconfig:
+        pytest.skip(f"{KUBECONFIG_VARIABLE} does not name a kubeconfig of a real cluster")
+    return KubernetesClient(connect(kubeconfig))
+
+
+def cluster_namespace(client: KubernetesClient) -> Iterator[str]:
+    name = f"podwright-test-{uuid.uuid4().hex[:8]}"
+    client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    try:
+        # Pods are refused until the namespace's default service account exists.
+        eventually(lambda: client.get(ObjectRef("v1", "ServiceAccount", name, "default")))
+        yield name
+    finally:
+        try:
+            client.delete(ObjectRef("v1", "Namespace", "", name))
+        except NotFoundError:
+            pass
+
+
+def emulated() -> Iterator[ApiServer]:
+    with Emulator() as emulator:
+        client = KubernetesClient.for_host(emulator.url)
+        client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "test"}})
+        try:
+            yield ApiServer(client, "test", emulator)
+        finally:
+            client.close()
+
+
+def real() -> Iterator[ApiServer]:
+    client = cluster_client()
+    try:
+        for namespace in cluster_namespace(client):
+            yield ApiServer(client, namespace, None)
+    finally:
+        client.close()

@@ -1,0 +1,304 @@
+"""The API semantics podwright relies on, asserted once and run against both the emulator and,
+marked ``cluster``, a real API server. Nothing here asserts what a real server would not do."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from podwright.engine.kubernetes_port import (
+    AlreadyExistsError,
+    ConflictError,
+    GoneError,
+    InvalidError,
+    NotFoundError,
+    ObjectRef,
+    PatchType,
+    QuotaExceededError,
+)
+from tests.kube.support import ApiServer, config_map, eventually, pod
+
+
+def test_create_assigns_uid_resource_version_and_creation_time(api: ApiServer) -> None:
+    created = api.client.create(config_map("a", api.namespace))
+    metadata = created["metadata"]
+    assert metadata["uid"]
+    assert metadata["resourceVersion"]
+    assert metadata["creationTimestamp"].endswith("Z")
+    fetched = api.client.get(api.ref("ConfigMap", "a"))
+    assert fetched["metadata"]["uid"] == metadata["uid"]
+    assert fetched["data"] == {"key": "value"}
+
+
+def test_second_create_of_a_name_is_409_already_exists(api: ApiServer) -> None:
+    api.client.create(config_map("a", api.namespace))
+    with pytest.raises(AlreadyExistsError) as caught:
+        api.client.create(config_map("a", api.namespace))
+    assert caught.value.status == 409
+    assert caught.value.reason == "AlreadyExists"
+
+
+def test_missing_object_is_404_for_get_patch_and_delete(api: ApiServer) -> None:
+    ref = api.ref("ConfigMap", "missing")
+    with pytest.raises(NotFoundError):
+        api.client.get(ref)
+    with pytest.raises(NotFoundError):
+        api.client.patch(ref, {"data": {"k": "v"}}, PatchType.MERGE)
+    with pytest.raises(NotFoundError):
+        api.client.delete(ref)
+
+
+def test_generate_name_appends_a_random_suffix(api: ApiServer) -> None:
+    body = config_map("", api.namespace)
+    del body["metadata"]["name"]
+    body["metadata"]["generateName"] = "gen-"
+    first = api.client.create(body)["metadata"]["name"]
+    second = api.client.create(body)["metadata"]["name"]
+    assert first.startswith("gen-") and second.startswith("gen-")
+    assert len(first) == len("gen-") + 5
+    assert first != second
+
+
+def test_invalid_name_is_422(api: ApiServer) -> None:
+    with pytest.raises(InvalidError) as caught:
+        api.client.create(config_map("Not_A_Name", api.namespace))
+    assert caught.value.status == 422
+
+
+def test_resource_version_is_a_precondition_of_replace_patch_and_delete(api: ApiServer) -> None:
+    ref = api.ref("ConfigMap", "a")
+    stale = api.client.create(config_map("a", api.namespace))
+    current = api.client.patch(ref, {"data": {"key": "v2"}}, PatchType.MERGE)
+    assert current["metadata"]["resourceVersion"] != stale["metadata"]["resourceVersion"]
+    with pytest.raises(ConflictError):
+        api.client.replace(ref, {**stale, "data": {"key": "v3"}})
+    stale_version = stale["metadata"]["resourceVersion"]
+    with pytest.raises(ConflictError):
+        api.client.patch(
+            ref,
+            {"metadata": {"resourceVersion": stale_version}, "data": {"k": "x"}},
+            PatchType.MERGE,
+        )
+    with pytest.raises(ConflictError):
+        api.client.delete(ref, resource_version=stale_version)
+    updated = api.client.patch(
+        ref,
+        {
+            "metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
+            "data": {"k": "y"},
+        },
+        PatchType.MERGE,
+    )
+    assert updated["data"] == {"key": "v2", "k": "y"}
+    api.client.delete(ref, resource_version=updated["metadata"]["resourceVersion"])
+    with pytest.raises(NotFoundError):
+        api.client.get(ref)
+
+
+def test_json_patch_applies_operations_and_a_failed_test_is_422(api: ApiServer) -> None:
+    ref = api.ref("ConfigMap", "a")
+    created = api.client.create(config_map("a", api.namespace))
+    version = created["metadata"]["resourceVersion"]
+    patched = api.client.patch(
+        ref,
+        [
+            {"op": "test", "path": "/metadata/resourceVersion", "value": version},
+            {"op": "add", "path": "/data/second", "value": "2"},
+        ],
+        PatchType.JSON,
+    )
+    assert patched["data"] == {"key": "value", "second": "2"}
+    with pytest.raises(InvalidError) as caught:
+        api.client.patch(
+            ref,
+            [{"op": "test", "path": "/metadata/resourceVersion", "value": version}],
+            PatchType.JSON,
+        )
+    assert caught.value.status == 422
+
+
+@pytest.mark.parametrize(
+    ("selector", "expected"),
+    [
+        ("team=vision", {"a", "b"}),
+        ("team==vision", {"a", "b"}),
+        ("team!=vision", {"c", "d"}),
+        ("team in (vision,nlp)", {"a", "b", "c"}),
+        ("team notin (vision)", {"c", "d"}),
+        ("tier", {"a", "c"}),
+        ("!tier", {"b", "d"}),
+        ("team=vision,tier=gold", {"a"}),
+    ],
+)
+def test_label_selectors_select_on_list(api: ApiServer, selector: str, expected: set[str]) -> None:
+    labels = {
+        "a": {"team": "vision", "tier": "gold"},
+        "b": {"team": "vision"},
+        "c": {"team": "nlp", "tier": "silver"},
+        "d": {},
+    }
+    for name, its_labels in labels.items():
+        api.client.create(config_map(name, api.namespace, **its_labels))
+    items, version = api.client.list_objects(
+        "v1", "ConfigMap", namespace=api.namespace, label_selector=selector
+    )
+    assert {item["metadata"]["name"] for item in items} == expected
+    assert version
+
+
+def test_field_selector_on_name(api: ApiServer) -> None:
+    for name in ("a", "b"):
+        api.client.create(config_map(name, api.namespace))
+    items, _ = api.client.list_objects(
+        "v1", "ConfigMap", namespace=api.namespace, field_selector="metadata.name=b"
+    )
+    assert [item["metadata"]["name"] for item in items] == ["b"]
+
+
+def test_finalizers_hold_a_deleted_object_until_removed(api: ApiServer) -> None:
+    ref = api.ref("ConfigMap", "held")
+    body = config_map("held", api.namespace)
+    body["metadata"]["finalizers"] = ["podwright.dev/finalizer"]
+    api.client.create(body)
+    api.client.delete(ref)
+    held = api.client.get(ref)
+    assert held["metadata"]["deletionTimestamp"]
+    assert held["metadata"]["finalizers"] == ["podwright.dev/finalizer"]
+    with pytest.raises(InvalidError):
+        api.client.patch(
+            ref,
+            {"metadata": {"finalizers": ["podwright.dev/finalizer", "x.io/y"]}},
+            PatchType.MERGE,
+        )
+    api.client.patch(
+        ref,
+        {"metadata": {"finalizers": [], "resourceVersion": held["metadata"]["resourceVersion"]}},
+        PatchType.MERGE,
+    )
+    eventually(lambda: _gone(api, ref))
+
+
+def _gone(api: ApiServer, ref: ObjectRef) -> bool:
+    try:
+        api.client.get(ref)
+    except NotFoundError:
+        return True
+    return False
+
+
+def test_status_subresource_alone_changes_status(api: ApiServer) -> None:
+    ref = api.ref("Pod", "p")
+    created = api.client.create(pod("p", api.namespace))
+    assert created["status"]["phase"] == "Pending"
+    # A status written through the main resource is ignored...
+    api.client.patch(ref, {"status": {"phase": "Running"}}, PatchType.MERGE)
+    assert api.client.get(ref)["status"]["phase"] == "Pending"
+    # ...and written through the status subresource, it is kept, with metadata changes ignored.
+    api.client.patch_status(
+        ref,
+        {"metadata": {"labels": {"ignored": "yes"}}, "status": {"phase": "Running"}},
+        PatchType.MERGE,
+    )
+    current = api.client.get(ref)
+    assert current["status"]["phase"] == "Running"
+    assert "ignored" not in (current["metadata"].get("labels") or {})
+
+
+def test_watch_from_a_list_version_sees_changes_and_respects_selectors(api: ApiServer) -> None:
+    _items, version = api.client.list_objects(
+        "v1", "ConfigMap", namespace=api.namespace, label_selector="app=watched"
+    )
+    seen: list[tuple[str, str]] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        for event in api.client.watch(
+            "v1",
+            "ConfigMap",
+            resource_version=version,
+            namespace=api.namespace,
+            label_selector="app=watched",
+            timeout_seconds=15,
+        ):
+            if event["type"] != "BOOKMARK":
+                seen.append((event["type"], event["object"]["metadata"]["name"]))
+            if len(seen) == 3:
+                done.set()
+                return
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    api.client.create(config_map("other", api.namespace, app="ignored"))
+    api.client.create(config_map("w", api.namespace, app="watched"))
+    api.client.patch(api.ref("ConfigMap", "w"), {"data": {"k": "2"}}, PatchType.MERGE)
+    api.client.delete(api.ref("ConfigMap", "w"))
+    assert done.wait(20), seen
+    assert seen == [("ADDED", "w"), ("MODIFIED", "w"), ("DELETED", "w")]
+    thread.join(5)
+
+
+def test_watch_from_a_compacted_version_is_410(api: ApiServer) -> None:
+    with pytest.raises(GoneError) as caught:
+        for _event in api.client.watch(
+            "v1", "ConfigMap", resource_version="1", namespace=api.namespace, timeout_seconds=5
+        ):
+            pass
+    assert caught.value.status == 410
+
+
+def test_events_select_by_the_kind_they_regard(api: ApiServer) -> None:
+    target = api.client.create(pod("p", api.namespace))
+    api.client.create(_event("e1", api.namespace, target, "Scheduled"))
+    items, _ = api.client.list_objects(
+        "events.k8s.io/v1", "Event", namespace=api.namespace, field_selector="regarding.kind=Pod"
+    )
+    assert "e1" in {item["metadata"]["name"] for item in items}
+    none, _ = api.client.list_objects(
+        "events.k8s.io/v1", "Event", namespace=api.namespace, field_selector="regarding.kind=Job"
+    )
+    assert "e1" not in {item["metadata"]["name"] for item in none}
+
+
+def _event(name: str, namespace: str, regarding: dict[str, Any], reason: str) -> dict[str, Any]:
+    metadata = regarding["metadata"]
+    return {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": namespace},
+        "eventTime": "2026-11-21T10:00:00.000000Z",
+        "reportingController": "podwright.dev/tests",
+        "reportingInstance": "tests",
+        "action": "Testing",
+        "reason": reason,
+        "type": "Normal",
+        "note": f"{reason} for the test",
+        "regarding": {
+            "apiVersion": "v1",
+            "kind": regarding["kind"],
+            "name": metadata["name"],
+            "namespace": namespace,
+            "uid": metadata["uid"],
+        },
+    }
+
+
+def test_resource_quota_refuses_a_pod_over_its_hard_limit_with_403(api: ApiServer) -> None:
+    api.client.create(
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "pods", "namespace": api.namespace},
+            "spec": {"hard": {"pods": "1"}},
+        }
+    )
+    # Admission refuses every pod until the quota controller has written the quota's status.
+    eventually(
+        lambda: api.client.get(api.ref("ResourceQuota", "pods")).get("status", {}).get("hard")
+    )
+    eventually(lambda: api.client.create(pod("first", api.namespace)))
+    with pytest.raises(QuotaExceededError) as caught:
+        api.client.create(pod("second", api.namespace))
+    assert caught.value.status == 403
+    assert "exceeded quota: pods" in caught.value.message
