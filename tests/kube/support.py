@@ -7,6 +7,7 @@ that does not exist, so no node picks them up and their status is the test's to 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import uuid
@@ -94,10 +95,8 @@ def cluster_namespace(client: KubernetesClient) -> Iterator[str]:
         eventually(lambda: client.get(ObjectRef("v1", "ServiceAccount", name, "default")))
         yield name
     finally:
-        try:
+        with contextlib.suppress(NotFoundError):
             client.delete(ObjectRef("v1", "Namespace", "", name))
-        except NotFoundError:
-            pass
 
 
 def emulated() -> Iterator[ApiServer]:

@@ -56,7 +56,8 @@ def test_generate_name_appends_a_random_suffix(api: ApiServer) -> None:
     body["metadata"]["generateName"] = "gen-"
     first = api.client.create(body)["metadata"]["name"]
     second = api.client.create(body)["metadata"]["name"]
-    assert first.startswith("gen-") and second.startswith("gen-")
+    assert first.startswith("gen-")
+    assert second.startswith("gen-")
     assert len(first) == len("gen-") + 5
     assert first != second
 

@@ -60,7 +60,7 @@ class ConfigError(ValueError):
     """The lifecycle configuration has a field that is unknown or of the wrong form."""
 
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|m|s|ms)")
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 

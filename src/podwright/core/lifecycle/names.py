@@ -9,6 +9,8 @@ suffix, so two ids never share a name.
 
 from __future__ import annotations
 
+import hashlib
+
 from podwright.core.k8s_names import derived_label
 
 
@@ -18,6 +20,9 @@ def task_object_name(task_id: str, max_length: int) -> str:
     if max_length < 12:
         raise ValueError(f"max_length: {max_length} is too short for a collision-safe name (>= 12)")
     name = derived_label(task_id, max_length=max_length)
-    if not name[0].isalpha():
-        name = derived_label("t", task_id, max_length=max_length)
-    return name
+    if name[0].isalpha():
+        return name
+    # Prefixed, and always suffixed with a hash of the id: "t-<id>" may be another task's id.
+    digest = hashlib.sha256(task_id.encode()).hexdigest()[:8]
+    head = derived_label(task_id, max_length=max_length - len("t--") - len(digest))
+    return f"t-{head}-{digest}"

@@ -1,0 +1,116 @@
+"""Plugin state encoding, quota refusals, and task object names (pure)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from podwright.core.k8s_names import dns1123_label_problem
+from podwright.core.lifecycle import (
+    CorruptedPluginStateError,
+    ManagerPhase,
+    Phase,
+    PluginState,
+    decode_state,
+    encode_state,
+)
+from podwright.core.lifecycle.names import task_object_name
+from podwright.core.lifecycle.quota import parse_quota_refusal
+
+times = st.none() | st.datetimes(
+    min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC)
+)
+states = st.builds(
+    PluginState,
+    manager_phase=st.sampled_from(ManagerPhase),
+    phase=st.sampled_from(Phase),
+    phase_version=st.integers(0, 10**6),
+    reason=st.text(max_size=40),
+    last_event_created=times,
+    last_event_recorded=times,
+    launch_failures=st.integers(0, 10),
+)
+
+
+@given(states)
+def test_state_round_trips_through_its_encoding(state: PluginState) -> None:
+    assert decode_state(encode_state(state)) == state
+
+
+@pytest.mark.parametrize("empty", [None, {}])
+def test_empty_state_is_not_started(empty: dict[str, object] | None) -> None:
+    assert decode_state(empty) == PluginState()
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"version": 2, "managerPhase": "Started"},
+        {"version": "1"},
+        {"managerPhase": "Started"},
+        {"version": 1, "managerPhase": "Sideways"},
+        {"version": 1, "managerPhase": "Started", "plugin": {}, "lastEvent": {}},
+        {**encode_state(PluginState()), "launchFailures": -1},
+        {**encode_state(PluginState()), "lastEvent": {"created": "yesterday", "recorded": None}},
+    ],
+)
+def test_unknown_version_or_malformed_state_is_corrupted(data: dict[str, object]) -> None:
+    with pytest.raises(CorruptedPluginStateError):
+        decode_state(data)
+
+
+MESSAGE = (
+    'pods "t-1" is forbidden: exceeded quota: compute, requested: limits.cpu=3,requests.cpu=500m, '
+    "used: limits.cpu=1,requests.cpu=1, limited: limits.cpu=2,requests.cpu=4"
+)
+
+
+def test_quota_refusal_names_what_exceeds_the_hard_limit() -> None:
+    refusal = parse_quota_refusal(MESSAGE)
+    assert refusal is not None
+    assert refusal.quota == "compute"
+    assert refusal.requested == {"limits.cpu": "3", "requests.cpu": "500m"}
+    assert refusal.exceeds_hard_limit() == ["limits.cpu: requested 3, limit 2"]
+
+
+def test_quota_refusal_that_could_fit_later() -> None:
+    refusal = parse_quota_refusal(MESSAGE.replace("limits.cpu=3,", "limits.cpu=1,"))
+    assert refusal is not None
+    assert refusal.exceeds_hard_limit() == []
+
+
+def test_message_without_a_quota_refusal() -> None:
+    assert parse_quota_refusal("forbidden: User cannot create pods") is None
+
+
+@given(st.text(min_size=1, max_size=200), st.integers(12, 63))
+def test_task_object_names_are_dns1035_labels_within_the_length(task_id: str, length: int) -> None:
+    name = task_object_name(task_id, length)
+    assert dns1123_label_problem(name) is None
+    assert name[0].isalpha()
+    assert len(name) <= length
+    assert task_object_name(task_id, length) == name
+
+
+@given(st.lists(st.text(min_size=1, max_size=80), min_size=2, max_size=2, unique=True))
+def test_distinct_task_ids_get_distinct_names(ids: list[str]) -> None:
+    assert task_object_name(ids[0], 40) != task_object_name(ids[1], 40)
+
+
+def test_clean_task_id_is_kept_as_is() -> None:
+    assert task_object_name("train-42", 63) == "train-42"
+    assert task_object_name("42-train", 63).startswith("t-42-train-")
+
+
+def test_name_too_short_to_be_collision_safe_is_refused() -> None:
+    with pytest.raises(ValueError, match="max_length"):
+        task_object_name("task", 8)
+
+
+def test_state_times_keep_their_zone() -> None:
+    moment = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(microseconds=5)
+    state = PluginState(last_event_created=moment, last_event_recorded=moment)
+    assert decode_state(encode_state(state)).last_event_created == moment

@@ -1,0 +1,92 @@
+"""An in-memory Kubernetes port: the emulator's store, called directly instead of over HTTP.
+
+It counts calls by verb, can fail the next calls of a verb with given errors, and has a perfect
+watch cache (``cached`` sees every object at once) that tests can switch off.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Any
+
+from podwright.adapters.kubernetes.errors import error_from_status
+from podwright.engine.kubernetes_port import JsonObject, KubernetesError, ObjectRef, PatchType
+from tests.k8s_emulator import ApiError, ApiStore
+from tests.k8s_emulator.store import RESOURCE_TYPES, ResourceType
+
+
+def resource_of(api_version: str, kind: str) -> ResourceType:
+    for resource in RESOURCE_TYPES:
+        if (resource.api_version, resource.kind) == (api_version, kind):
+            return resource
+    raise AssertionError(f"no such kind {api_version}/{kind}")
+
+
+class FakeKubernetes:
+    def __init__(self, store: ApiStore | None = None) -> None:
+        self.store = store or ApiStore()
+        self.calls: Counter[str] = Counter()
+        self.failures: defaultdict[str, list[KubernetesError]] = defaultdict(list)
+        self.cache_enabled = True
+
+    def fail(self, verb: str, *errors: KubernetesError) -> None:
+        self.failures[verb].extend(errors)
+
+    def namespace(self, name: str) -> None:
+        self.store.create(resource_of("v1", "Namespace"), "", {"metadata": {"name": name}})
+
+    def _call(self, verb: str, operation: Any) -> Any:
+        self.calls[verb] += 1
+        if self.failures[verb]:
+            raise self.failures[verb].pop(0)
+        try:
+            return operation()
+        except ApiError as error:
+            headers = {"Retry-After": str(error.retry_after)} if error.retry_after else {}
+            raise error_from_status(error.code, error.status(), headers) from error
+
+    def create(self, obj: JsonObject) -> dict[str, Any]:
+        resource = resource_of(obj["apiVersion"], obj["kind"])
+        namespace = obj["metadata"].get("namespace", "")
+        return self._call("create", lambda: self.store.create(resource, namespace, obj))  # type: ignore[no-any-return]
+
+    def get(self, ref: ObjectRef) -> dict[str, Any]:
+        resource = resource_of(ref.api_version, ref.kind)
+        return self._call("get", lambda: self.store.get(resource, ref.namespace, ref.name))  # type: ignore[no-any-return]
+
+    def cached(self, ref: ObjectRef) -> JsonObject | None:
+        if not self.cache_enabled:
+            return None
+        try:
+            return self.store.get(resource_of(ref.api_version, ref.kind), ref.namespace, ref.name)
+        except ApiError:
+            return None
+
+    def patch(self, ref: ObjectRef, body: Any, patch_type: PatchType) -> dict[str, Any]:
+        resource = resource_of(ref.api_version, ref.kind)
+        return self._call(  # type: ignore[no-any-return]
+            "patch",
+            lambda: self.store.patch(resource, ref.namespace, ref.name, body, patch_type.value),
+        )
+
+    def replace(self, ref: ObjectRef, obj: JsonObject) -> dict[str, Any]:
+        resource = resource_of(ref.api_version, ref.kind)
+        return self._call(
+            "update", lambda: self.store.replace(resource, ref.namespace, ref.name, obj)
+        )  # type: ignore[no-any-return]
+
+    def delete(self, ref: ObjectRef, *, propagation: str = "Background") -> None:
+        resource = resource_of(ref.api_version, ref.kind)
+        self._call("delete", lambda: self.store.delete(resource, ref.namespace, ref.name))
+
+    def set_status(self, ref: ObjectRef, status: dict[str, Any]) -> None:
+        """Drive the object's status, as its controller or kubelet would."""
+        resource = resource_of(ref.api_version, ref.kind)
+        self.store.patch(
+            resource,
+            ref.namespace,
+            ref.name,
+            {"status": status},
+            PatchType.MERGE.value,
+            subresource="status",
+        )

@@ -1,0 +1,119 @@
+"""The event index (ordering, first occurrence only, TTL and cap) and the engine configuration."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from podwright.engine.config import ConfigError, LifecycleConfig, config_from_data, parse_duration
+from podwright.engine.event_index import EventIndex, EventKey, ObjectEvent
+
+NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+KEY = EventKey("ns", "Pod", "p")
+
+
+def _event(uid: str, created_s: int, recorded_s: int | None = None) -> ObjectEvent:
+    created = NOW - timedelta(seconds=1000 - created_s)
+    recorded = created if recorded_s is None else NOW - timedelta(seconds=1000 - recorded_s)
+    return ObjectEvent(uid, created, recorded, "Reason", f"note {uid}")
+
+
+def test_listing_is_ordered_and_after_is_strict() -> None:
+    index = EventIndex(ttl=timedelta(hours=1), max_per_object=10)
+    for event in (_event("c", 3), _event("a", 1), _event("b2", 2, 5), _event("b1", 2, 4)):
+        index.add(KEY, event, NOW)
+    assert [e.uid for e in index.list(KEY)] == ["a", "b1", "b2", "c"]
+    b1 = _event("b1", 2, 4)
+    after = index.list(KEY, b1.created, b1.recorded)
+    assert [e.uid for e in after] == ["b2", "c"]
+
+
+def test_first_occurrence_only_and_deletion() -> None:
+    index = EventIndex(ttl=timedelta(hours=1), max_per_object=10)
+    assert index.add(KEY, _event("a", 1), NOW)
+    assert not index.add(KEY, _event("a", 9), NOW)  # a count update of the same Event
+    assert len(index) == 1
+    index.remove(KEY, "a")
+    assert index.list(KEY) == []
+
+
+def test_ttl_and_cap_bound_memory() -> None:
+    index = EventIndex(ttl=timedelta(seconds=100), max_per_object=3)
+    assert not index.add(KEY, _event("old", 800), NOW)  # 200 s old at NOW
+    for i in range(5):
+        index.add(KEY, _event(f"e{i}", 950 + i), NOW)
+    assert [e.uid for e in index.list(KEY)] == ["e2", "e3", "e4"]
+    assert index.expire(NOW + timedelta(seconds=100)) == 3
+    assert len(index) == 0
+
+
+@given(st.lists(st.tuples(st.integers(0, 20), st.integers(0, 20)), max_size=30), st.integers(1, 8))
+def test_listing_after_the_last_seen_never_repeats_or_skips(
+    times: list[tuple[int, int]], cap: int
+) -> None:
+    index = EventIndex(ttl=timedelta(hours=1), max_per_object=cap)
+    seen: list[str] = []
+    last: tuple[datetime | None, datetime | None] = (None, None)
+    for number, (created, recorded) in enumerate(times):
+        index.add(KEY, _event(f"u{number:03}", 900 + created, 900 + recorded), NOW)
+    for event in index.list(KEY, *last):
+        seen.append(event.uid)
+    assert len(seen) == len(set(seen)) == min(cap, len(times))
+    orders = [e.order for e in index.list(KEY)]
+    assert orders == sorted(orders)
+
+
+def test_config_defaults_are_documented_values() -> None:
+    config = LifecycleConfig()
+    assert not config.inject_finalizer
+    assert not config.delete_resource_on_finalize
+    assert config.pod.create_container_error_grace == timedelta(minutes=3)
+    assert config.pod.create_container_config_error_grace == timedelta(0)
+    assert config.pod.image_pull_backoff_grace == timedelta(minutes=3)
+    assert config.pod.pod_pending_timeout is None
+    assert config.default_annotations == {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+
+
+def test_config_from_data() -> None:
+    config = config_from_data(
+        {
+            "injectFinalizer": True,
+            "gracePeriods": {"imagePullBackOff": "1m30s"},
+            "podPendingTimeout": "1h",
+            "events": {"ttl": "10m", "maxPerObject": 5},
+        }
+    )
+    assert config.inject_finalizer
+    assert config.pod.image_pull_backoff_grace == timedelta(seconds=90)
+    assert config.pod.create_container_error_grace == timedelta(minutes=3)
+    assert config.pod.pod_pending_timeout == timedelta(hours=1)
+    assert (config.event_ttl, config.events_per_object) == (timedelta(minutes=10), 5)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"injectFinalizers": True}, "injectFinalizers: unknown field; allowed:"),
+        ({"injectFinalizer": "yes"}, "injectFinalizer: expected true or false"),
+        ({"gracePeriods": {"imagePull": "1m"}}, "gracePeriods.imagePull: unknown field"),
+        (
+            {"gracePeriods": {"imagePullBackOff": "soon"}},
+            "gracePeriods.imagePullBackOff: expected a duration",
+        ),
+        ({"events": {"maxPerObject": 0}}, "events.maxPerObject: expected an integer of at least 1"),
+        ({"defaultLabels": {"a": 1}}, "defaultLabels: expected a mapping of strings to strings"),
+    ],
+)
+def test_config_errors_name_the_field(data: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        config_from_data(data)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("3m", 180), ("0s", 0), ("1h30m", 5400), ("250ms", 0.25), (45, 45)]
+)
+def test_durations(text: object, seconds: float) -> None:
+    assert parse_duration(text, "x") == timedelta(seconds=seconds)
