@@ -44,6 +44,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/policy_bench.py
 	$(BIN)/python benchmarks/render_bench.py
+	$(BIN)/python benchmarks/lifecycle_bench.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis .import_linter_cache

@@ -52,3 +52,14 @@ def test_the_render_benchmark_renders_every_example() -> None:
             submission.workload_type, submission.name, submission.spec, profile=profile
         )
         assert rendering.manifests
+
+
+def test_the_lifecycle_benchmark_scenario_runs_every_task_to_the_end() -> None:
+    from benchmarks import lifecycle_bench
+
+    from tests.k8s_emulator import Emulator
+
+    with Emulator() as emulator:
+        results = lifecycle_bench.run(emulator.url, 20)
+    assert results["steady_state_requests"] == 0
+    assert results["requests_per_task_by_verb"] == {"create": 1.0, "delete": 1.0, "patch": 1.0}

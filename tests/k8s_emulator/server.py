@@ -58,6 +58,13 @@ class Controls:
         return None
 
 
+def serve_forever(port: int = 0) -> None:
+    """Run an emulator in this process until it is killed; print its URL first (benchmarks)."""
+    emulator = Emulator(port=port).start()
+    print(emulator.url, flush=True)
+    threading.Event().wait()
+
+
 class Emulator:
     """An API-server emulator listening on 127.0.0.1 (a free port), for ``with`` blocks."""
 
@@ -145,6 +152,10 @@ class _Handler(BaseHTTPRequestHandler):
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         body = self._body()
         try:
+            if url.path == "/_emulator/requests":
+                with self.controls.lock:
+                    self._send(200, dict(self.controls.requests))
+                return
             if url.path == "/version":
                 self._send(200, {"major": "1", "minor": "34", "gitVersion": "v1.34.0-emulator"})
                 return

@@ -24,5 +24,5 @@ def task_object_name(task_id: str, max_length: int) -> str:
         return name
     # Prefixed, and always suffixed with a hash of the id: "t-<id>" may be another task's id.
     digest = hashlib.sha256(task_id.encode()).hexdigest()[:8]
-    head = derived_label(task_id, max_length=max_length - len("t--") - len(digest))
-    return f"t-{head}-{digest}"
+    head = name[: max_length - len("t--") - len(digest)].rstrip("-")
+    return f"t-{head}-{digest}" if head else f"t-{digest}"
