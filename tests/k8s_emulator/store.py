@@ -16,6 +16,7 @@ from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
 
+from podwright.core.quantities import format_quantity
 from tests.k8s_emulator.errors import ApiError
 from tests.k8s_emulator.patches import apply_json_patch, apply_merge_patch
 from tests.k8s_emulator.selectors import field_selector, label_selector
@@ -93,7 +94,7 @@ class ApiStore:
         self._changed = threading.Condition()
         self._clock = clock or (lambda: datetime.now(UTC))
         self._random = random.Random()
-        self.create(_resource("namespaces"), "", {"metadata": {"name": "default"}})
+        self.create(resource_type("", "namespaces"), "", {"metadata": {"name": "default"}})
 
     # Reading ------------------------------------------------------------------------------
 
@@ -150,7 +151,7 @@ class ApiStore:
         with self._changed:
             if (
                 resource.namespaced
-                and (_resource("namespaces"), "", namespace) not in self._objects
+                and (resource_type("", "namespaces"), "", namespace) not in self._objects
             ):
                 raise ApiError(
                     404,
@@ -547,13 +548,7 @@ class ApiStore:
 
 
 def _listing(amounts: Mapping[str, Decimal], names: list[str]) -> str:
-    return ",".join(f"{name}={_format(amounts.get(name, Decimal(0)))}" for name in names)
-
-
-def _format(amount: Decimal) -> str:
-    if amount == amount.to_integral_value():
-        return str(int(amount))
-    return f"{int(amount * 1000)}m"
+    return ",".join(f"{name}={format_quantity(amounts.get(name, Decimal(0)))}" for name in names)
 
 
 def _pod_usage(pod: Mapping[str, Any]) -> dict[str, Decimal]:
@@ -594,10 +589,6 @@ def _selectable_fields(resource: ResourceType, obj: Mapping[str, Any]) -> dict[s
         fields["status.phase"] = (obj.get("status") or {}).get("phase", "")
         fields["spec.nodeName"] = (obj.get("spec") or {}).get("nodeName", "")
     return fields
-
-
-def _resource(plural: str, group: str = "") -> ResourceType:
-    return resource_type(group, plural)
 
 
 def resource_type(group: str, plural: str) -> ResourceType:

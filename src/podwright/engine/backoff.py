@@ -17,8 +17,13 @@ from datetime import datetime, timedelta
 def jittered_delay(attempt: int, base: timedelta, cap: timedelta, rng: random.Random) -> timedelta:
     """The delay before retry number ``attempt`` (0 for the first): between half and all of
     ``base × 2^attempt``, at most ``cap``."""
-    ceiling: timedelta = min(cap, base * (2 ** min(attempt, 30)))
-    return ceiling * rng.uniform(0.5, 1.0)
+    return exponential_delay(attempt, base, cap) * rng.uniform(0.5, 1.0)
+
+
+def exponential_delay(attempt: int, base: timedelta, cap: timedelta) -> timedelta:
+    """``base × 2^attempt``, at most ``cap``."""
+    delay: timedelta = min(cap, base * (2 ** min(attempt, 30)))
+    return delay
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +58,7 @@ class QuotaBackoff:
         with self._lock:
             window = self._windows.get(key)
             refusals = 1 if window is None else window.refusals + 1
-            delay: timedelta = min(self._cap, self._base * (2 ** min(refusals - 1, 30)))
-            until: datetime = now + delay
+            until: datetime = now + exponential_delay(refusals - 1, self._base, self._cap)
             self._windows[key] = _Window(until, refusals)
             return until
 

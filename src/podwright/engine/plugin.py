@@ -129,5 +129,10 @@ class Plugin(ABC):
         trimmed = dict(observed)
         metadata = observed.get("metadata")
         if isinstance(metadata, Mapping) and "managedFields" in metadata:
-            trimmed["metadata"] = {k: v for k, v in metadata.items() if k != "managedFields"}
+            trimmed["metadata"] = without_managed_fields(metadata)
         return trimmed
+
+
+def without_managed_fields(metadata: JsonObject) -> dict[str, Any]:
+    """An object's metadata without ``managedFields``, the largest part no decision reads."""
+    return {key: value for key, value in metadata.items() if key != "managedFields"}

@@ -19,7 +19,12 @@ from podwright.core.lifecycle.resource_status import (
 )
 from podwright.engine.config import LifecycleConfig
 from podwright.engine.kubernetes_port import JsonObject
-from podwright.engine.plugin import Plugin, PluginError, PluginProperties
+from podwright.engine.plugin import (
+    Plugin,
+    PluginError,
+    PluginProperties,
+    without_managed_fields,
+)
 
 
 class PodPlugin(Plugin):
@@ -40,7 +45,7 @@ class PodPlugin(Plugin):
         metadata = section(observed, "metadata")
         spec = section(observed, "spec")
         return {
-            "metadata": {k: v for k, v in metadata.items() if k != "managedFields"},
+            "metadata": without_managed_fields(metadata),
             "spec": {
                 key: [{"name": c.get("name")} for c in spec[key] or [] if isinstance(c, Mapping)]
                 for key in ("initContainers", "containers")
