@@ -18,6 +18,7 @@ import click
 from podwright import __version__
 from podwright.adapters.documents import STDIN, DocumentError, dump_yaml, read_document
 from podwright.cli.common import BadInput, ExitCode
+from podwright.cli.fuse_proxy_commands import fuse_proxy_group
 from podwright.cli.policy_commands import policy_group
 from podwright.cli.render_command import render_command
 from podwright.core.pod_input import PodInputError, pod_input_from_data
@@ -166,6 +167,7 @@ def pod_command(
 
 cli.add_command(policy_group)
 cli.add_command(render_command)
+cli.add_command(fuse_proxy_group)
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:

@@ -34,6 +34,11 @@ from kubernetes.client import (
 )
 from kubernetes.utils.quantity import parse_quantity
 
+from podwright.core.fuse_proxy.manifests import (
+    FuseProxyPodConflictError,
+    FuseProxySetup,
+    apply_fuse_proxy,
+)
 from podwright.core.k8s_names import (
     dns1123_label_problem,
     dns1123_subdomain_problem,
@@ -64,6 +69,7 @@ class FuseGrant(StrEnum):
 
     DEVICE_PLUGIN = "device-plugin"
     PRIVILEGED = "privileged"
+    PROXY = "proxy"
 
 
 NESTED_SANDBOXING_GRANTED = "true"
@@ -168,6 +174,30 @@ class PodTemplate:
         else:
             _request_fuse_device(primary)
             _add_sys_admin(primary, "grant FUSE")
+        return dataclasses.replace(self, pod_spec=spec, annotations=annotations)
+
+    def allow_fuse_via_proxy(self, setup: FuseProxySetup) -> PodTemplate:
+        """Grant FUSE mounts through podwright's per-node FUSE proxy: no privilege at all.
+
+        The primary container gets no ``privileged``, no ``SYS_ADMIN`` and no ``/dev/fuse``:
+        it mounts the proxy's socket directory read-only, and the shim (installed by an init
+        container from ``setup.shim_image``) is mounted over ``fusermount`` and ``fusermount3``,
+        so FUSE adapters that fall back to fusermount (libfuse does when it cannot mount) work
+        unmodified; adapters that open ``/dev/fuse`` themselves run under
+        ``/opt/podwright-fuse/fusermount-wrapper``. The shim needs a ``python3`` in the image.
+        Stamps ``podwright.dev/capability-fuse: proxy``; excludes the other FUSE grants, and
+        composes with nested sandboxing.
+        """
+        if not isinstance(setup, FuseProxySetup):
+            raise TypeError(f"setup must be a FuseProxySetup, not {type(setup).__name__}")
+        spec, primary = self._working_copy()
+        annotations = dict(self.annotations or {})
+        action = "grant FUSE through the FUSE proxy"
+        _record_annotation(annotations, FUSE_CAPABILITY_ANNOTATION, FuseGrant.PROXY.value, action)
+        try:
+            apply_fuse_proxy(spec, primary, setup)
+        except FuseProxyPodConflictError as conflict:
+            raise PodTemplateError(f"cannot {action}: {conflict}") from None
         return dataclasses.replace(self, pod_spec=spec, annotations=annotations)
 
     def allow_nested_sandboxing(self) -> PodTemplate:

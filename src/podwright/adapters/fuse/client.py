@@ -1,0 +1,96 @@
+"""The client side of the FUSE proxy: ask the node's daemon to mount, unmount or answer a ping.
+
+Used by the fusermount shim, the wrapper, the ``ping`` probe, the tests and the benchmark. One
+connection per request. A mount request carries the caller's own mount-namespace descriptor,
+which the daemon checks against the namespace it finds from the caller's pid.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+from podwright.adapters.fuse.errors import ProxyRefusedError, TransportError
+from podwright.adapters.fuse.transport import FdTransport
+from podwright.core.fuse_proxy.protocol import (
+    DEFAULT_SOCKET_PATH,
+    SOCKET_ENV,
+    Failed,
+    Mounted,
+    MountRequest,
+    PingRequest,
+    ProtocolError,
+    Reply,
+    Request,
+    UnmountRequest,
+    decode_reply,
+    encode_request,
+)
+
+DEFAULT_TIMEOUT = 30.0
+
+
+def socket_path_from_env(environ: dict[str, str] | os._Environ[str]) -> str:
+    """The daemon's socket: ``$PODWRIGHT_FUSE_PROXY_SOCKET``, else the default path."""
+    return environ.get(SOCKET_ENV) or DEFAULT_SOCKET_PATH
+
+
+class ProxyClient:
+    """Requests to the FUSE proxy daemon listening on ``socket_path``."""
+
+    def __init__(
+        self, socket_path: str = DEFAULT_SOCKET_PATH, timeout: float = DEFAULT_TIMEOUT
+    ) -> None:
+        self.socket_path = socket_path
+        self.timeout = timeout
+
+    def mount(self, mountpoint: str, options: tuple[str, ...] = ()) -> int:
+        """Mount at ``mountpoint``; the mounted ``/dev/fuse`` descriptor, which the caller owns."""
+        namespace = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            reply, fd = self._call(MountRequest(mountpoint, options), namespace)
+        finally:
+            os.close(namespace)
+        if isinstance(reply, Mounted) and fd is not None:
+            return fd
+        raise TransportError(f"the daemon answered a mount with {type(reply).__name__}")
+
+    def unmount(self, mountpoint: str, lazy: bool = False) -> None:
+        """Unmount the caller's FUSE mount at ``mountpoint``."""
+        self._call(UnmountRequest(mountpoint, lazy), None)
+
+    def ping(self) -> None:
+        """Return when the daemon answers; raise when it does not."""
+        self._call(PingRequest(), None)
+
+    def _call(self, request: Request, fd: int | None) -> tuple[Reply, int | None]:
+        deadline = time.monotonic() + self.timeout
+        try:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        except OSError as error:
+            raise TransportError(f"cannot create a unix socket: {error}") from error
+        transport = FdTransport(sock)
+        try:
+            sock.settimeout(self.timeout)
+            try:
+                sock.connect(self.socket_path)
+            except OSError as error:
+                raise TransportError(
+                    f"cannot reach the FUSE proxy at {self.socket_path}: "
+                    f"{error.strerror or error} (is podwright's fuse-proxy DaemonSet running on "
+                    f"this node, and its directory mounted? ${SOCKET_ENV} overrides the path)"
+                ) from error
+            transport.send(encode_request(request, fd_attached=fd is not None), fd, self.timeout)
+            try:
+                frame, received = transport.receive(deadline)
+                reply = decode_reply(frame)
+            except ProtocolError as error:
+                raise TransportError(f"the FUSE proxy sent an invalid reply: {error}") from error
+        finally:
+            transport.close()
+        if isinstance(reply, Failed):
+            if received is not None:
+                os.close(received)
+            raise ProxyRefusedError(reply.errno, reply.message)
+        return reply, received

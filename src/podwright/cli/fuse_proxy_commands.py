@@ -1,0 +1,239 @@
+"""``podwright fuse-proxy``: the node daemon, the fusermount shim and wrapper, and their manifests.
+
+``server`` runs the privileged daemon; ``shim`` and ``wrapper`` are the in-container programs
+(normally run from the bundle that ``install-shim`` writes, which needs only ``python3``);
+``ping`` is the daemon's liveness probe; ``manifests`` prints the DaemonSet and an example pod.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from types import FrameType
+
+import click
+
+from podwright.adapters.documents import dump_yaml
+from podwright.adapters.fuse import shim, wrapper
+from podwright.adapters.fuse.bundle import DEFAULT_INTERPRETER, install_bundle
+from podwright.adapters.fuse.client import ProxyClient
+from podwright.adapters.fuse.errors import FuseProxyError
+from podwright.adapters.fuse.server import FuseProxyServer, ServerConfig
+from podwright.cli.common import BadInput
+from podwright.core.fuse_proxy.manifests import (
+    DEFAULT_MOUNT_PREFIXES,
+    DEFAULT_NAMESPACE,
+    DaemonSetOptions,
+    FuseProxySetup,
+    daemon_manifests,
+)
+from podwright.core.fuse_proxy.mount_policy import ProxyPolicy
+from podwright.core.fuse_proxy.protocol import DEFAULT_SOCKET_DIR, DEFAULT_SOCKET_PATH, SOCKET_ENV
+from podwright.core.pod_template import PodTemplate
+
+_RAW = {"ignore_unknown_options": True, "allow_interspersed_args": False, "help_option_names": []}
+
+
+@click.group("fuse-proxy")
+def fuse_proxy_group() -> None:
+    """FUSE mounts for unprivileged containers, through a privileged per-node daemon."""
+
+
+@fuse_proxy_group.command("server")
+@click.option(
+    "--socket",
+    "socket_path",
+    default=DEFAULT_SOCKET_PATH,
+    show_default=True,
+    help="Unix socket to listen on (its directory is shared with the pods).",
+)
+@click.option(
+    "--allow-prefix",
+    "prefixes",
+    multiple=True,
+    metavar="DIR",
+    help="Mount only strictly below DIR (repeatable). "
+    f"Default: {', '.join(DEFAULT_MOUNT_PREFIXES)}.",
+)
+@click.option("--allow-other", is_flag=True, help="Permit the allow_other mount option.")
+@click.option(
+    "--max-mounts-per-user",
+    type=click.IntRange(min=1),
+    default=1000,
+    show_default=True,
+    help="FUSE mounts one uid may hold in one mount namespace.",
+)
+@click.option(
+    "--request-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=5.0,
+    show_default=True,
+    help="Seconds a client has to send its whole request.",
+)
+@click.option(
+    "--operation-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=10.0,
+    show_default=True,
+    help="Seconds one mount or unmount may take.",
+)
+@click.option("--workers", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--max-connections", type=click.IntRange(min=1), default=256, show_default=True)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+)
+def server_command(
+    *,
+    socket_path: str,
+    prefixes: tuple[str, ...],
+    allow_other: bool,
+    max_mounts_per_user: int,
+    request_timeout: float,
+    operation_timeout: float,
+    workers: int,
+    max_connections: int,
+    log_level: str,
+) -> None:
+    """Run the privileged FUSE proxy daemon (as root, in the node's pid namespace)."""
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        policy = ProxyPolicy(
+            mount_prefixes=prefixes or DEFAULT_MOUNT_PREFIXES,
+            allow_other=allow_other,
+            max_mounts_per_user=max_mounts_per_user,
+        )
+        config = ServerConfig(
+            socket_path=socket_path,
+            policy=policy,
+            request_timeout=request_timeout,
+            operation_timeout=operation_timeout,
+            workers=workers,
+            max_connections=max_connections,
+        )
+    except ValueError as error:
+        raise BadInput(str(error)) from error
+    server = FuseProxyServer(config)
+    try:
+        server.bind()
+    except FuseProxyError as error:
+        server.close()
+        raise click.ClickException(str(error)) from error
+
+    def stop(_number: int, _frame: FrameType | None) -> None:
+        server.shutdown()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        server.serve_forever()
+    finally:
+        server.close()
+
+
+@fuse_proxy_group.command("shim", context_settings=_RAW, add_help_option=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def shim_command(args: tuple[str, ...]) -> None:
+    """fusermount's command line, served by the daemon (see 'shim -h')."""
+    sys.exit(shim.main(["fusermount3", *args]))
+
+
+@fuse_proxy_group.command("wrapper", context_settings=_RAW, add_help_option=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def wrapper_command(args: tuple[str, ...]) -> None:
+    """-m MOUNTPOINT [-o OPTS]... -- CMD ARGS: mount first, run CMD on /dev/fd/N."""
+    sys.exit(wrapper.main(["fusermount-wrapper", *args]))
+
+
+@fuse_proxy_group.command("install-shim")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option(
+    "--interpreter",
+    default=DEFAULT_INTERPRETER,
+    show_default=True,
+    help="The #! line's interpreter (with arguments) in the target image.",
+)
+def install_shim_command(directory: str, interpreter: str) -> None:
+    """Write fusermount, fusermount3 and fusermount-wrapper (one zipapp) into DIRECTORY."""
+    try:
+        paths = install_bundle(directory, interpreter)
+    except ValueError as error:
+        raise BadInput(f"--interpreter: {error}") from error
+    except OSError as error:
+        raise click.ClickException(f"cannot write into {directory}: {error.strerror}") from error
+    for path in paths:
+        click.echo(path)
+
+
+@fuse_proxy_group.command("ping")
+@click.option(
+    "--socket",
+    "socket_path",
+    envvar=SOCKET_ENV,
+    default=DEFAULT_SOCKET_PATH,
+    show_default=True,
+    help=f"The daemon's socket (also ${SOCKET_ENV}).",
+)
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=5.0)
+def ping_command(socket_path: str, timeout: float) -> None:
+    """Exit 0 when the daemon answers (its liveness probe)."""
+    try:
+        ProxyClient(socket_path, timeout).ping()
+    except FuseProxyError as error:
+        raise click.ClickException(str(error)) from error
+    click.echo(f"the FUSE proxy at {socket_path} answers")
+
+
+@fuse_proxy_group.command("manifests")
+@click.option("--image", required=True, help="Image with podwright installed (daemon and shim).")
+@click.option("--namespace", default=DEFAULT_NAMESPACE, show_default=True)
+@click.option("--socket-dir", default=DEFAULT_SOCKET_DIR, show_default=True)
+@click.option(
+    "--allow-prefix",
+    "prefixes",
+    multiple=True,
+    metavar="DIR",
+    help=f"Mount prefixes (repeatable). Default: {', '.join(DEFAULT_MOUNT_PREFIXES)}.",
+)
+@click.option("--allow-other", is_flag=True)
+@click.option("--max-mounts-per-user", type=click.IntRange(min=1), default=1000)
+@click.option(
+    "--example-pod",
+    is_flag=True,
+    help="Also print a pod granted FUSE through the proxy (the pieces every such pod needs).",
+)
+def manifests_command(
+    *,
+    image: str,
+    namespace: str,
+    socket_dir: str,
+    prefixes: tuple[str, ...],
+    allow_other: bool,
+    max_mounts_per_user: int,
+    example_pod: bool,
+) -> None:
+    """Print the daemon's Namespace, ServiceAccount and DaemonSet as YAML."""
+    try:
+        ProxyPolicy(prefixes or DEFAULT_MOUNT_PREFIXES, allow_other, max_mounts_per_user)
+        options = DaemonSetOptions(
+            image=image,
+            namespace=namespace,
+            socket_dir=socket_dir,
+            mount_prefixes=prefixes or DEFAULT_MOUNT_PREFIXES,
+            allow_other=allow_other,
+            max_mounts_per_user=max_mounts_per_user,
+        )
+        documents = daemon_manifests(options)
+        if example_pod:
+            setup = FuseProxySetup(shim_image=image, socket_dir=socket_dir)
+            documents.append(
+                PodTemplate().allow_fuse_via_proxy(setup).to_k8s_pod(name="fuse-proxy-example")
+            )
+    except ValueError as error:
+        raise BadInput(str(error)) from error
+    click.echo("---\n".join(dump_yaml(document) for document in documents), nl=False)
