@@ -91,12 +91,14 @@ class ProxyPolicy:
     def __post_init__(self) -> None:
         if not self.mount_prefixes:
             raise ValueError("mount_prefixes: at least one prefix is needed")
+        trimmed = tuple(prefix.rstrip("/") or "/" for prefix in self.mount_prefixes)
+        object.__setattr__(self, "mount_prefixes", trimmed)
         for prefix in self.mount_prefixes:
+            if prefix == "/":
+                raise ValueError("mount prefix '/' would allow mounting over any directory")
             problem = _path_problem(prefix)
             if problem is not None:
                 raise ValueError(f"mount prefix {prefix!r}: {problem}")
-            if prefix == "/":
-                raise ValueError("mount prefix '/' would allow mounting over any directory")
         if self.max_mounts_per_user < 1:
             raise ValueError(
                 f"max_mounts_per_user must be at least 1, got {self.max_mounts_per_user}"
@@ -127,11 +129,14 @@ class MountPlan:
 
 
 def check_mountpoint(path: str, prefixes: Sequence[str]) -> tuple[str, ...]:
-    """The components of ``path``, a normalized absolute path strictly below one of ``prefixes``."""
+    """The components of ``path``, a normalized absolute path strictly below one of ``prefixes``.
+
+    ``prefixes`` are a :class:`ProxyPolicy`'s: normalized, without a trailing slash.
+    """
     problem = _path_problem(path)
     if problem is not None:
         raise RequestRefusedError(errno.EINVAL, f"mountpoint {path!r}: {problem}")
-    if not any(path.startswith(prefix.rstrip("/") + "/") for prefix in prefixes):
+    if not any(path.startswith(prefix + "/") for prefix in prefixes):
         raise RequestRefusedError(
             errno.EPERM,
             f"mountpoint {path!r} is not below an allowed prefix "

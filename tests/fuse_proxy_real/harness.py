@@ -1,0 +1,316 @@
+"""Real FUSE mounts through the proxy: a daemon process, and callers that are nobody special.
+
+Each caller runs in a new, private mount namespace (``unshare --mount``), where the shim bundle
+is bind-mounted over ``/usr/bin/fusermount3`` (``fusermount`` links to it), then drops to its
+own uid with no capabilities at all and ``no_new_privs`` (``setpriv``). Mounts made for it exist
+only in that namespace, which disappears with its last process; every process of a caller uid
+is killed after each test, so nothing outlives a test even when it fails.
+
+The "desktop" layout gives the caller a world-openable ``/dev/fuse`` node, as desktop
+distributions do: libfuse opens it, its own mount(2) fails for lack of privilege, and it falls
+back to fusermount — the shim. Without it, only adapters that run fusermount themselves (as
+gcsfuse and rclone do) or the wrapper can mount, which is the situation in a pod.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from podwright.adapters.fuse.bundle import install_bundle
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+COMMANDS = ("unshare", "setpriv", "squashfuse", "fuse-zip", "mksquashfs", "mount", "fusermount3")
+CALLER = 40001
+OTHER_CALLER = 40002
+CALLER_UIDS = (CALLER, OTHER_CALLER)
+REQUEST_TIMEOUT = 1.0
+
+
+def require_real_fuse() -> None:
+    """Skip where root, FUSE or namespaces are missing; under CI=true, fail instead."""
+    problems = []
+    if os.geteuid() != 0:
+        problems.append("needs root")
+    if not os.path.exists("/dev/fuse"):
+        problems.append("needs /dev/fuse")
+    problems += [f"needs {command}" for command in COMMANDS if shutil.which(command) is None]
+    if not os.access(SYSTEM_PYTHON, os.X_OK):
+        problems.append(f"needs {SYSTEM_PYTHON} (the callers' interpreter)")
+    if not problems:
+        probe = subprocess.run(["unshare", "--mount", "true"], capture_output=True, check=False)
+        if probe.returncode != 0:
+            problems.append(f"cannot create a mount namespace: {probe.stderr.decode().strip()}")
+    if problems:
+        message = "real FUSE tests: " + "; ".join(problems)
+        if os.environ.get("CI") == "true":
+            pytest.fail(message + " (CI=true: these tests must run, not skip)")
+        pytest.skip(message)
+
+
+class Workspace:
+    """A directory every caller can traverse: the shim bundle, the socket, the mount area."""
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="podwright-fuse-", dir="/tmp"))
+        self.root.chmod(0o755)
+        self.bin = self.root / "bin"
+        install_bundle(str(self.bin), f"{SYSTEM_PYTHON} -I")
+        self.bin.chmod(0o755)
+        self.socket = self.root / "run" / "proxy.sock"
+        self.area = self.root / "area"
+        self.area.mkdir(mode=0o755)
+        self.area.chmod(0o755)
+        self.outside = self.root / "outside"
+        self.outside.mkdir()
+        self.outside.chmod(0o755)
+        self.scripts = self.root / "scripts"
+        self.scripts.mkdir()
+        self.scripts.chmod(0o755)
+        self.devnode = self.root / "devnode"
+        self.devnode.mkdir()
+        self._build_images()
+
+    def _build_images(self) -> None:
+        source = self.root / "image-source"
+        (source / "docs").mkdir(parents=True)
+        (source / "hello.txt").write_text("hello from squashfs\n")
+        (source / "docs" / "big.bin").write_bytes(os.urandom(256 * 1024))
+        self.squashfs = self.root / "image.sqfs"
+        subprocess.run(
+            ["mksquashfs", str(source), str(self.squashfs), "-quiet", "-noappend"],
+            check=True,
+            capture_output=True,
+        )
+        self.squashfs.chmod(0o644)
+
+    def owned_dir(self, name: str, uid: int = CALLER, parent: Path | None = None) -> Path:
+        """A fresh directory ``name`` in the mount area (or ``parent``), owned by ``uid``."""
+        path = (parent or self.area) / name
+        path.mkdir()
+        os.chown(path, uid, uid)
+        return path
+
+    def script(self, name: str, text: str) -> Path:
+        path = self.scripts / name
+        path.write_text(text)
+        path.chmod(0o644)
+        return path
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+class Daemon:
+    """``podwright fuse-proxy server`` in its own process, with small timeouts."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+        self.log = workspace.root / "daemon.log"
+        command = [
+            sys.executable, "-m", "podwright", "fuse-proxy", "server",
+            "--socket", str(workspace.socket),
+            "--allow-prefix", str(workspace.area),
+            "--request-timeout", str(REQUEST_TIMEOUT),
+            "--operation-timeout", "5",
+            "--workers", "4",
+            "--max-connections", "256",
+        ]  # fmt: skip
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        self.pid = self.process.pid
+        deadline = time.monotonic() + 60
+        while not self.answers():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the daemon did not start:\n{self.log.read_text()}")
+            time.sleep(0.05)
+
+    def answers(self) -> bool:
+        from podwright.adapters.fuse.client import ProxyClient
+        from podwright.adapters.fuse.errors import FuseProxyError
+
+        try:
+            ProxyClient(str(self.workspace.socket), timeout=5).ping()
+        except FuseProxyError:
+            return False
+        return True
+
+    def fd_count(self) -> int:
+        return len(os.listdir(f"/proc/{self.pid}/fd"))
+
+    def children(self) -> list[int]:
+        found: list[int] = []
+        for task in os.listdir(f"/proc/{self.pid}/task"):
+            with contextlib.suppress(FileNotFoundError):
+                found += [int(pid) for pid in Path(f"/proc/{self.pid}/task/{task}/children").read_text().split()]
+        return found
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def processes_of(uid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if os.stat(f"/proc/{entry}").st_uid == uid:
+                found.append(int(entry))
+    return found
+
+
+def kill_callers() -> None:
+    """SIGKILL every process of the callers' uids, and wait until they are gone."""
+    deadline = time.monotonic() + 10
+    while True:
+        remaining = [pid for uid in CALLER_UIDS for pid in processes_of(uid)]
+        if not remaining:
+            return
+        for pid in remaining:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"caller processes survive SIGKILL: {remaining}")
+        time.sleep(0.05)
+
+
+DESKTOP_DEV_FUSE = """
+mount -t tmpfs -o mode=755 tmpfs {devnode}
+mknod -m 666 {devnode}/fuse c 10 229
+mount --bind {devnode}/fuse /dev/fuse
+"""
+
+
+def as_caller(
+    workspace: Workspace,
+    script: str,
+    *,
+    uid: int = CALLER,
+    root_setup: str = "",
+    desktop_dev_fuse: bool = False,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[str]:
+    """Run the shell ``script`` as ``uid`` without capabilities in a new private mount namespace.
+
+    ``root_setup`` runs first, as root, inside the namespace; ``$AS_CALLER`` there is the command
+    prefix that drops to a caller (``$AS_CALLER sh -c ...``), for setups with several users.
+    """
+    caller_script = workspace.script(f"caller-{time.monotonic_ns()}.sh", "set -u\n" + script)
+    drop = (
+        "setpriv --reuid {uid} --regid {uid} --clear-groups --inh-caps=-all "
+        "--bounding-set=-all --no-new-privs --"
+    )
+    root_part = "\n".join(
+        [
+            "set -eu",
+            f"mount --bind {workspace.bin}/fusermount3 /usr/bin/fusermount3",
+            DESKTOP_DEV_FUSE.format(devnode=workspace.devnode) if desktop_dev_fuse else "",
+            f'AS_CALLER="{drop.format(uid=uid)}"',
+            f'AS_OTHER="{drop.format(uid=OTHER_CALLER)}"',
+            root_setup,
+            f"exec $AS_CALLER sh {caller_script}",
+        ]
+    )
+    env = {
+        "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+        "PODWRIGHT_FUSE_PROXY_SOCKET": str(workspace.socket),
+        "BUNDLE": str(workspace.bin / "fusermount3"),
+        "AREA": str(workspace.area),
+        "IMAGE": str(workspace.squashfs),
+        "SCRIPTS": str(workspace.scripts),
+        "LC_ALL": "C.UTF-8",
+    }
+    try:
+        return subprocess.run(
+            ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", root_part],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    finally:
+        kill_callers()
+
+
+CLIENT_SCRIPT = """
+import json, os, socket, sys
+sys.path.insert(0, os.environ["BUNDLE"])
+from podwright.adapters.fuse.client import ProxyClient
+from podwright.adapters.fuse.errors import FuseProxyError, ProxyRefusedError
+
+def result(call):
+    try:
+        value = call()
+    except ProxyRefusedError as error:
+        return {"errno": error.errno, "message": error.message}
+    except FuseProxyError as error:
+        return {"error": str(error)}
+    return {"ok": True, "value": value if isinstance(value, (int, str, type(None))) else None}
+"""
+
+
+def client_call(workspace: Workspace, code: str, **options: Any) -> Any:
+    """Run Python ``code`` (with :data:`CLIENT_SCRIPT` in scope) as a caller; its JSON output."""
+    program = workspace.script(f"client-{time.monotonic_ns()}.py", CLIENT_SCRIPT + code)
+    completed = as_caller(workspace, f"{SYSTEM_PYTHON} -I {program}", **options)
+    lines = completed.stdout.strip().splitlines()
+    assert lines, f"no output; stderr:\n{completed.stderr}"
+    return json.loads(lines[-1])
+
+
+def raw_exchange(socket_path: Path, data: bytes, wait: float = 5) -> bytes:
+    """Send ``data`` as root and read whatever comes back until the daemon closes."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(wait)
+        sock.connect(str(socket_path))
+        if data:
+            sock.sendall(data)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+        return received
+
+
+def mounts_below(path: Path, mountinfo: str = "/proc/self/mountinfo") -> list[str]:
+    with open(mountinfo) as file:
+        return [line for line in file if f" {path}/" in line or f" {path} " in line]
+
+
+@contextlib.contextmanager
+def daemon_checked(daemon: Daemon, baseline_fds: int) -> Iterator[None]:
+    """After the body: the daemon still answers, its fds are back to baseline, no child runs."""
+    yield
+    deadline = time.monotonic() + 10
+    while True:
+        answers = daemon.answers()
+        fds, children = daemon.fd_count(), daemon.children()
+        if answers and fds <= baseline_fds and not children:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"daemon answers={answers}, fds={fds} (baseline {baseline_fds}), children={children}"
+                f"\n{daemon.log.read_text()[-3000:]}"
+            )
+        time.sleep(0.1)
