@@ -6,7 +6,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.fuse_proxy_real.harness import Daemon, Workspace, daemon_checked, kill_callers, mounts_below, require_real_fuse
+from tests.fuse_proxy_real.harness import (
+    Daemon,
+    Workspace,
+    daemon_checked,
+    kill_callers,
+    mounts_below,
+    require_real_fuse,
+)
 
 
 @pytest.fixture(scope="module")

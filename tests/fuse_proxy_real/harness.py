@@ -156,7 +156,10 @@ class Daemon:
         found: list[int] = []
         for task in os.listdir(f"/proc/{self.pid}/task"):
             with contextlib.suppress(FileNotFoundError):
-                found += [int(pid) for pid in Path(f"/proc/{self.pid}/task/{task}/children").read_text().split()]
+                found += [
+                    int(pid)
+                    for pid in Path(f"/proc/{self.pid}/task/{task}/children").read_text().split()
+                ]
         return found
 
     def stop(self) -> None:

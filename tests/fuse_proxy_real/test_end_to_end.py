@@ -15,7 +15,9 @@ mounted() { grep -c " $1 " /proc/self/mountinfo || true; }
 """
 
 
-def test_squashfuse_mounts_through_libfuse3s_fallback_to_the_shim(workspace: Workspace, daemon: Daemon) -> None:
+def test_squashfuse_mounts_through_libfuse3s_fallback_to_the_shim(
+    workspace: Workspace, daemon: Daemon
+) -> None:
     mountpoint = workspace.owned_dir("squash")
     result = as_caller(
         workspace,
@@ -38,11 +40,16 @@ echo "mounts left $(mounted {mountpoint})"
     assert result.returncode == 0, result.stderr
     assert out.startswith(f"{CALLER}\nCapEff:\t0000000000000000\n")
     assert "hello from squashfs" in out
-    assert f"{mountpoint} rw,nosuid,nodev,relatime - fuse.squashfuse squashfuse rw,user_id={CALLER},group_id={CALLER}" in out
+    assert (
+        f"{mountpoint} rw,nosuid,nodev,relatime - fuse.squashfuse squashfuse rw,user_id={CALLER},group_id={CALLER}"
+        in out
+    )
     assert "unmount status 0\nadapter status 0\nmounts left 0" in out
 
 
-def test_fuse_zip_reads_and_writes_through_libfuse2s_fusermount(workspace: Workspace, daemon: Daemon) -> None:
+def test_fuse_zip_reads_and_writes_through_libfuse2s_fusermount(
+    workspace: Workspace, daemon: Daemon
+) -> None:
     mountpoint = workspace.owned_dir("zip")
     archive = workspace.owned_dir("archives", parent=workspace.outside) / "data.zip"
     with zipfile.ZipFile(archive, "w") as bundle:
@@ -69,7 +76,10 @@ echo "mounts left $(mounted {mountpoint})"
         desktop_dev_fuse=True,
     )
     assert result.returncode == 0, result.stderr
-    assert "zipped words\nwritten through FUSE\nunmount status 0\nadapter status 0\nmounts left 0" in result.stdout
+    assert (
+        "zipped words\nwritten through FUSE\nunmount status 0\nadapter status 0\nmounts left 0"
+        in result.stdout
+    )
     with zipfile.ZipFile(archive) as bundle:
         assert bundle.read("new.txt") == b"written through FUSE\n"
         assert "folder/" in bundle.namelist()
@@ -95,7 +105,9 @@ os.execvp("squashfuse", ["squashfuse", "-f", image, f"/dev/fd/{fd}"])
 """
 
 
-def test_an_adapter_that_runs_fusermount_itself_needs_no_dev_fuse_at_all(workspace: Workspace, daemon: Daemon) -> None:
+def test_an_adapter_that_runs_fusermount_itself_needs_no_dev_fuse_at_all(
+    workspace: Workspace, daemon: Daemon
+) -> None:
     mountpoint = workspace.owned_dir("gostyle")
     adapter = workspace.script("go_style_adapter.py", GO_STYLE_ADAPTER)
     result = as_caller(
@@ -116,11 +128,16 @@ wait $adapter; echo "adapter status $?"
     assert result.returncode == 0, result.stderr
     assert "the caller can open" not in result.stdout
     assert "hello from squashfs\nbig file reads\n" in result.stdout
-    assert f"{mountpoint} ro,nosuid,nodev,relatime - fuse.squashfuse image ro,user_id={CALLER}" in result.stdout
+    assert (
+        f"{mountpoint} ro,nosuid,nodev,relatime - fuse.squashfuse image ro,user_id={CALLER}"
+        in result.stdout
+    )
     assert "unmount status 0\nadapter status 0" in result.stdout
 
 
-def test_the_wrapper_mounts_first_and_runs_the_adapter_on_the_fd(workspace: Workspace, daemon: Daemon) -> None:
+def test_the_wrapper_mounts_first_and_runs_the_adapter_on_the_fd(
+    workspace: Workspace, daemon: Daemon
+) -> None:
     mountpoint = workspace.owned_dir("wrapped")
     result = as_caller(
         workspace,
@@ -141,11 +158,15 @@ echo "mounts left $(mounted {mountpoint})"
     assert "hello from squashfs" in out
     assert "fd " in out
     assert ": /dev/fd/" in out
-    assert f"{mountpoint} ro,nosuid,nodev,noexec,relatime - fuse /dev/fuse ro,user_id={CALLER}" in out
+    assert (
+        f"{mountpoint} ro,nosuid,nodev,noexec,relatime - fuse /dev/fuse ro,user_id={CALLER}" in out
+    )
     assert "mounts left 0" in out
 
 
-def test_the_wrapper_reports_a_command_it_cannot_run_and_unmounts(workspace: Workspace, daemon: Daemon) -> None:
+def test_the_wrapper_reports_a_command_it_cannot_run_and_unmounts(
+    workspace: Workspace, daemon: Daemon
+) -> None:
     mountpoint = workspace.owned_dir("wrapped-missing")
     result = as_caller(
         workspace,
@@ -156,11 +177,15 @@ echo "wrapper status $?"
 echo "mounts left $(mounted {mountpoint})"
 """,
     )
-    assert "fusermount-wrapper: cannot run no-such-adapter: No such file or directory" in result.stderr
+    assert (
+        "fusermount-wrapper: cannot run no-such-adapter: No such file or directory" in result.stderr
+    )
     assert "wrapper status 127\nmounts left 0" in result.stdout
 
 
-def test_auto_unmount_removes_the_mount_when_the_adapter_is_killed(workspace: Workspace, daemon: Daemon) -> None:
+def test_auto_unmount_removes_the_mount_when_the_adapter_is_killed(
+    workspace: Workspace, daemon: Daemon
+) -> None:
     mountpoint = workspace.owned_dir("auto")
     result = as_caller(
         workspace,
@@ -180,7 +205,9 @@ echo "mounts left $(mounted {mountpoint})"
     assert "mounted 1\nmounts left 0" in result.stdout
 
 
-def test_refusals_reach_the_adapter_as_fusermount_errors(workspace: Workspace, daemon: Daemon) -> None:
+def test_refusals_reach_the_adapter_as_fusermount_errors(
+    workspace: Workspace, daemon: Daemon
+) -> None:
     elsewhere = workspace.owned_dir("not-in-the-area", parent=workspace.outside)
     result = as_caller(
         workspace,
@@ -194,7 +221,10 @@ fusermount3 --bogus; echo "usage status $?"
 """,
         desktop_dev_fuse=True,
     )
-    assert f"fusermount3: mountpoint '{elsewhere}' is not below an allowed prefix ({workspace.area})" in result.stderr
+    assert (
+        f"fusermount3: mountpoint '{elsewhere}' is not below an allowed prefix ({workspace.area})"
+        in result.stderr
+    )
     assert "adapter status 0" not in result.stdout
     assert "unmount status 1" in result.stdout
     assert "fusermount3 version: podwright fuse-proxy shim, protocol 1" in result.stdout

@@ -12,7 +12,13 @@ import pytest
 
 from podwright.adapters.fuse.errors import TransportError
 from podwright.adapters.fuse.transport import FdTransport, PeerClosedError
-from podwright.core.fuse_proxy.protocol import MountRequest, PingRequest, ProtocolError, decode_request, encode_request
+from podwright.core.fuse_proxy.protocol import (
+    MountRequest,
+    PingRequest,
+    ProtocolError,
+    decode_request,
+    encode_request,
+)
 
 
 def open_fds() -> set[int]:
@@ -34,10 +40,14 @@ def soon() -> float:
     return time.monotonic() + 5
 
 
-def test_a_frame_and_its_descriptor_arrive_together(pair: tuple[socket.socket, FdTransport]) -> None:
+def test_a_frame_and_its_descriptor_arrive_together(
+    pair: tuple[socket.socket, FdTransport],
+) -> None:
     left, receiver = pair
     read_end, write_end = os.pipe()
-    FdTransport(left).send(encode_request(MountRequest("/mnt/x", ("ro",)), fd_attached=True), read_end)
+    FdTransport(left).send(
+        encode_request(MountRequest("/mnt/x", ("ro",)), fd_attached=True), read_end
+    )
     frame, fd = receiver.receive(soon())
     assert decode_request(frame) == MountRequest("/mnt/x", ("ro",))
     assert fd is not None
@@ -49,7 +59,9 @@ def test_a_frame_and_its_descriptor_arrive_together(pair: tuple[socket.socket, F
         os.close(descriptor)
 
 
-def test_a_frame_sent_one_byte_at_a_time_is_reassembled(pair: tuple[socket.socket, FdTransport]) -> None:
+def test_a_frame_sent_one_byte_at_a_time_is_reassembled(
+    pair: tuple[socket.socket, FdTransport],
+) -> None:
     left, receiver = pair
     for byte in encode_request(PingRequest()):
         left.send(bytes([byte]))

@@ -19,7 +19,10 @@ from podwright.core.fuse_proxy.fusermount_cli import (
     ("args", "command"),
     [
         # libfuse3's fuse_mount_fusermount
-        (["-o", "rw,nosuid,nodev,subtype=squashfuse", "--", "/mnt/x"], Mount("/mnt/x", ("rw", "nosuid", "nodev", "subtype=squashfuse"), False, False)),
+        (
+            ["-o", "rw,nosuid,nodev,subtype=squashfuse", "--", "/mnt/x"],
+            Mount("/mnt/x", ("rw", "nosuid", "nodev", "subtype=squashfuse"), False, False),
+        ),
         # libfuse's unmount
         (["-u", "-q", "-z", "--", "/mnt/x"], Unmount("/mnt/x", lazy=True, quiet=True)),
         (["-uqz", "/mnt/x"], Unmount("/mnt/x", lazy=True, quiet=True)),
@@ -27,7 +30,10 @@ from podwright.core.fuse_proxy.fusermount_cli import (
         (["-u", "/mnt/x"], Unmount("/mnt/x", lazy=False, quiet=False)),
         # attached and long forms of -o; all -o are kept
         (["-oro", "-o", "allow_other", "/m"], Mount("/m", ("ro", "allow_other"), False, False)),
-        (["--options=ro", "--options", "noexec", "/m"], Mount("/m", ("ro", "noexec"), False, False)),
+        (
+            ["--options=ro", "--options", "noexec", "/m"],
+            Mount("/m", ("ro", "noexec"), False, False),
+        ),
         (["-qo", "ro,,", "/m"], Mount("/m", ("ro",), False, True)),
         # auto_unmount, in -o or as libfuse3's setup_auto_unmount asks for it
         (["-o", "ro,auto_unmount", "/m"], Mount("/m", ("ro", "auto_unmount"), True, False)),

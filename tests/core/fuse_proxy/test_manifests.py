@@ -6,7 +6,14 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from kubernetes.client import V1Container, V1EnvVar, V1PodSpec, V1SecurityContext, V1Volume, V1VolumeMount
+from kubernetes.client import (
+    V1Container,
+    V1EnvVar,
+    V1PodSpec,
+    V1SecurityContext,
+    V1Volume,
+    V1VolumeMount,
+)
 
 from podwright.cli.main import cli
 from podwright.core.fuse_proxy.manifests import (
@@ -22,7 +29,9 @@ SETUP = FuseProxySetup(shim_image=IMAGE)
 
 
 def test_the_daemon_manifests_are_schema_valid_and_privileged_only_where_needed() -> None:
-    documents = daemon_manifests(DaemonSetOptions(image=IMAGE, mount_prefixes=("/mnt", "/data"), allow_other=True))
+    documents = daemon_manifests(
+        DaemonSetOptions(image=IMAGE, mount_prefixes=("/mnt", "/data"), allow_other=True)
+    )
     assert [doc["kind"] for doc in documents] == ["Namespace", "ServiceAccount", "DaemonSet"]
     for document in documents:
         assert schema_errors(document) == []
@@ -34,10 +43,25 @@ def test_the_daemon_manifests_are_schema_valid_and_privileged_only_where_needed(
     (container,) = pod["containers"]
     assert container["securityContext"] == {"privileged": True}
     assert container["command"] == [
-        "podwright", "fuse-proxy", "server", "--socket", "/var/run/fusermount/podwright-fuse-proxy.sock",
-        "--allow-prefix", "/mnt", "--allow-prefix", "/data", "--max-mounts-per-user", "1000", "--allow-other",
+        "podwright",
+        "fuse-proxy",
+        "server",
+        "--socket",
+        "/var/run/fusermount/podwright-fuse-proxy.sock",
+        "--allow-prefix",
+        "/mnt",
+        "--allow-prefix",
+        "/data",
+        "--max-mounts-per-user",
+        "1000",
+        "--allow-other",
     ]
-    assert pod["volumes"] == [{"name": "podwright-fuse-proxy-socket", "hostPath": {"path": "/var/run/fusermount", "type": "DirectoryOrCreate"}}]
+    assert pod["volumes"] == [
+        {
+            "name": "podwright-fuse-proxy-socket",
+            "hostPath": {"path": "/var/run/fusermount", "type": "DirectoryOrCreate"},
+        }
+    ]
     assert container["livenessProbe"]["exec"]["command"][:3] == ["podwright", "fuse-proxy", "ping"]
 
 
@@ -53,19 +77,41 @@ def test_the_proxy_grant_gives_no_privilege_no_capability_and_no_device() -> Non
     (primary,) = pod["spec"]["containers"]
     assert "securityContext" not in primary
     assert "resources" not in primary
-    assert primary["env"] == [{"name": "PODWRIGHT_FUSE_PROXY_SOCKET", "value": "/var/run/fusermount/podwright-fuse-proxy.sock"}]
+    assert primary["env"] == [
+        {
+            "name": "PODWRIGHT_FUSE_PROXY_SOCKET",
+            "value": "/var/run/fusermount/podwright-fuse-proxy.sock",
+        }
+    ]
     assert primary["volumeMounts"] == [
-        {"name": "podwright-fuse-proxy-socket", "mountPath": "/var/run/fusermount", "readOnly": True},
+        {
+            "name": "podwright-fuse-proxy-socket",
+            "mountPath": "/var/run/fusermount",
+            "readOnly": True,
+        },
         {"name": "podwright-fuse-shim", "mountPath": "/opt/podwright-fuse", "readOnly": True},
-        {"name": "podwright-fuse-shim", "mountPath": "/usr/bin/fusermount", "subPath": "fusermount", "readOnly": True},
-        {"name": "podwright-fuse-shim", "mountPath": "/usr/bin/fusermount3", "subPath": "fusermount3", "readOnly": True},
+        {
+            "name": "podwright-fuse-shim",
+            "mountPath": "/usr/bin/fusermount",
+            "subPath": "fusermount",
+            "readOnly": True,
+        },
+        {
+            "name": "podwright-fuse-shim",
+            "mountPath": "/usr/bin/fusermount3",
+            "subPath": "fusermount3",
+            "readOnly": True,
+        },
     ]
     (installer,) = pod["spec"]["initContainers"]
     assert installer["command"] == ["podwright", "fuse-proxy", "install-shim", "/shim"]
     assert installer["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert installer["securityContext"]["runAsNonRoot"] is True
     volumes = {volume["name"]: volume for volume in pod["spec"]["volumes"]}
-    assert volumes["podwright-fuse-proxy-socket"]["hostPath"] == {"path": "/var/run/fusermount", "type": "Directory"}
+    assert volumes["podwright-fuse-proxy-socket"]["hostPath"] == {
+        "path": "/var/run/fusermount",
+        "type": "Directory",
+    }
     assert "/dev/fuse" not in str(pod)
 
 
@@ -77,7 +123,10 @@ def test_the_proxy_grant_is_idempotent_and_composes_with_nested_sandboxing() -> 
 
 
 def test_the_proxy_grant_keeps_existing_init_containers_after_its_installer() -> None:
-    spec = V1PodSpec(containers=[V1Container(name="main", image="x")], init_containers=[V1Container(name="fetch", image="y")])
+    spec = V1PodSpec(
+        containers=[V1Container(name="main", image="x")],
+        init_containers=[V1Container(name="fetch", image="y")],
+    )
     pod = pod_of(PodTemplate.from_spec(spec).allow_fuse_via_proxy(SETUP))
     assert [c["name"] for c in pod["spec"]["initContainers"]] == ["podwright-fuse-shim", "fetch"]
 
@@ -85,27 +134,62 @@ def test_the_proxy_grant_keeps_existing_init_containers_after_its_installer() ->
 @pytest.mark.parametrize(
     ("template", "message"),
     [
-        (PodTemplate().allow_fuse(), "annotation podwright.dev/capability-fuse is already 'device-plugin'"),
+        (
+            PodTemplate().allow_fuse(),
+            "annotation podwright.dev/capability-fuse is already 'device-plugin'",
+        ),
         (PodTemplate().allow_fuse(privileged=True), "is already 'privileged'"),
         (
-            PodTemplate.from_spec(V1PodSpec(containers=[V1Container(name="primary", volume_mounts=[V1VolumeMount(name="tools", mount_path="/usr/bin/fusermount3")])])),
+            PodTemplate.from_spec(
+                V1PodSpec(
+                    containers=[
+                        V1Container(
+                            name="primary",
+                            volume_mounts=[
+                                V1VolumeMount(name="tools", mount_path="/usr/bin/fusermount3")
+                            ],
+                        )
+                    ]
+                )
+            ),
             "already mounts volume 'tools' at /usr/bin/fusermount3",
         ),
         (
-            PodTemplate.from_spec(V1PodSpec(containers=[V1Container(name="primary")], volumes=[V1Volume(name="podwright-fuse-shim")])),
+            PodTemplate.from_spec(
+                V1PodSpec(
+                    containers=[V1Container(name="primary")],
+                    volumes=[V1Volume(name="podwright-fuse-shim")],
+                )
+            ),
             "already has a volume named 'podwright-fuse-shim'",
         ),
         (
-            PodTemplate.from_spec(V1PodSpec(containers=[V1Container(name="primary", env=[V1EnvVar(name="PODWRIGHT_FUSE_PROXY_SOCKET", value="/elsewhere")])])),
+            PodTemplate.from_spec(
+                V1PodSpec(
+                    containers=[
+                        V1Container(
+                            name="primary",
+                            env=[V1EnvVar(name="PODWRIGHT_FUSE_PROXY_SOCKET", value="/elsewhere")],
+                        )
+                    ]
+                )
+            ),
             "already sets PODWRIGHT_FUSE_PROXY_SOCKET",
         ),
         (
-            PodTemplate.from_spec(V1PodSpec(containers=[V1Container(name="primary")], init_containers=[V1Container(name="podwright-fuse-shim", image="other")])),
+            PodTemplate.from_spec(
+                V1PodSpec(
+                    containers=[V1Container(name="primary")],
+                    init_containers=[V1Container(name="podwright-fuse-shim", image="other")],
+                )
+            ),
             "init container named 'podwright-fuse-shim' that is not the FUSE proxy's",
         ),
     ],
 )
-def test_the_proxy_grant_refuses_what_it_would_override(template: PodTemplate, message: str) -> None:
+def test_the_proxy_grant_refuses_what_it_would_override(
+    template: PodTemplate, message: str
+) -> None:
     with pytest.raises(PodTemplateError, match=message):
         template.allow_fuse_via_proxy(SETUP)
 
@@ -116,17 +200,33 @@ def test_other_fuse_grants_refuse_after_the_proxy_grant() -> None:
 
 
 def test_the_proxy_grant_composes_with_a_pinned_unprivileged_context() -> None:
-    spec = V1PodSpec(containers=[V1Container(name="primary", security_context=V1SecurityContext(privileged=False, run_as_non_root=True))])
+    spec = V1PodSpec(
+        containers=[
+            V1Container(
+                name="primary",
+                security_context=V1SecurityContext(privileged=False, run_as_non_root=True),
+            )
+        ]
+    )
     pod = pod_of(PodTemplate.from_spec(spec).allow_fuse_via_proxy(SETUP))
-    assert pod["spec"]["containers"][0]["securityContext"] == {"privileged": False, "runAsNonRoot": True}
+    assert pod["spec"]["containers"][0]["securityContext"] == {
+        "privileged": False,
+        "runAsNonRoot": True,
+    }
 
 
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
         ({"shim_image": ""}, "shim_image must be an image reference"),
-        ({"shim_image": IMAGE, "socket_dir": "run/x"}, "socket_dir: 'run/x' must be a normalized absolute path"),
-        ({"shim_image": IMAGE, "fusermount_paths": ("/usr/bin/../fusermount",)}, "fusermount_paths"),
+        (
+            {"shim_image": IMAGE, "socket_dir": "run/x"},
+            "socket_dir: 'run/x' must be a normalized absolute path",
+        ),
+        (
+            {"shim_image": IMAGE, "fusermount_paths": ("/usr/bin/../fusermount",)},
+            "fusermount_paths",
+        ),
         ({"shim_image": IMAGE, "fusermount_paths": ()}, "at least one path"),
     ],
 )
@@ -138,7 +238,10 @@ def test_a_setup_is_checked(arguments: dict[str, Any], message: str) -> None:
 def test_the_manifests_command_prints_valid_yaml_documents() -> None:
     import yaml
 
-    result = CliRunner().invoke(cli, ["fuse-proxy", "manifests", "--image", IMAGE, "--allow-prefix", "/data", "--example-pod"])
+    result = CliRunner().invoke(
+        cli,
+        ["fuse-proxy", "manifests", "--image", IMAGE, "--allow-prefix", "/data", "--example-pod"],
+    )
     assert result.exit_code == 0, result.output
     documents = list(yaml.safe_load_all(result.output))
     assert [doc["kind"] for doc in documents] == ["Namespace", "ServiceAccount", "DaemonSet", "Pod"]
@@ -147,6 +250,8 @@ def test_the_manifests_command_prints_valid_yaml_documents() -> None:
 
 
 def test_the_manifests_command_names_a_bad_prefix() -> None:
-    result = CliRunner().invoke(cli, ["fuse-proxy", "manifests", "--image", IMAGE, "--allow-prefix", "/"])
+    result = CliRunner().invoke(
+        cli, ["fuse-proxy", "manifests", "--image", IMAGE, "--allow-prefix", "/"]
+    )
     assert result.exit_code == 2
     assert "mount prefix '/' would allow mounting over any directory" in result.output

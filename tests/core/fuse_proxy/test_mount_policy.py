@@ -35,7 +35,9 @@ POLICY = ProxyPolicy(mount_prefixes=("/mnt", "/home/"))
         ("/home/alice/bucket", ("home", "alice", "bucket")),
     ],
 )
-def test_normalized_paths_below_a_prefix_are_accepted(path: str, components: tuple[str, ...]) -> None:
+def test_normalized_paths_below_a_prefix_are_accepted(
+    path: str, components: tuple[str, ...]
+) -> None:
     assert check_mountpoint(path, POLICY.mount_prefixes) == components
 
 
@@ -57,7 +59,9 @@ def test_normalized_paths_below_a_prefix_are_accepted(path: str, components: tup
     ],
 )
 def test_other_mountpoints_are_refused(path: str, code: int, message: str) -> None:
-    with pytest.raises(RequestRefusedError, match=message.replace("(", r"\(").replace(")", r"\)")) as refused:
+    with pytest.raises(
+        RequestRefusedError, match=message.replace("(", r"\(").replace(")", r"\)")
+    ) as refused:
         check_mountpoint(path, POLICY.mount_prefixes)
     assert refused.value.errno == code
 
@@ -114,11 +118,15 @@ def test_later_flag_options_win_like_mount_8() -> None:
 
 
 def test_allow_other_needs_the_daemons_consent() -> None:
-    with pytest.raises(RequestRefusedError, match="'allow_other' is not allowed by this FUSE proxy") as refused:
+    with pytest.raises(
+        RequestRefusedError, match="'allow_other' is not allowed by this FUSE proxy"
+    ) as refused:
         plan_mount(["allow_other"], POLICY, 1, 1)
     assert refused.value.errno == errno.EPERM
     permissive = ProxyPolicy(("/mnt",), allow_other=True)
-    assert plan_mount(["allow_root", "allow_other"], permissive, 1, 1).kernel_options == ("allow_other",)
+    assert plan_mount(["allow_root", "allow_other"], permissive, 1, 1).kernel_options == (
+        "allow_other",
+    )
 
 
 @pytest.mark.parametrize(
@@ -141,13 +149,22 @@ def test_allow_other_needs_the_daemons_consent() -> None:
         ("subtype=s3/fs", errno.EINVAL, "1 to 64 letters, digits"),
     ],
 )
-def test_options_off_the_allowlist_are_refused_by_name(option: str, code: int, message: str) -> None:
+def test_options_off_the_allowlist_are_refused_by_name(
+    option: str, code: int, message: str
+) -> None:
     with pytest.raises(RequestRefusedError, match=message) as refused:
         plan_mount(["rw", option], POLICY, 1, 1)
     assert refused.value.errno == code
 
 
-@given(st.lists(st.sampled_from(["ro", "rw", "nosuid", "nodev", "exec", "noexec", "sync", "relatime", "dirsync"]), max_size=8))
+@given(
+    st.lists(
+        st.sampled_from(
+            ["ro", "rw", "nosuid", "nodev", "exec", "noexec", "sync", "relatime", "dirsync"]
+        ),
+        max_size=8,
+    )
+)
 def test_no_option_list_ever_drops_nosuid_or_nodev(options: list[str]) -> None:
     flags = plan_mount(options, POLICY, 1, 1).flags
     assert flags & MS_NOSUID
@@ -168,7 +185,15 @@ def test_mountinfo_is_read_with_its_escapes_and_optional_fields() -> None:
     entries = parse_mountinfo(MOUNTINFO)
     assert [entry.mount_point for entry in entries][3:5] == ["/mnt/theirs", "/mnt/mine/with space"]
     rclone = entries[4]
-    assert rclone == MountEntry(43, 41, (0, 42), "/mnt/mine/with space", "fuse.rclone", "remote:x", ("rw", "user_id=1000", "group_id=1000", "allow_other"))
+    assert rclone == MountEntry(
+        43,
+        41,
+        (0, 42),
+        "/mnt/mine/with space",
+        "fuse.rclone",
+        "remote:x",
+        ("rw", "user_id=1000", "group_id=1000", "allow_other"),
+    )
     assert (rclone.is_fuse, rclone.user_id) == (True, 1000)
     assert (entries[1].is_fuse, entries[1].user_id) == (False, None)
     assert entries[6].is_fuse is False
@@ -184,11 +209,18 @@ def test_malformed_mountinfo_names_its_line() -> None:
     [
         ("/mnt/nowhere", 1000, errno.EINVAL, "/mnt/nowhere: not mounted"),
         ("/", 1000, errno.EPERM, "not a FUSE mount \\(ext4\\)"),
-        ("/mnt/theirs", 1000, errno.EPERM, "mounted by user 2000, not by user 1000; only the owner"),
+        (
+            "/mnt/theirs",
+            1000,
+            errno.EPERM,
+            "mounted by user 2000, not by user 1000; only the owner",
+        ),
         ("/mnt/blk", 1000, errno.EPERM, "not a FUSE mount \\(fuseblk\\)"),
     ],
 )
-def test_only_the_owners_fuse_mounts_can_be_unmounted(path: str, uid: int, code: int, message: str) -> None:
+def test_only_the_owners_fuse_mounts_can_be_unmounted(
+    path: str, uid: int, code: int, message: str
+) -> None:
     with pytest.raises(RequestRefusedError, match=message) as refused:
         find_unmount_target(parse_mountinfo(MOUNTINFO), path, uid)
     assert refused.value.errno == code
@@ -203,6 +235,9 @@ def test_the_top_of_a_mount_stack_is_what_an_unmount_removes() -> None:
 def test_a_user_at_the_mount_limit_is_refused() -> None:
     entries = parse_mountinfo(MOUNTINFO)
     check_mount_quota(entries, 1000, ProxyPolicy(("/mnt",), max_mounts_per_user=4))
-    with pytest.raises(RequestRefusedError, match="too many FUSE file systems mounted by user 1000 \\(3\\); this FUSE proxy allows 3") as refused:
+    with pytest.raises(
+        RequestRefusedError,
+        match="too many FUSE file systems mounted by user 1000 \\(3\\); this FUSE proxy allows 3",
+    ) as refused:
         check_mount_quota(entries, 1000, ProxyPolicy(("/mnt",), max_mounts_per_user=3))
     assert refused.value.errno == errno.EUSERS

@@ -35,7 +35,10 @@ paths = st.text(
 ).map(lambda text: "/" + text)
 raw_paths = st.binary(min_size=1, max_size=200).filter(lambda raw: b"\0" not in raw)
 options = st.lists(
-    st.text(alphabet=st.characters(blacklist_characters="\0,", blacklist_categories=("Cs",)), max_size=30),
+    st.text(
+        alphabet=st.characters(blacklist_characters="\0,", blacklist_categories=("Cs",)),
+        max_size=30,
+    ),
     max_size=10,
 )
 requests = st.one_of(
@@ -69,7 +72,9 @@ def test_any_path_bytes_survive_a_round_trip(raw: bytes) -> None:
     frame = decode_one(encode_request(MountRequest(path)))
     decoded = decode_request(frame)  # type: ignore[arg-type]
     assert isinstance(decoded, MountRequest)
-    assert decoded.mountpoint.encode("utf-8", "surrogateescape") == path.encode("utf-8", "surrogateescape")
+    assert decoded.mountpoint.encode("utf-8", "surrogateescape") == path.encode(
+        "utf-8", "surrogateescape"
+    )
 
 
 @given(replies)
@@ -79,7 +84,9 @@ def test_replies_round_trip(reply: object) -> None:
 
 
 @given(st.lists(requests, min_size=1, max_size=4), st.data())
-def test_frames_decode_the_same_however_the_stream_is_cut(batch: list[object], data: st.DataObject) -> None:
+def test_frames_decode_the_same_however_the_stream_is_cut(
+    batch: list[object], data: st.DataObject
+) -> None:
     stream = b"".join(encode_request(request) for request in batch)  # type: ignore[arg-type]
     cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=8)))
     decoder = FrameDecoder()
@@ -100,7 +107,9 @@ def test_garbage_is_a_protocol_error_or_incomplete_never_a_crash(garbage: bytes)
         pass
 
 
-def header(kind: int = Kind.PING, flags: int = 0, reserved: int = 0, length: int = 0, version: int = 1) -> bytes:
+def header(
+    kind: int = Kind.PING, flags: int = 0, reserved: int = 0, length: int = 0, version: int = 1
+) -> bytes:
     return HEADER.pack(b"PWFP", version, kind, flags, reserved, length)
 
 
@@ -147,13 +156,24 @@ def frame_of(kind: int, *fields: bytes, flags: int = 0) -> object:
         (frame_of(Kind.MOUNT, field(Tag.MOUNTPOINT, b"")), "the mountpoint is empty"),
         (frame_of(Kind.MOUNT, field(Tag.MOUNTPOINT, b"/a\0b")), "NUL byte"),
         (frame_of(Kind.MOUNT, field(Tag.MOUNTPOINT, b"/" + b"a" * 4095)), "exceeds 4095 bytes"),
-        (frame_of(Kind.MOUNT, field(Tag.MOUNTPOINT, b"/a"), field(Tag.OPTION, b"ro\0")), "option contains a NUL"),
-        (frame_of(Kind.MOUNT, field(Tag.MOUNTPOINT, b"/a"), field(Tag.ERRNO, b"1234")), "unexpected fields in a mount frame: 0x04"),
         (
-            frame_of(Kind.MOUNT, field(Tag.MOUNTPOINT, b"/a"), *[field(Tag.OPTION, b"x" * 1000)] * 5),
+            frame_of(Kind.MOUNT, field(Tag.MOUNTPOINT, b"/a"), field(Tag.OPTION, b"ro\0")),
+            "option contains a NUL",
+        ),
+        (
+            frame_of(Kind.MOUNT, field(Tag.MOUNTPOINT, b"/a"), field(Tag.ERRNO, b"1234")),
+            "unexpected fields in a mount frame: 0x04",
+        ),
+        (
+            frame_of(
+                Kind.MOUNT, field(Tag.MOUNTPOINT, b"/a"), *[field(Tag.OPTION, b"x" * 1000)] * 5
+            ),
             "mount options exceed 4096 bytes",
         ),
-        (frame_of(Kind.UNMOUNT, field(Tag.MOUNTPOINT, b"/a"), field(Tag.LAZY, b"x")), "must appear at most once and be empty"),
+        (
+            frame_of(Kind.UNMOUNT, field(Tag.MOUNTPOINT, b"/a"), field(Tag.LAZY, b"x")),
+            "must appear at most once and be empty",
+        ),
         (frame_of(Kind.PING, field(Tag.LAZY, b"")), "unexpected fields in a ping frame"),
         (frame_of(Kind.DONE), "a done frame is not a request"),
     ],
@@ -168,7 +188,10 @@ def test_malformed_requests_name_the_problem(frame: object, message: str) -> Non
     [
         (frame_of(Kind.MOUNTED), "must carry the FUSE descriptor"),
         (frame_of(Kind.DONE, flags=1), "a done reply must not carry a descriptor"),
-        (frame_of(Kind.FAILED, field(Tag.ERRNO, b"12"), field(Tag.MESSAGE, b"x")), "errno field must be 4 bytes"),
+        (
+            frame_of(Kind.FAILED, field(Tag.ERRNO, b"12"), field(Tag.MESSAGE, b"x")),
+            "errno field must be 4 bytes",
+        ),
         (frame_of(Kind.PING), "a ping frame is not a reply"),
     ],
 )

@@ -37,12 +37,13 @@ def socket_path_from_env(environ: dict[str, str] | os._Environ[str]) -> str:
 
 
 class ProxyClient:
-    """Requests to the FUSE proxy daemon listening on ``socket_path``."""
+    """Requests to the FUSE proxy daemon listening on ``socket_path``.
 
-    def __init__(
-        self, socket_path: str = DEFAULT_SOCKET_PATH, timeout: float = DEFAULT_TIMEOUT
-    ) -> None:
-        self.socket_path = socket_path
+    Without a path, ``$PODWRIGHT_FUSE_PROXY_SOCKET``, else :data:`DEFAULT_SOCKET_PATH`.
+    """
+
+    def __init__(self, socket_path: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.socket_path = socket_path or socket_path_from_env(os.environ)
         self.timeout = timeout
 
     def mount(self, mountpoint: str, options: tuple[str, ...] = ()) -> int:
