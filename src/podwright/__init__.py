@@ -1,12 +1,29 @@
 """podwright: run AI workloads on Kubernetes, governed by policies, with least-privilege pods.
 
 The public Python API. Everything not listed in ``__all__`` is internal and may change.
+``PodTemplate`` and ``__version__`` are looked up on first use (PEP 562), so that processes
+which never build a pod (the FUSE proxy daemon, which forks for every mount) load neither the
+Kubernetes models nor package metadata.
 """
 
-from importlib.metadata import version
+from __future__ import annotations
 
-from podwright.core.pod_template import PodTemplate, PodTemplateError
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-__version__ = version("podwright")
+if TYPE_CHECKING:
+    from podwright.core.pod_template import PodTemplate, PodTemplateError
+
+    __version__: str
 
 __all__ = ["PodTemplate", "PodTemplateError", "__version__"]
+
+_LAZY = {"PodTemplate", "PodTemplateError"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module("podwright.core.pod_template"), name)
+    if name == "__version__":
+        return import_module("importlib.metadata").version("podwright")
+    raise AttributeError(f"module 'podwright' has no attribute {name!r}")

@@ -150,17 +150,19 @@ class Daemon:
         return True
 
     def fd_count(self) -> int:
-        return len(os.listdir(f"/proc/{self.pid}/fd"))
+        """Open descriptors of the daemon and of its mount helper, together."""
+        return sum(len(os.listdir(f"/proc/{pid}/fd")) for pid in (self.pid, *self.children()))
 
     def children(self) -> list[int]:
-        found: list[int] = []
-        for task in os.listdir(f"/proc/{self.pid}/task"):
-            with contextlib.suppress(FileNotFoundError):
-                found += [
-                    int(pid)
-                    for pid in Path(f"/proc/{self.pid}/task/{task}/children").read_text().split()
-                ]
-        return found
+        return children_of(self.pid)
+
+    def stray_processes(self) -> list[int]:
+        """Children of the daemon other than its one mount helper, and any child of that helper."""
+        children = self.children()
+        helpers = [pid for pid in children if b"mount_helper" in _cmdline(pid)]
+        return [pid for pid in children if pid not in helpers[:1]] + [
+            grandchild for helper in helpers for grandchild in children_of(helper)
+        ]
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -170,6 +172,25 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+def children_of(pid: int) -> list[int]:
+    found: list[int] = []
+    with contextlib.suppress(FileNotFoundError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(FileNotFoundError):
+                found += [
+                    int(child)
+                    for child in Path(f"/proc/{pid}/task/{task}/children").read_text().split()
+                ]
+    return found
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return b""
 
 
 def processes_of(uid: int) -> list[int]:
@@ -303,17 +324,18 @@ def mounts_below(path: Path, mountinfo: str = "/proc/self/mountinfo") -> list[st
 
 @contextlib.contextmanager
 def daemon_checked(daemon: Daemon, baseline_fds: int) -> Iterator[None]:
-    """After the body: the daemon still answers, its fds are back to baseline, no child runs."""
+    """After the body: the daemon still answers, its and its helper's descriptors are back to
+    the baseline, and no process but the helper runs under it."""
     yield
     deadline = time.monotonic() + 10
     while True:
         answers = daemon.answers()
-        fds, children = daemon.fd_count(), daemon.children()
-        if answers and fds <= baseline_fds and not children:
+        fds, strays = daemon.fd_count(), daemon.stray_processes()
+        if answers and fds <= baseline_fds and not strays:
             return
         if time.monotonic() > deadline:
             raise AssertionError(
-                f"daemon answers={answers}, fds={fds} (baseline {baseline_fds}), children={children}"
+                f"daemon answers={answers}, fds={fds} (baseline {baseline_fds}), strays={strays}"
                 f"\n{daemon.log.read_text()[-3000:]}"
             )
         time.sleep(0.1)

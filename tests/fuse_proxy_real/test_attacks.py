@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import socket
 import struct
 import time
@@ -320,3 +321,19 @@ def test_a_flood_beyond_the_connection_limit_is_told_to_retry(
     finally:
         for sock in held:
             sock.close()
+
+
+def test_the_daemon_restarts_its_mount_helper_when_it_dies(
+    daemon: Daemon, workspace: Workspace
+) -> None:
+    (helper,) = daemon.children()
+    os.kill(helper, signal.SIGKILL)
+    mountpoint = workspace.owned_dir("after-helper-death")
+    code = f"""
+fd = ProxyClient().mount({str(mountpoint)!r})
+os.close(fd)
+print(json.dumps(result(lambda: ProxyClient().unmount({str(mountpoint)!r}))))
+"""
+    assert client_call(workspace, code) == {"ok": True, "value": None}
+    (restarted,) = daemon.children()
+    assert restarted != helper

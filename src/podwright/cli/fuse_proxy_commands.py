@@ -7,10 +7,8 @@
 
 from __future__ import annotations
 
-import logging
-import signal
+import os
 import sys
-from types import FrameType
 
 import click
 
@@ -19,7 +17,7 @@ from podwright.adapters.fuse import shim, wrapper
 from podwright.adapters.fuse.bundle import DEFAULT_INTERPRETER, install_bundle
 from podwright.adapters.fuse.client import ProxyClient
 from podwright.adapters.fuse.errors import FuseProxyError
-from podwright.adapters.fuse.server import FuseProxyServer, ServerConfig
+from podwright.adapters.fuse.server import ServerConfig
 from podwright.cli.common import BadInput
 from podwright.core.fuse_proxy.manifests import (
     DEFAULT_MOUNT_PREFIXES,
@@ -99,9 +97,6 @@ def server_command(
     log_level: str,
 ) -> None:
     """Run the privileged FUSE proxy daemon (as root, in the node's pid namespace)."""
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
     try:
         policy = ProxyPolicy(
             mount_prefixes=prefixes or DEFAULT_MOUNT_PREFIXES,
@@ -118,22 +113,13 @@ def server_command(
         )
     except ValueError as error:
         raise BadInput(str(error)) from error
-    server = FuseProxyServer(config)
-    try:
-        server.bind()
-    except FuseProxyError as error:
-        server.close()
-        raise click.ClickException(str(error)) from error
-
-    def stop(_number: int, _frame: FrameType | None) -> None:
-        server.shutdown()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    try:
-        server.serve_forever()
-    finally:
-        server.close()
+    # Become a small process (see podwright.adapters.fuse.server.main): same pid, same options.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(
+        sys.executable,
+        [sys.executable, "-m", "podwright.adapters.fuse.server", config.to_json(), log_level],
+    )
 
 
 @fuse_proxy_group.command("shim", context_settings=_RAW, add_help_option=False)

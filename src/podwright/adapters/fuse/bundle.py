@@ -52,8 +52,11 @@ sys.exit(main(sys.argv))
 def build_bundle(interpreter: str = DEFAULT_INTERPRETER) -> bytes:
     """The zipapp's bytes: a ``#!`` line for ``interpreter`` and the client modules."""
     if not interpreter.startswith("/") or "\n" in interpreter:
+        raise ValueError(f"interpreter must be an absolute path, got {interpreter!r}")
+    if len(interpreter.split()) > 2:
         raise ValueError(
-            f"interpreter must be an absolute path (with arguments), got {interpreter!r}"
+            f"interpreter {interpreter!r} has more than one argument; the kernel passes everything "
+            "after the path as one (combine flags, as in '-IS')"
         )
     archive = io.BytesIO()
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as bundle:

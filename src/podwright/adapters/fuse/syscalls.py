@@ -8,7 +8,6 @@ later process reusing the pid. Errors are ``OSError`` with the errno, as ``os`` 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import os
 import socket
@@ -19,7 +18,8 @@ MNT_DETACH = 0x2
 UMOUNT_NOFOLLOW = 0x8
 SO_PEERPIDFD = 77
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+# The C library the interpreter already links (dlopen(NULL)); ctypes.util would start processes.
+_libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = [
     ctypes.c_char_p,
     ctypes.c_char_p,
