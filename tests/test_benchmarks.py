@@ -63,3 +63,29 @@ def test_the_lifecycle_benchmark_scenario_runs_every_task_to_the_end() -> None:
         results = lifecycle_bench.run(emulator.url, 20)
     assert results["steady_state_requests"] == 0
     assert results["requests_per_task_by_verb"] == {"create": 1.0, "delete": 1.0, "patch": 1.0}
+
+
+def test_the_fuse_proxy_benchmark_runs_its_scenario_without_errors() -> None:
+    """A short run of every part (latency, concurrency, read throughput), in its own namespace."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.fuse_proxy_real.harness import require_real_fuse
+
+    require_real_fuse()
+    bench = Path(__file__).resolve().parent.parent / "benchmarks" / "fuse_proxy_bench.py"
+    completed = subprocess.run(
+        [sys.executable, str(bench), "--cycles", "5", "--callers", "5", "--file-mib", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    figures = json.loads(completed.stdout[: completed.stdout.rindex("}") + 1])
+    assert figures["concurrent_errors"] == 0
+    assert figures["through_proxy"]["p50_ms"] > 0
+    assert figures["read_proxied_mib_s"] > 0
+    assert "mount+unmount p50: direct fusermount3" in completed.stdout

@@ -101,15 +101,37 @@ def test_its_own_output_can_be_fed_back_in() -> None:
     assert pod_from(again) == pod_from(both)
 
 
+def test_the_proxy_grant_from_the_command_line() -> None:
+    result = run(
+        "pod", "-", "--allow-fuse-proxy", "ghcr.io/example/podwright:1", stdin="containers: []"
+    )
+    pod = pod_from(result)
+    assert pod["metadata"]["annotations"]["podwright.dev/capability-fuse"] == "proxy"
+    assert pod["spec"]["initContainers"][0]["image"] == "ghcr.io/example/podwright:1"
+    assert_valid_pod(pod)
+
+
 @pytest.mark.parametrize(
     ("args", "stdin", "message"),
     [
         pytest.param(
             ["--allow-fuse", "--allow-fuse-privileged"],
             "containers: []",
-            "--allow-fuse and --allow-fuse-privileged are two ways to grant FUSE; choose one "
-            "(see 'podwright pod --help')",
+            "--allow-fuse and --allow-fuse-privileged are different ways to grant FUSE; "
+            "choose one (see 'podwright pod --help')",
             id="two-fuse-modes",
+        ),
+        pytest.param(
+            ["--allow-fuse", "--allow-fuse-proxy", "ghcr.io/example/podwright:1"],
+            "containers: []",
+            "--allow-fuse and --allow-fuse-proxy are different ways to grant FUSE; choose one",
+            id="device-plugin-and-proxy",
+        ),
+        pytest.param(
+            ["--allow-fuse-proxy", " "],
+            "containers: []",
+            "--allow-fuse-proxy: shim_image must be an image reference, got ' '",
+            id="bad-shim-image",
         ),
         pytest.param(
             ["--allow-fuse-privileged", "--allow-nested-sandboxing"],

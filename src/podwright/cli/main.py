@@ -21,6 +21,7 @@ from podwright.cli.common import BadInput, ExitCode
 from podwright.cli.fuse_proxy_commands import fuse_proxy_group
 from podwright.cli.policy_commands import policy_group
 from podwright.cli.render_command import render_command
+from podwright.core.fuse_proxy.manifests import FuseProxySetup
 from podwright.core.pod_input import PodInputError, pod_input_from_data
 from podwright.core.pod_template import (
     PRIMARY_CONTAINER_ANNOTATION,
@@ -76,6 +77,12 @@ def cli() -> None:
     "without the FUSE device plugin.",
 )
 @click.option(
+    "--allow-fuse-proxy",
+    metavar="SHIM_IMAGE",
+    help="Grant FUSE through podwright's per-node FUSE proxy: no privilege, no capability, no "
+    "/dev/fuse; SHIM_IMAGE (with podwright) installs the fusermount shim.",
+)
+@click.option(
     "--allow-nested-sandboxing",
     is_flag=True,
     help="Grant what nested sandboxes (bubblewrap) need: SYS_ADMIN, "
@@ -106,6 +113,7 @@ def pod_command(
     source: str | None,
     allow_fuse: bool,
     allow_fuse_privileged: bool,
+    allow_fuse_proxy: str | None,
     allow_nested_sandboxing: bool,
     termination_grace_period: int | None,
     primary_container: str | None,
@@ -116,9 +124,18 @@ def pod_command(
     FILE holds a pod spec, or a Pod manifest (apiVersion: v1, kind: Pod), as YAML or JSON;
     '-' reads standard input, as does no FILE when input is piped in.
     """
-    if allow_fuse and allow_fuse_privileged:
+    chosen = [
+        flag
+        for flag, given in (
+            ("--allow-fuse", allow_fuse),
+            ("--allow-fuse-privileged", allow_fuse_privileged),
+            ("--allow-fuse-proxy", allow_fuse_proxy is not None),
+        )
+        if given
+    ]
+    if len(chosen) > 1:
         raise click.UsageError(
-            "--allow-fuse and --allow-fuse-privileged are two ways to grant FUSE; choose one"
+            f"{' and '.join(chosen)} are different ways to grant FUSE; choose one"
         )
     if allow_fuse_privileged and allow_nested_sandboxing:
         raise click.UsageError(
@@ -126,6 +143,10 @@ def pod_command(
             "Kubernetes rejects a privileged container with allowPrivilegeEscalation: false "
             "(--allow-fuse composes with it)"
         )
+    try:
+        proxy_setup = None if allow_fuse_proxy is None else FuseProxySetup(allow_fuse_proxy)
+    except ValueError as error:
+        raise BadInput(f"--allow-fuse-proxy: {error}") from error
     stdin = sys.stdin
     if source is None:
         if stdin.isatty():
@@ -150,6 +171,8 @@ def pod_command(
         )
         if allow_fuse or allow_fuse_privileged:
             template = template.allow_fuse(privileged=allow_fuse_privileged)
+        if proxy_setup is not None:
+            template = template.allow_fuse_via_proxy(proxy_setup)
         if allow_nested_sandboxing:
             template = template.allow_nested_sandboxing()
         if termination_grace_period is not None:
