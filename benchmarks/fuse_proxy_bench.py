@@ -187,7 +187,9 @@ def run(cycles: int = 200, concurrent_callers: int = 50, file_mib: int = 64) -> 
         shutil.rmtree(work, ignore_errors=True)
 
 
-def concurrent_cycles(client: ProxyClient, area: Path, callers: int, per_caller: int = 10) -> dict[str, Any]:
+def concurrent_cycles(
+    client: ProxyClient, area: Path, callers: int, per_caller: int = 10
+) -> dict[str, Any]:
     directories = []
     for index in range(callers):
         directory = area / f"concurrent-{index}"
@@ -214,24 +216,32 @@ def concurrent_cycles(client: ProxyClient, area: Path, callers: int, per_caller:
     }
 
 
-def read_comparison(work: Path, area: Path, bin_dir: Path, env: dict[str, str], file_mib: int) -> dict[str, Any]:
+def read_comparison(
+    work: Path, area: Path, bin_dir: Path, env: dict[str, str], file_mib: int
+) -> dict[str, Any]:
     source = work / "image-source"
     source.mkdir()
     with (source / "data.bin").open("wb") as file:
         for _ in range(file_mib):
             file.write(os.urandom(1 << 20))
     image = work / "image.sqfs"
-    subprocess.run(["mksquashfs", str(source), str(image), "-quiet", "-no-progress", "-noappend"], check=True)
+    subprocess.run(
+        ["mksquashfs", str(source), str(image), "-quiet", "-no-progress", "-noappend"], check=True
+    )
     read_throughput(image)  # the image itself in the page cache, for both runs alike
     direct_mount, proxied_mount = area / "read-direct", area / "read-proxied"
     direct_mount.mkdir()
     proxied_mount.mkdir()
     direct, proxied = [], []
     for _ in range(3):
-        direct.append(squashfuse_read(direct_mount, ["squashfuse", "-f", str(image), str(direct_mount)], env))
+        direct.append(
+            squashfuse_read(direct_mount, ["squashfuse", "-f", str(image), str(direct_mount)], env)
+        )
         wrapper = [str(bin_dir / "fusermount-wrapper"), "-m", str(proxied_mount), "--"]
         proxied.append(
-            squashfuse_read(proxied_mount, [*wrapper, "squashfuse", "-f", str(image), str(proxied_mount)], env)
+            squashfuse_read(
+                proxied_mount, [*wrapper, "squashfuse", "-f", str(image), str(proxied_mount)], env
+            )
         )
     best_direct, best_proxied = max(direct), max(proxied)
     return {
@@ -253,7 +263,15 @@ def main() -> None:
         sys.exit("fuse_proxy_bench: " + "; ".join(problems))
     if os.environ.get(_IN_NAMESPACE) != "1":
         env = dict(os.environ, **{_IN_NAMESPACE: "1"})
-        command = ["unshare", "--mount", "--propagation", "private", "--", sys.executable, *sys.argv]
+        command = [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+            sys.executable,
+            *sys.argv,
+        ]
         sys.exit(subprocess.run(command, env=env, check=False).returncode)
     results = run(args.cycles, args.callers, args.file_mib)
     print(json.dumps(results, indent=2))
