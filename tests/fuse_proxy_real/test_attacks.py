@@ -337,3 +337,31 @@ print(json.dumps(result(lambda: ProxyClient().unmount({str(mountpoint)!r}))))
     assert client_call(workspace, code) == {"ok": True, "value": None}
     (restarted,) = daemon.children()
     assert restarted != helper
+
+
+def test_a_mount_the_caller_never_acknowledges_is_detached(
+    daemon: Daemon, workspace: Workspace
+) -> None:
+    unacknowledged = workspace.owned_dir("unacknowledged")
+    code = f"""
+from podwright.adapters.fuse.transport import FdTransport
+from podwright.core.fuse_proxy.protocol import MountRequest, Received, encode_request, decode_reply
+import time
+
+def exchange(path, first=None):
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(os.environ["PODWRIGHT_FUSE_PROXY_SOCKET"])
+    transport = FdTransport(sock)
+    transport.send(first or encode_request(MountRequest(path)), None, 5)
+    frame, fd = transport.receive(time.monotonic() + 10)
+    reply = type(decode_reply(frame)).__name__
+    if fd is not None:
+        os.close(fd)  # takes the descriptor, but never says so
+    transport.close()
+    return reply
+
+replies = [exchange({str(unacknowledged)!r}), exchange("/", encode_request(Received()))]
+time.sleep(3)  # the daemon waits up to its request timeout for the acknowledgement
+print(json.dumps({{"replies": replies, "left": [l for l in open("/proc/self/mountinfo") if " fuse" in l]}}))
+"""
+    assert client_call(workspace, code) == {"replies": ["Mounted", "Failed"], "left": []}

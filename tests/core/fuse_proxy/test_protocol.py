@@ -19,6 +19,7 @@ from podwright.core.fuse_proxy.protocol import (
     MountRequest,
     PingRequest,
     ProtocolError,
+    Received,
     Tag,
     UnmountRequest,
     decode_reply,
@@ -45,6 +46,7 @@ requests = st.one_of(
     st.builds(MountRequest, paths, options.map(tuple)),
     st.builds(UnmountRequest, paths, st.booleans()),
     st.just(PingRequest()),
+    st.just(Received()),
 )
 replies = st.one_of(
     st.just(Mounted()),
@@ -175,6 +177,7 @@ def frame_of(kind: int, *fields: bytes, flags: int = 0) -> object:
             "must appear at most once and be empty",
         ),
         (frame_of(Kind.PING, field(Tag.LAZY, b"")), "unexpected fields in a ping frame"),
+        (frame_of(Kind.RECEIVED, field(Tag.LAZY, b"")), "unexpected fields in a received frame"),
         (frame_of(Kind.DONE), "a done frame is not a request"),
     ],
 )

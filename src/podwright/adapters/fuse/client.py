@@ -21,6 +21,7 @@ from podwright.core.fuse_proxy.protocol import (
     MountRequest,
     PingRequest,
     ProtocolError,
+    Received,
     Reply,
     Request,
     UnmountRequest,
@@ -88,6 +89,13 @@ class ProxyClient:
                 reply = decode_reply(frame)
             except ProtocolError as error:
                 raise TransportError(f"the FUSE proxy sent an invalid reply: {error}") from error
+            if isinstance(reply, Mounted):
+                try:
+                    transport.send(encode_request(Received()), None, self.timeout)
+                except TransportError:
+                    if received is not None:
+                        os.close(received)
+                    raise
         finally:
             transport.close()
         if isinstance(reply, Failed):

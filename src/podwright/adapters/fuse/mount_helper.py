@@ -20,7 +20,8 @@ end, an errno and a message to the job's result pipe.
 
 A job is one datagram: a header (operation, lazy, uid, gid, mount flags, timeout in ms) and
 NUL-separated strings (mountpoint, source, type, kernel options, groups), with descriptors
-(result pipe, mount namespace, and for a mount the FUSE device) in SCM_RIGHTS.
+(result pipe, mount namespace, and for a mount the FUSE device) in SCM_RIGHTS. The operations
+are mount, unmount, and undo (detach a FUSE mount whose caller left without taking it).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ from podwright.adapters.fuse import syscalls
 
 MOUNT = 1
 UNMOUNT = 2
+UNDO_MOUNT = 3
+FUSE_SUPER_MAGIC = 0x65735546
 ABOUT_TO_MOUNT = b"M"
 RESULT = struct.Struct(">cI")
 RESULT_TAG = b"R"
@@ -174,6 +177,8 @@ def _child(job: _Job, fds: list[int]) -> None:
             _mount(job, namespace=fds[1], device=fds[2], result=result)
         elif job.operation == UNMOUNT and len(fds) == 2:
             _unmount(job, namespace=fds[1])
+        elif job.operation == UNDO_MOUNT and len(fds) == 2:
+            _unmount(job, namespace=fds[1], only_fuse=True)
         else:
             raise Refusal(errno.EINVAL, "malformed job")
     except Refusal as refusal:
@@ -281,18 +286,22 @@ def _mount(job: _Job, namespace: int, device: int, result: int) -> None:
     syscalls.mount(job.source, ".", job.fstype, job.flags, ",".join(options))
 
 
-def _unmount(job: _Job, namespace: int) -> None:
+def _unmount(job: _Job, namespace: int, only_fuse: bool = False) -> None:
     """Detach the top mount at the path: mountinfo showed the daemon it is the caller's FUSE mount.
 
     The mount root itself is never touched: FUSE refuses every process but its owner (real,
     effective and saved uid), and the child's real uid is root. Only the daemon and privileged
     processes can change the caller's mounts, so the mount checked is the mount removed; and
-    ``UMOUNT_NOFOLLOW`` refuses a last component that is a symbolic link.
+    ``UMOUNT_NOFOLLOW`` refuses a last component that is a symbolic link. With ``only_fuse``
+    (undoing a mount whose caller left, when its mountinfo may be gone with it) the file system
+    type is checked here instead: FUSE answers statfs with its magic without asking its server.
     """
     _enter_as_caller(job, namespace)
     parent = _walk(job.components[:-1], job.path)
     os.fchdir(parent)
     _back_to_root()
+    if only_fuse and syscalls.filesystem_type(job.components[-1]) != FUSE_SUPER_MAGIC:
+        raise Refusal(errno.EINVAL, f"{job.path} is not a FUSE mount")
     flags = syscalls.UMOUNT_NOFOLLOW | (syscalls.MNT_DETACH if job.lazy else 0)
     syscalls.umount2(job.components[-1], flags)
 

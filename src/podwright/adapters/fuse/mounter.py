@@ -6,7 +6,7 @@ operation the daemon sends a job with the caller's mount-namespace descriptor (a
 the ``/dev/fuse`` descriptor it opened) and the write end of a result pipe, then waits for the
 child's report: a byte before mount(2) and, at the end, an errno and a message. The helper kills
 a child that overruns the timeout; a child killed after announcing mount(2) may have mounted,
-so a mount that was not there before is detached again before the request is refused.
+so the FUSE mount at that path is detached again before the request is refused.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from podwright.adapters.fuse import mount_helper
 from podwright.adapters.fuse.callers import Caller
 from podwright.adapters.fuse.errors import ServerSetupError
-from podwright.core.fuse_proxy.mount_policy import MountEntry, MountPlan, RequestRefusedError
+from podwright.core.fuse_proxy.mount_policy import MountPlan, RequestRefusedError
 
 LOG = logging.getLogger("podwright.fuse_proxy")
 _MAX_REPORT = 8192
@@ -117,17 +117,11 @@ class Mounter:
         self.timeout = timeout
         self.fork_server = ForkServer()
 
-    def mount(
-        self,
-        caller: Caller,
-        components: Sequence[str],
-        plan: MountPlan,
-        mounts_before: Sequence[MountEntry],
-    ) -> int:
+    def mount(self, caller: Caller, components: Sequence[str], plan: MountPlan) -> int:
         """Mount for ``caller`` at ``/components``; the mounted ``/dev/fuse`` descriptor.
 
-        ``mounts_before`` is the caller's mount table read before the call: should the child be
-        killed after it may have mounted, a mount not in it is detached before refusing.
+        Should the child be killed after it announced mount(2), the mount it may have made is
+        detached (:meth:`undo_mount`) before the request is refused.
         """
         try:
             device = os.open(self.fuse_device, os.O_RDWR | os.O_CLOEXEC)
@@ -152,12 +146,30 @@ class Mounter:
             self._run(caller, job, [caller.namespace_fd, device])
         except _MaybeMountedError as refusal:
             os.close(device)
-            self._detach_new_mount(caller, components, mounts_before)
+            with contextlib.suppress(RequestRefusedError):
+                self.undo_mount(caller, components)
             raise RequestRefusedError(refusal.errno, refusal.message) from None
         except BaseException:
             os.close(device)
             raise
         return device
+
+    def undo_mount(self, caller: Caller, components: Sequence[str]) -> None:
+        """Lazily detach the FUSE mount just made at ``/components``, even if the caller is gone.
+
+        Unlike :meth:`unmount` this needs no mountinfo (no live pid): the namespace descriptor
+        is enough, and the child checks that the top mount there is a FUSE mount.
+        """
+        job = mount_helper.encode_job(
+            mount_helper.UNDO_MOUNT,
+            mountpoint="/" + "/".join(components),
+            uid=caller.uid,
+            gid=caller.gid,
+            groups=caller.groups,
+            timeout=self.timeout,
+            lazy=True,
+        )
+        self._run(caller, job, [caller.namespace_fd])
 
     def unmount(self, caller: Caller, components: Sequence[str], lazy: bool) -> None:
         """Unmount the top mount at ``/components`` (mountinfo shows the caller's FUSE mount)."""
@@ -174,23 +186,6 @@ class Mounter:
 
     def close(self) -> None:
         self.fork_server.close()
-
-    def _detach_new_mount(
-        self, caller: Caller, components: Sequence[str], mounts_before: Sequence[MountEntry]
-    ) -> None:
-        path = "/" + "/".join(components)
-        known = {entry.mount_id for entry in mounts_before}
-        with contextlib.suppress(RequestRefusedError):  # the caller is gone, and its mounts
-            fresh = [
-                entry
-                for entry in caller.mountinfo()
-                if entry.mount_point == path
-                and entry.mount_id not in known
-                and entry.is_fuse
-                and entry.user_id == caller.uid
-            ]
-            if fresh:
-                self.unmount(caller, components, lazy=True)
 
     def _run(self, caller: Caller, job: bytes, fds: list[int]) -> None:
         read_end, write_end = os.pipe2(os.O_CLOEXEC)

@@ -51,7 +51,9 @@ from podwright.core.fuse_proxy.protocol import (
     MountRequest,
     PingRequest,
     ProtocolError,
+    Received,
     Reply,
+    Request,
     UnmountRequest,
     decode_request,
     encode_reply,
@@ -287,8 +289,8 @@ class FuseProxyServer:
             what = _describe(request)
             caller = callers.identify(transport.sock, self.config.proc_root, sent_fd)
             outcome = self._perform(request, caller)
-            if isinstance(outcome, int):
-                self._deliver_mount(transport, outcome, caller, request)
+            if isinstance(outcome, _Delivery):
+                self._deliver(transport, outcome, caller)
             else:
                 transport.send(encode_reply(outcome), None, self.config.request_timeout)
             LOG.info("%s for %s: ok in %.1f ms", what, _who(caller), _ms(started))
@@ -311,13 +313,13 @@ class FuseProxyServer:
             with self._lock:
                 self._in_flight -= 1
 
-    def _perform(
-        self, request: MountRequest | UnmountRequest | PingRequest, caller: callers.Caller
-    ) -> Reply | int:
+    def _perform(self, request: Request, caller: callers.Caller) -> Reply | _Delivery:
         """A reply, or for a mount the FUSE descriptor to deliver."""
         policy = self.config.policy
         if isinstance(request, PingRequest):
             return Done()
+        if isinstance(request, Received):
+            raise RequestRefusedError(errno.EPROTO, "nothing to acknowledge: no mount was made")
         components = check_mountpoint(request.mountpoint, policy.mount_prefixes)
         mounts = caller.mountinfo()
         if isinstance(request, UnmountRequest):
@@ -326,33 +328,39 @@ class FuseProxyServer:
             return Done()
         plan = plan_mount(request.options, policy, caller.uid, caller.gid)
         check_mount_quota(mounts, caller.uid, policy)
-        return self._mounter.mount(caller, components, plan, mounts)
+        return _Delivery(self._mounter.mount(caller, components, plan), components)
 
-    def _deliver_mount(
-        self,
-        transport: FdTransport,
-        device: int,
-        caller: callers.Caller,
-        request: MountRequest | UnmountRequest | PingRequest,
-    ) -> None:
+    def _deliver(self, transport: FdTransport, delivery: _Delivery, caller: callers.Caller) -> None:
+        """Send the descriptor and wait for the caller to acknowledge it; else detach the mount."""
+        acknowledged = False
         try:
-            transport.send(encode_reply(Mounted()), device, self.config.request_timeout)
-        except TransportError:
-            self._undo_mount(caller, request)
-            raise
+            transport.send(encode_reply(Mounted()), delivery.device, self.config.request_timeout)
+            frame, stray = transport.receive(time.monotonic() + self.config.request_timeout)
+            if stray is not None:
+                os.close(stray)
+            acknowledged = isinstance(decode_request(frame), Received)
+        except (TransportError, ProtocolError):
+            pass
         finally:
-            os.close(device)
+            os.close(delivery.device)
+            if not acknowledged:
+                self._detach(caller, delivery.components)
 
-    def _undo_mount(
-        self, caller: callers.Caller, request: MountRequest | UnmountRequest | PingRequest
-    ) -> None:
-        """The caller left before taking its descriptor: detach the mount nobody serves."""
-        path = getattr(request, "mountpoint", "")
-        with contextlib.suppress(RequestRefusedError):
-            components = check_mountpoint(path, self.config.policy.mount_prefixes)
-            find_unmount_target(caller.mountinfo(), path, caller.uid)
-            self._mounter.unmount(caller, components, lazy=True)
-            LOG.info("detached %s: its caller left before taking the descriptor", path)
+    def _detach(self, caller: callers.Caller, components: tuple[str, ...]) -> None:
+        """The caller left before it held its descriptor: detach the mount nobody would serve."""
+        path = "/" + "/".join(components)
+        try:
+            self._mounter.undo_mount(caller, components)
+        except RequestRefusedError as refusal:
+            LOG.warning("could not detach %s after its caller left: %s", path, refusal.message)
+        else:
+            LOG.info("detached %s: its caller did not take the descriptor", path)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Delivery:
+    device: int
+    components: tuple[str, ...]
 
 
 def _is_served(path: str) -> bool:
@@ -379,12 +387,12 @@ def _reply_quietly(transport: FdTransport, reply: Failed) -> None:
         transport.send(encode_reply(reply), None, 1.0)
 
 
-def _describe(request: MountRequest | UnmountRequest | PingRequest) -> str:
+def _describe(request: Request) -> str:
     if isinstance(request, MountRequest):
         return f"mount {request.mountpoint!r} -o {','.join(request.options) or '(none)'}"
     if isinstance(request, UnmountRequest):
         return f"unmount {request.mountpoint!r}{' (lazy)' if request.lazy else ''}"
-    return "ping"
+    return "ping" if isinstance(request, PingRequest) else "an acknowledgement"
 
 
 def _who(caller: callers.Caller | None) -> str:

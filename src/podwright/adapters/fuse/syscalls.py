@@ -29,6 +29,9 @@ _libc.mount.argtypes = [
 ]
 _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 _libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
+_libc.statfs.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
+_STATFS_SIZE = 256
+"""Room for struct statfs (120 bytes on 64-bit Linux); ``f_type`` is its first field."""
 _UCRED = struct.Struct("3i")
 
 
@@ -56,6 +59,13 @@ def umount2(target: str, flags: int) -> None:
 def setns(fd: int, nstype: int) -> None:
     """setns(2): move the calling (single-threaded) process into the namespace ``fd`` refers to."""
     _check(_libc.setns(fd, nstype), "setns")
+
+
+def filesystem_type(path: str) -> int:
+    """statfs(2)'s ``f_type`` (the file system's magic number) of ``path``."""
+    buffer = ctypes.create_string_buffer(_STATFS_SIZE)
+    _check(_libc.statfs(os.fsencode(path), buffer), "statfs")
+    return ctypes.c_long.from_buffer(buffer).value
 
 
 def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:

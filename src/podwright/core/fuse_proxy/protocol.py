@@ -10,10 +10,11 @@ A frame is a 12-byte header and a payload::
 
     magic "PWFP" | version u8 | kind u8 | flags u8 | reserved u8 (0) | payload length u32 BE
 
-``flags`` has one bit, :data:`FD_ATTACHED`: the frame arrives with exactly one file descriptor
-(SCM_RIGHTS). The payload is a sequence of fields, each ``tag u8 | length u16 BE | value``.
-Strings are bytes on the wire (paths are whatever bytes the file system holds), decoded with
-``surrogateescape`` so that any path survives a round trip.
+A connection carries one request and its reply; a mount's reply is acknowledged by the client
+with a :class:`Received` frame. ``flags`` has one bit, :data:`FD_ATTACHED`: the frame arrives
+with exactly one file descriptor (SCM_RIGHTS). The payload is a sequence of fields, each
+``tag u8 | length u16 BE | value``. Strings are bytes on the wire (paths are whatever bytes
+the file system holds), decoded with ``surrogateescape`` so that any path survives a round trip.
 
 This module (with the rest of the shim's modules) uses the standard library only: the shim is
 installed into workload images as a self-contained zipapp (:mod:`podwright.adapters.fuse.bundle`).
@@ -51,6 +52,7 @@ class Kind:
     MOUNT = 0x01
     UNMOUNT = 0x02
     PING = 0x03
+    RECEIVED = 0x04
     MOUNTED = 0x81
     DONE = 0x82
     FAILED = 0x83
@@ -60,6 +62,7 @@ _KIND_NAMES = {
     Kind.MOUNT: "mount",
     Kind.UNMOUNT: "unmount",
     Kind.PING: "ping",
+    Kind.RECEIVED: "received",
     Kind.MOUNTED: "mounted",
     Kind.DONE: "done",
     Kind.FAILED: "failed",
@@ -111,6 +114,15 @@ class PingRequest:
 
 
 @dataclasses.dataclass(frozen=True)
+class Received:
+    """The client's acknowledgement, on the same connection, that it holds the mounted fd.
+
+    A mount nobody acknowledges (the caller died, or left) is detached by the daemon, so a
+    request cut short never leaves a mount that no process serves.
+    """
+
+
+@dataclasses.dataclass(frozen=True)
 class Mounted:
     """The mount succeeded; the frame carries the mounted ``/dev/fuse`` descriptor."""
 
@@ -128,7 +140,7 @@ class Failed:
     message: str
 
 
-Request = MountRequest | UnmountRequest | PingRequest
+Request = MountRequest | UnmountRequest | PingRequest | Received
 Reply = Mounted | Done | Failed
 
 
@@ -235,6 +247,8 @@ def encode_request(request: Request, fd_attached: bool = False) -> bytes:
         if request.lazy:
             fields.append((Tag.LAZY, b""))
         return encode_frame(Kind.UNMOUNT, fields, fd_attached)
+    if isinstance(request, Received):
+        return encode_frame(Kind.RECEIVED, [], fd_attached)
     return encode_frame(Kind.PING, [], fd_attached)
 
 
@@ -268,6 +282,9 @@ def decode_request(frame: Frame) -> Request:
     if frame.kind == Kind.PING:
         fields.finish()
         return PingRequest()
+    if frame.kind == Kind.RECEIVED:
+        fields.finish()
+        return Received()
     raise ProtocolError(f"a {kind_name(frame.kind)} frame is not a request")
 
 
