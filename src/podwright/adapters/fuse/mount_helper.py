@@ -45,7 +45,8 @@ UNMOUNT = 2
 UNDO_MOUNT = 3
 FUSE_SUPER_MAGIC = 0x65735546
 ABOUT_TO_MOUNT = b"M"
-RESULT = struct.Struct(">cI")
+RESULT = struct.Struct(">cIH")
+"""The result: tag, errno (0: done), length of the message that follows."""
 RESULT_TAG = b"R"
 JOB_HEADER = struct.Struct(">BBIIQI")
 MAX_JOB = 64 * 1024
@@ -189,7 +190,7 @@ def _child(job: _Job, fds: list[int]) -> None:
         code, message = errno.EIO, "the mount helper failed unexpectedly"
     try:
         encoded = message.encode("utf-8", "replace")[:4096]
-        os.write(result, RESULT.pack(RESULT_TAG, code) + encoded)
+        os.write(result, RESULT.pack(RESULT_TAG, code, len(encoded)) + encoded)
     finally:
         os._exit(0)
 

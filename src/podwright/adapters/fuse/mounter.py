@@ -201,10 +201,11 @@ class Mounter:
 
 
 def _read_report(fd: int, timeout: float) -> tuple[bytes, bool]:
-    """What the child wrote until it ended (the pipe closed), and whether that took too long."""
+    """What the child wrote, up to its complete result (no need to wait for it to exit) or the
+    end of the pipe (it died); and whether that took longer than ``timeout``."""
     deadline = time.monotonic() + timeout
     report = bytearray()
-    while True:
+    while not _complete(report):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return bytes(report), True
@@ -213,10 +214,20 @@ def _read_report(fd: int, timeout: float) -> tuple[bytes, bool]:
             continue
         chunk = os.read(fd, _MAX_REPORT)
         if not chunk:
-            return bytes(report), False
+            break
         report += chunk
         if len(report) > _MAX_REPORT:
-            return bytes(report[:_MAX_REPORT]), False
+            break
+    return bytes(report), False
+
+
+def _complete(report: bytearray) -> bool:
+    result = report[1:] if report.startswith(mount_helper.ABOUT_TO_MOUNT) else report
+    size = mount_helper.RESULT.size
+    if len(result) < size:
+        return False
+    length: int = mount_helper.RESULT.unpack_from(result)[2]
+    return len(result) >= size + length
 
 
 def _raise_for(report: bytes, timed_out: bool, timeout: float, caller: Caller) -> None:
@@ -224,10 +235,10 @@ def _raise_for(report: bytes, timed_out: bool, timeout: float, caller: Caller) -
     result = report[1:] if marker else report
     size = mount_helper.RESULT.size
     if len(result) >= size and result[:1] == mount_helper.RESULT_TAG:
-        _, code = mount_helper.RESULT.unpack_from(result)
+        _, code, length = mount_helper.RESULT.unpack_from(result)
         if code == 0:
             return
-        raise RequestRefusedError(code, result[size:].decode("utf-8", "replace"))
+        raise RequestRefusedError(code, result[size : size + length].decode("utf-8", "replace"))
     message = f"the operation for {caller.describe()} did not finish within {timeout:g}s"
     if marker:
         raise _MaybeMountedError(errno.ETIMEDOUT, message)
