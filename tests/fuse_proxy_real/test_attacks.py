@@ -3,6 +3,7 @@ count is back to where it started and it has no child left (the autouse fixture 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
@@ -365,3 +366,28 @@ time.sleep(3)  # the daemon waits up to its request timeout for the acknowledgem
 print(json.dumps({{"replies": replies, "left": [l for l in open("/proc/self/mountinfo") if " fuse" in l]}}))
 """
     assert client_call(workspace, code) == {"replies": ["Mounted", "Failed"], "left": []}
+
+
+def test_an_operation_that_never_completes_is_killed_and_refused(
+    daemon: Daemon, workspace: Workspace
+) -> None:
+    # Root mounts a FUSE file system with allow_other in the caller's namespace and stops its
+    # server: looking anything up in it blocks. A mount below it makes the daemon's child wait
+    # on that lookup until the helper kills it at the operation timeout (5 s here).
+    frozen = workspace.owned_dir("frozen", uid=0)
+    pidfile = workspace.scripts / "frozen.pid"
+    setup = (
+        f"squashfuse -f -o allow_other $IMAGE {frozen} </dev/null >/dev/null 2>&1 & echo $! > {pidfile}\n"
+        f"for _ in $(seq 100); do [ -e {frozen}/hello.txt ] && break; sleep 0.1; done\n"
+        f"kill -STOP $(cat {pidfile})"
+    )
+    started = time.monotonic()
+    try:
+        reply = client_call(workspace, mount_code(frozen / "docs"), root_setup=setup)
+    finally:
+        if pidfile.exists():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pidfile.read_text()), signal.SIGKILL)
+    assert reply["errno"] == errno.ETIMEDOUT, reply
+    assert "did not finish within 5s" in reply["message"]
+    assert time.monotonic() - started < 30
