@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 
 import click
 
@@ -33,6 +34,38 @@ from podwright.core.pod_template import PodTemplate
 _RAW = {"ignore_unknown_options": True, "allow_interspersed_args": False, "help_option_names": []}
 
 
+def _policy_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The daemon's policy options, for ``server`` and for the ``manifests`` that run it."""
+    options = [
+        click.option(
+            "--allow-prefix",
+            "prefixes",
+            multiple=True,
+            metavar="DIR",
+            help="Mount only strictly below DIR (repeatable). "
+            f"Default: {', '.join(DEFAULT_MOUNT_PREFIXES)}.",
+        ),
+        click.option("--allow-other", is_flag=True, help="Permit the allow_other mount option."),
+        click.option(
+            "--max-mounts-per-user",
+            type=click.IntRange(min=1),
+            default=1000,
+            show_default=True,
+            help="FUSE mounts one uid may hold in one mount namespace.",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _policy(prefixes: tuple[str, ...], allow_other: bool, max_mounts_per_user: int) -> ProxyPolicy:
+    try:
+        return ProxyPolicy(prefixes or DEFAULT_MOUNT_PREFIXES, allow_other, max_mounts_per_user)
+    except ValueError as error:
+        raise BadInput(str(error)) from error
+
+
 @click.group("fuse-proxy")
 def fuse_proxy_group() -> None:
     """FUSE mounts for unprivileged containers, through a privileged per-node daemon."""
@@ -46,22 +79,7 @@ def fuse_proxy_group() -> None:
     show_default=True,
     help="Unix socket to listen on (its directory is shared with the pods).",
 )
-@click.option(
-    "--allow-prefix",
-    "prefixes",
-    multiple=True,
-    metavar="DIR",
-    help="Mount only strictly below DIR (repeatable). "
-    f"Default: {', '.join(DEFAULT_MOUNT_PREFIXES)}.",
-)
-@click.option("--allow-other", is_flag=True, help="Permit the allow_other mount option.")
-@click.option(
-    "--max-mounts-per-user",
-    type=click.IntRange(min=1),
-    default=1000,
-    show_default=True,
-    help="FUSE mounts one uid may hold in one mount namespace.",
-)
+@_policy_options
 @click.option(
     "--request-timeout",
     type=click.FloatRange(min=0, min_open=True),
@@ -97,12 +115,8 @@ def server_command(
     log_level: str,
 ) -> None:
     """Run the privileged FUSE proxy daemon (as root, in the node's pid namespace)."""
+    policy = _policy(prefixes, allow_other, max_mounts_per_user)
     try:
-        policy = ProxyPolicy(
-            mount_prefixes=prefixes or DEFAULT_MOUNT_PREFIXES,
-            allow_other=allow_other,
-            max_mounts_per_user=max_mounts_per_user,
-        )
         config = ServerConfig(
             socket_path=socket_path,
             policy=policy,
@@ -179,15 +193,7 @@ def ping_command(socket_path: str, timeout: float) -> None:
 @click.option("--image", required=True, help="Image with podwright installed (daemon and shim).")
 @click.option("--namespace", default=DEFAULT_NAMESPACE, show_default=True)
 @click.option("--socket-dir", default=DEFAULT_SOCKET_DIR, show_default=True)
-@click.option(
-    "--allow-prefix",
-    "prefixes",
-    multiple=True,
-    metavar="DIR",
-    help=f"Mount prefixes (repeatable). Default: {', '.join(DEFAULT_MOUNT_PREFIXES)}.",
-)
-@click.option("--allow-other", is_flag=True)
-@click.option("--max-mounts-per-user", type=click.IntRange(min=1), default=1000)
+@_policy_options
 @click.option(
     "--example-pod",
     is_flag=True,
@@ -204,15 +210,10 @@ def manifests_command(
     example_pod: bool,
 ) -> None:
     """Print the daemon's Namespace, ServiceAccount and DaemonSet as YAML."""
+    policy = _policy(prefixes, allow_other, max_mounts_per_user)
     try:
-        ProxyPolicy(prefixes or DEFAULT_MOUNT_PREFIXES, allow_other, max_mounts_per_user)
         options = DaemonSetOptions(
-            image=image,
-            namespace=namespace,
-            socket_dir=socket_dir,
-            mount_prefixes=prefixes or DEFAULT_MOUNT_PREFIXES,
-            allow_other=allow_other,
-            max_mounts_per_user=max_mounts_per_user,
+            image=image, policy=policy, namespace=namespace, socket_dir=socket_dir
         )
         documents = daemon_manifests(options)
         if example_pod:

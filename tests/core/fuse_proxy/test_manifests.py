@@ -21,6 +21,7 @@ from podwright.core.fuse_proxy.manifests import (
     FuseProxySetup,
     daemon_manifests,
 )
+from podwright.core.fuse_proxy.mount_policy import ProxyPolicy
 from podwright.core.pod_template import PodTemplate, PodTemplateError
 from tests.manifests import assert_valid_pod, schema_errors
 
@@ -30,7 +31,7 @@ SETUP = FuseProxySetup(shim_image=IMAGE)
 
 def test_the_daemon_manifests_are_schema_valid_and_privileged_only_where_needed() -> None:
     documents = daemon_manifests(
-        DaemonSetOptions(image=IMAGE, mount_prefixes=("/mnt", "/data"), allow_other=True)
+        DaemonSetOptions(image=IMAGE, policy=ProxyPolicy(("/mnt", "/data"), allow_other=True))
     )
     assert [doc["kind"] for doc in documents] == ["Namespace", "ServiceAccount", "DaemonSet"]
     for document in documents:

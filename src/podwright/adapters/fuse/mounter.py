@@ -130,18 +130,7 @@ class Mounter:
                 error.errno or errno.EIO,
                 f"the daemon cannot open {self.fuse_device}: {error.strerror}",
             ) from error
-        job = mount_helper.encode_job(
-            mount_helper.MOUNT,
-            mountpoint="/" + "/".join(components),
-            uid=caller.uid,
-            gid=caller.gid,
-            groups=caller.groups,
-            timeout=self.timeout,
-            flags=plan.flags,
-            source=plan.source,
-            fstype=plan.fstype,
-            kernel_options=plan.kernel_options,
-        )
+        job = self._job(mount_helper.MOUNT, caller, components, plan=plan)
         try:
             self._run(caller, job, [caller.namespace_fd, device])
         except _MaybeMountedError as refusal:
@@ -160,32 +149,46 @@ class Mounter:
         Unlike :meth:`unmount` this needs no mountinfo (no live pid): the namespace descriptor
         is enough, and the child checks that the top mount there is a FUSE mount.
         """
-        job = mount_helper.encode_job(
-            mount_helper.UNDO_MOUNT,
-            mountpoint="/" + "/".join(components),
-            uid=caller.uid,
-            gid=caller.gid,
-            groups=caller.groups,
-            timeout=self.timeout,
-            lazy=True,
-        )
+        job = self._job(mount_helper.UNDO_MOUNT, caller, components, lazy=True)
         self._run(caller, job, [caller.namespace_fd])
 
     def unmount(self, caller: Caller, components: Sequence[str], lazy: bool) -> None:
         """Unmount the top mount at ``/components`` (mountinfo shows the caller's FUSE mount)."""
-        job = mount_helper.encode_job(
-            mount_helper.UNMOUNT,
+        job = self._job(mount_helper.UNMOUNT, caller, components, lazy=lazy)
+        self._run(caller, job, [caller.namespace_fd])
+
+    def close(self) -> None:
+        self.fork_server.close()
+
+    def _job(
+        self,
+        operation: int,
+        caller: Caller,
+        components: Sequence[str],
+        *,
+        lazy: bool = False,
+        plan: MountPlan | None = None,
+    ) -> bytes:
+        mount = (
+            {}
+            if plan is None
+            else {
+                "flags": plan.flags,
+                "source": plan.source,
+                "fstype": plan.fstype,
+                "kernel_options": plan.kernel_options,
+            }
+        )
+        return mount_helper.encode_job(
+            operation,
             mountpoint="/" + "/".join(components),
             uid=caller.uid,
             gid=caller.gid,
             groups=caller.groups,
             timeout=self.timeout,
             lazy=lazy,
+            **mount,  # type: ignore[arg-type]
         )
-        self._run(caller, job, [caller.namespace_fd])
-
-    def close(self) -> None:
-        self.fork_server.close()
 
     def _run(self, caller: Caller, job: bytes, fds: list[int]) -> None:
         read_end, write_end = os.pipe2(os.O_CLOEXEC)

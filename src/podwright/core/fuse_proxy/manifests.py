@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import posixpath
-from typing import Any
+from typing import Any, TypeVar
 
 from kubernetes.client import (
     V1Capabilities,
@@ -44,6 +44,7 @@ from kubernetes.client import (
     V1VolumeMount,
 )
 
+from podwright.core.fuse_proxy.mount_policy import ProxyPolicy
 from podwright.core.fuse_proxy.protocol import DEFAULT_SOCKET_DIR, SOCKET_ENV, SOCKET_NAME
 
 DEFAULT_NAMESPACE = "podwright-system"
@@ -58,6 +59,9 @@ _SHIM_INSTALL_DIR = "/shim"
 _NOBODY = 65534
 
 
+_Item = TypeVar("_Item", V1Volume, V1Container, V1VolumeMount, V1EnvVar)
+
+
 class FuseProxyPodConflictError(ValueError):
     """The pod spec already uses a name, path or variable the proxy's pieces need."""
 
@@ -67,11 +71,11 @@ class DaemonSetOptions:
     """What varies between installations of the daemon."""
 
     image: str
+    policy: ProxyPolicy = dataclasses.field(
+        default_factory=lambda: ProxyPolicy(DEFAULT_MOUNT_PREFIXES)
+    )
     namespace: str = DEFAULT_NAMESPACE
     socket_dir: str = DEFAULT_SOCKET_DIR
-    mount_prefixes: tuple[str, ...] = DEFAULT_MOUNT_PREFIXES
-    allow_other: bool = False
-    max_mounts_per_user: int = 1000
     priority_class_name: str | None = "system-node-critical"
     image_pull_policy: str = "IfNotPresent"
 
@@ -81,10 +85,10 @@ def daemon_manifests(options: DaemonSetOptions) -> list[dict[str, Any]]:
     labels = {"app.kubernetes.io/name": DAEMON_NAME, "app.kubernetes.io/part-of": "podwright"}
     socket_path = posixpath.join(options.socket_dir, SOCKET_NAME)
     command = ["podwright", "fuse-proxy", "server", "--socket", socket_path]
-    for prefix in options.mount_prefixes:
+    for prefix in options.policy.mount_prefixes:
         command += ["--allow-prefix", prefix]
-    command += ["--max-mounts-per-user", str(options.max_mounts_per_user)]
-    if options.allow_other:
+    command += ["--max-mounts-per-user", str(options.policy.max_mounts_per_user)]
+    if options.policy.allow_other:
         command.append("--allow-other")
     container = V1Container(
         name="server",
@@ -226,56 +230,56 @@ def _shim_installer(image: str) -> V1Container:
     )
 
 
+def _ensure(existing: list[_Item] | None, item: _Item, same: str, conflict: str) -> list[_Item]:
+    """``existing`` with ``item`` added, unless an equal one is there; a different one with the
+    same ``same`` attribute (name or path) is a conflict, described by ``conflict``."""
+    items: list[_Item] = [] if existing is None else list(existing)
+    for other in items:
+        if posixpath.normpath(getattr(other, same)) == getattr(item, same):
+            if other != item:
+                raise FuseProxyPodConflictError(conflict.format(other=other))
+            return items
+    items.append(item)
+    return items
+
+
 def _ensure_volume(spec: V1PodSpec, volume: V1Volume) -> None:
-    volumes = list(spec.volumes or [])
-    for existing in volumes:
-        if existing.name == volume.name:
-            if existing != volume:
-                raise FuseProxyPodConflictError(
-                    f"the pod already has a volume named {volume.name!r} that is not the FUSE "
-                    "proxy's"
-                )
-            return
-    volumes.append(volume)
-    spec.volumes = volumes
+    spec.volumes = _ensure(
+        spec.volumes,
+        volume,
+        "name",
+        f"the pod already has a volume named {volume.name!r} that is not the FUSE proxy's",
+    )
 
 
 def _ensure_init_container(spec: V1PodSpec, container: V1Container) -> None:
-    init_containers = list(spec.init_containers or [])
-    for existing in init_containers:
-        if existing.name == container.name:
-            if existing != container:
-                raise FuseProxyPodConflictError(
-                    f"the pod already has an init container named {container.name!r} that is "
-                    "not the FUSE proxy's shim installer"
-                )
-            return
-    spec.init_containers = [container, *init_containers]
+    before = list(spec.init_containers or [])
+    ensured = _ensure(
+        before,
+        container,
+        "name",
+        f"the pod already has an init container named {container.name!r} that is not the FUSE "
+        "proxy's shim installer",
+    )
+    # The installer runs first, so that later init containers can mount FUSE too.
+    spec.init_containers = [container, *before] if len(ensured) > len(before) else ensured
 
 
 def _ensure_mount(primary: V1Container, mount: V1VolumeMount) -> None:
-    mounts = list(primary.volume_mounts or [])
-    for existing in mounts:
-        if posixpath.normpath(existing.mount_path) == mount.mount_path:
-            if existing != mount:
-                raise FuseProxyPodConflictError(
-                    f"primary container {primary.name!r} already mounts volume "
-                    f"{existing.name!r} at {mount.mount_path}, which the FUSE proxy needs"
-                )
-            return
-    mounts.append(mount)
-    primary.volume_mounts = mounts
+    primary.volume_mounts = _ensure(
+        primary.volume_mounts,
+        mount,
+        "mount_path",
+        f"primary container {primary.name!r} already mounts volume {{other.name!r}} at "
+        f"{mount.mount_path}, which the FUSE proxy needs",
+    )
 
 
 def _ensure_env(primary: V1Container, variable: V1EnvVar) -> None:
-    env = list(primary.env or [])
-    for existing in env:
-        if existing.name == variable.name:
-            if existing != variable:
-                raise FuseProxyPodConflictError(
-                    f"primary container {primary.name!r} already sets {variable.name}, "
-                    f"and the FUSE proxy needs it to be {variable.value!r}"
-                )
-            return
-    env.append(variable)
-    primary.env = env
+    primary.env = _ensure(
+        primary.env,
+        variable,
+        "name",
+        f"primary container {primary.name!r} already sets {variable.name}, and the FUSE proxy "
+        f"needs it to be {variable.value!r}",
+    )
