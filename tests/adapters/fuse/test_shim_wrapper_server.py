@@ -217,3 +217,18 @@ def test_the_server_command_names_bad_settings(args: list[str], message: str) ->
 def test_a_server_config_is_checked(values: dict[str, float], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         ServerConfig(socket_path="/run/x.sock", policy=ProxyPolicy(("/mnt",)), **values)  # type: ignore[arg-type]
+
+
+def test_the_shim_and_wrapper_commands_pass_their_arguments_through_untouched() -> None:
+    runner = CliRunner()
+    version = runner.invoke(cli, ["fuse-proxy", "shim", "-V"])
+    assert (version.exit_code, version.output) == (
+        0,
+        "fusermount3 version: podwright fuse-proxy shim, protocol 1\n",
+    )
+    usage = runner.invoke(cli, ["fuse-proxy", "shim", "-o", "ro", "--help"])
+    assert usage.exit_code == 0
+    assert "usage: fusermount3 [options] mountpoint" in usage.output
+    wrapper = runner.invoke(cli, ["fuse-proxy", "wrapper", "-m", "/mnt/x", "squashfuse"])
+    assert wrapper.exit_code == 2
+    assert "the command to run must follow '--'" in wrapper.output
