@@ -47,10 +47,6 @@ class ForkServer:
         self._process: subprocess.Popen[bytes] | None = None
         self._channel: socket.socket | None = None
 
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
-
     def start(self) -> None:
         with self._lock:
             self._ensure_running()
