@@ -16,9 +16,14 @@ from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
 
+from podwright.core.json_patch import (
+    MalformedPatchError,
+    UnappliablePatchError,
+    apply_json_patch,
+    apply_merge_patch,
+)
 from podwright.core.quantities import format_quantity
 from tests.k8s_emulator.errors import ApiError
-from tests.k8s_emulator.patches import apply_json_patch, apply_merge_patch
 from tests.k8s_emulator.selectors import field_selector, label_selector
 
 Obj = dict[str, Any]
@@ -223,18 +228,23 @@ class ApiStore:
     ) -> Obj:
         with self._changed:
             current = self._existing(resource, namespace, name)
-            if content_type.startswith("application/json-patch+json"):
-                patched = apply_json_patch(current, patch)
-            elif content_type.startswith(
-                ("application/merge-patch+json", "application/strategic-merge-patch+json")
-            ):
-                if not isinstance(patch, dict):
-                    raise ApiError(400, "BadRequest", "a merge patch must be a JSON object")
-                patched = apply_merge_patch(current, patch)
-            else:
-                raise ApiError(
-                    415, "UnsupportedMediaType", f"unsupported patch type {content_type}"
-                )
+            try:
+                if content_type.startswith("application/json-patch+json"):
+                    patched = apply_json_patch(current, patch)
+                elif content_type.startswith(
+                    ("application/merge-patch+json", "application/strategic-merge-patch+json")
+                ):
+                    if not isinstance(patch, dict):
+                        raise ApiError(400, "BadRequest", "a merge patch must be a JSON object")
+                    patched = apply_merge_patch(current, patch)
+                else:
+                    raise ApiError(
+                        415, "UnsupportedMediaType", f"unsupported patch type {content_type}"
+                    )
+            except MalformedPatchError as error:
+                raise ApiError(400, "BadRequest", str(error)) from error
+            except UnappliablePatchError as error:
+                raise ApiError(422, "UnprocessableEntity", str(error)) from error
             version = (patched.get("metadata") or {}).get("resourceVersion")
             if version != current["metadata"]["resourceVersion"]:
                 raise self._conflict(resource, name)

@@ -1,14 +1,31 @@
-"""JSON merge patch (RFC 7386) and JSON patch (RFC 6902), as the API server applies them."""
+"""JSON merge patch (RFC 7386) and JSON patch (RFC 6902), as the Kubernetes API server applies them.
+
+Pure functions over JSON data: the API-server emulator in the tests and the local backend (which
+stands in for an API server on one machine) apply patches alike. A patch that is not a patch is a
+:class:`MalformedPatchError` (the API server answers 400); one that cannot be applied to the
+document, a failed ``test`` among them, is an :class:`UnappliablePatchError` (422).
+"""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
-from tests.k8s_emulator.errors import ApiError
+
+class PatchError(ValueError):
+    """A patch that could not be applied."""
+
+
+class MalformedPatchError(PatchError):
+    """The patch itself is not valid."""
+
+
+class UnappliablePatchError(PatchError):
+    """The patch is valid but does not apply to the document (a missing path, a failed test)."""
 
 
 def apply_merge_patch(target: Any, patch: Any) -> Any:
+    """``target`` with the merge ``patch`` applied (``target`` is not changed)."""
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
     result = copy.deepcopy(target) if isinstance(target, dict) else {}
@@ -21,12 +38,13 @@ def apply_merge_patch(target: Any, patch: Any) -> Any:
 
 
 def apply_json_patch(target: Any, operations: Any) -> Any:
+    """``target`` with the JSON patch ``operations`` applied (``target`` is not changed)."""
     if not isinstance(operations, list):
-        raise ApiError(400, "BadRequest", "a JSON patch must be a list of operations")
+        raise MalformedPatchError("a JSON patch must be a list of operations")
     document = copy.deepcopy(target)
     for operation in operations:
         if not isinstance(operation, dict) or "op" not in operation or "path" not in operation:
-            raise ApiError(400, "BadRequest", f"invalid JSON patch operation {operation!r}")
+            raise MalformedPatchError(f"invalid JSON patch operation {operation!r}")
         document = _apply(document, operation)
     return document
 
@@ -35,13 +53,12 @@ def _pointer(path: str) -> list[str]:
     if path == "":
         return []
     if not path.startswith("/"):
-        raise ApiError(400, "BadRequest", f"invalid JSON pointer {path!r}")
+        raise MalformedPatchError(f"invalid JSON pointer {path!r}")
     return [part.replace("~1", "/").replace("~0", "~") for part in path[1:].split("/")]
 
 
-def _unprocessable(message: str) -> ApiError:
-    # The API server answers a patch that cannot be applied (a failed test among them) with 422.
-    return ApiError(422, "UnprocessableEntity", message)
+def _unprocessable(message: str) -> UnappliablePatchError:
+    return UnappliablePatchError(message)
 
 
 def _parent(document: Any, parts: list[str]) -> Any:
@@ -108,7 +125,7 @@ def _apply(document: Any, operation: dict[str, Any]) -> Any:
         else:
             parent[last] = copy.deepcopy(operation.get("value"))
     else:
-        raise ApiError(400, "BadRequest", f"unknown JSON patch operation {op!r}")
+        raise MalformedPatchError(f"unknown JSON patch operation {op!r}")
     return document
 
 
