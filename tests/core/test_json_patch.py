@@ -100,7 +100,12 @@ def test_json_patches(operations: list[dict[str, Any]], result: list[str]) -> No
         (
             [{"op": "remove", "path": "/metadata/finalizers/2"}],
             UnappliablePatchError,
-            "index '2' is out of range",
+            "doc is missing path: /metadata/finalizers/2",
+        ),
+        (
+            [{"op": "add", "path": "/metadata/finalizers/3", "value": "z"}],
+            UnappliablePatchError,
+            "index '3' is out of range",
         ),
         ([{"op": "remove", "path": ""}], UnappliablePatchError, "cannot remove the whole document"),
     ],
