@@ -1,0 +1,245 @@
+"""The executor: one reconcile loop over every active task in the task store.
+
+A round takes the active tasks of the executor's backend that are due, and handles each (at most
+``concurrency`` at once):
+
+* an abort was requested and the task is not terminal: the plugin manager aborts the resource
+  (its override, else a delete) and the task is written as Aborted;
+* the task is terminal and not finalized: the plugin manager finalizes it (removes podwright's
+  finalizer, deletes the resource when configured), then the task leaves the active set;
+* otherwise one plugin manager round, whose outcome (plugin state, phase, attached events) is
+  written to the store, conditional on the task's revision, before anything else is done for the
+  task. A crash between a create and its write is harmless: the next round's create finds the
+  object already there and carries on with it.
+
+A task's next round is due after the round interval, after the plugin manager's ``retry_after``
+when it asks for more, or after a per-task backoff that grows with consecutive errors (the store
+or the API unavailable); a write that lost a race (:class:`StaleRevisionError`) is retried at
+once on a fresh read in the next round. The wall clock and sleeping are the caller's: it passes
+``clock`` and ``sleep`` (and ``run`` waits on its stop event).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
+
+from podwright.core.lifecycle import phases
+from podwright.core.lifecycle.phases import Phase, PhaseInfo
+from podwright.core.lifecycle.plugin_state import decode_state, encode_state
+from podwright.engine.backoff import QuotaBackoff, exponential_delay
+from podwright.engine.config import LifecycleConfig
+from podwright.engine.event_index import EventIndex
+from podwright.engine.kubernetes_port import KubernetesError, KubernetesPort
+from podwright.engine.plugin import Plugin, PluginError, TaskContext
+from podwright.engine.plugin_manager import PluginManager
+from podwright.engine.plugins import default_plugins, plugin_for
+from podwright.engine.task_store import StaleRevisionError, TaskRecord, TaskStore, TaskStoreError
+
+TASK_ID_LABEL_SUFFIX = "task-id"
+
+
+@dataclasses.dataclass(frozen=True)
+class ExecutorConfig:
+    """Which tasks this executor serves, and how it paces them."""
+
+    backend: str
+    concurrency: int = 16
+    round_interval: timedelta = timedelta(seconds=1)
+    error_backoff_base: timedelta = timedelta(seconds=1)
+    error_backoff_max: timedelta = timedelta(minutes=1)
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {self.concurrency}")
+        if self.round_interval <= timedelta(0):
+            raise ValueError(f"round_interval must be positive, got {self.round_interval}")
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundReport:
+    """What one round did."""
+
+    due: int
+    advanced: int
+    finalized: int
+    errors: int
+    seconds: float
+
+
+@dataclasses.dataclass
+class _Outcome:
+    advanced: bool = False
+    finalized: bool = False
+    error: bool = False
+    delay: timedelta | None = None
+
+
+class Executor:
+    """Reconciles the store's active tasks of ``config.backend`` through the plugin managers."""
+
+    def __init__(
+        self,
+        store: TaskStore,
+        kubernetes: KubernetesPort,
+        config: ExecutorConfig,
+        lifecycle: LifecycleConfig,
+        *,
+        clock: Callable[[], datetime],
+        sleep: Callable[[float], None],
+        plugins: Mapping[tuple[str, str], Plugin] | None = None,
+        events: EventIndex | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self._kubernetes = kubernetes
+        self._lifecycle = lifecycle
+        self._clock = clock
+        self._sleep = sleep
+        self._plugins = plugins if plugins is not None else default_plugins()
+        self._events = events
+        self._rng = rng or random.Random()
+        self._quota_backoff = QuotaBackoff(
+            base=lifecycle.quota_backoff_base, cap=lifecycle.quota_backoff_max
+        )
+        self._managers: dict[tuple[str, str], PluginManager] = {}
+        self._due: dict[str, datetime] = {}
+        self._errors: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def run(self, stop: threading.Event, wait: Callable[[float], bool] | None = None) -> None:
+        """Run rounds until ``stop`` is set; between rounds wait until the next task is due."""
+        waiter = wait or stop.wait
+        while not stop.is_set():
+            self.run_round()
+            waiter(self._seconds_until_due())
+
+    def run_round(self) -> RoundReport:
+        """One round over the due active tasks."""
+        started = time.monotonic()
+        now = self._clock()
+        try:
+            active = self.store.list_tasks(active_only=True)
+        except TaskStoreError:
+            return RoundReport(0, 0, 0, 1, time.monotonic() - started)
+        mine = [record for record in active if record.task.backend == self.config.backend]
+        due = [record for record in mine if self._due.get(record.task_id, now) <= now]
+        with ThreadPoolExecutor(self.config.concurrency) as pool:
+            outcomes = list(pool.map(lambda record: self._reconcile(record, now), due))
+        known = {record.task_id for record in mine}
+        with self._lock:
+            for task_id in set(self._due) - known:
+                self._due.pop(task_id, None)
+                self._errors.pop(task_id, None)
+        return RoundReport(
+            due=len(due),
+            advanced=sum(outcome.advanced for outcome in outcomes),
+            finalized=sum(outcome.finalized for outcome in outcomes),
+            errors=sum(outcome.error for outcome in outcomes),
+            seconds=time.monotonic() - started,
+        )
+
+    def _seconds_until_due(self) -> float:
+        now = self._clock()
+        with self._lock:
+            upcoming = [due for due in self._due.values() if due > now]
+        if not upcoming:
+            return self.config.round_interval.total_seconds()
+        return max(0.0, (min(upcoming) - now).total_seconds())
+
+    def _reconcile(self, record: TaskRecord, now: datetime) -> _Outcome:
+        try:
+            outcome = self._step(record, now)
+        except StaleRevisionError:
+            outcome = _Outcome(delay=timedelta(0))
+        except (TaskStoreError, KubernetesError, PluginError):
+            outcome = _Outcome(error=True)
+            with self._lock:
+                failures = self._errors.get(record.task_id, 0)
+                self._errors[record.task_id] = failures + 1
+            outcome.delay = exponential_delay(
+                failures, self.config.error_backoff_base, self.config.error_backoff_max
+            )
+        else:
+            with self._lock:
+                self._errors.pop(record.task_id, None)
+        with self._lock:
+            delay = self.config.round_interval if outcome.delay is None else outcome.delay
+            self._due[record.task_id] = now + delay
+        return outcome
+
+    def _step(self, record: TaskRecord, now: datetime) -> _Outcome:
+        task, manager = self._task(record)
+        if record.phase.is_terminal:
+            manager.finalize(task)
+            self.store.mark_finalized(record.task_id, record.revision, now)
+            return _Outcome(finalized=True)
+        if record.abort_requested:
+            manager.abort(task)
+            state = decode_state(record.plugin_state)
+            info = phases.aborted(now, "aborted on request")
+            info = dataclasses.replace(info, version=record.phase_version + 1)
+            aborted_state = dataclasses.replace(
+                state, phase=Phase.ABORTED, phase_version=info.version, reason=info.reason
+            )
+            self.store.advance(
+                record.task_id, record.revision, encode_state(aborted_state), info, now
+            )
+            return _Outcome(advanced=True, delay=timedelta(0))
+        transition = manager.handle(task, record.plugin_state, now)
+        changed = transition.state_changed or _is_new(record, transition.info)
+        if changed:
+            self.store.advance(
+                record.task_id, record.revision, transition.encoded_state(), transition.info, now
+            )
+        delay = None
+        if transition.info.phase.is_terminal:
+            if transition.info.cleanup_on_failure:
+                manager.abort(task)
+            delay = timedelta(0)  # finalize in the next round, after the write
+        elif transition.retry_after is not None:
+            delay = max(transition.retry_after, self.config.round_interval)
+        return _Outcome(advanced=changed, delay=delay)
+
+    def _task(self, record: TaskRecord) -> tuple[TaskContext, PluginManager]:
+        resources = [
+            manifest
+            for manifest in record.task.manifests
+            if (str(manifest.get("apiVersion")), str(manifest.get("kind"))) in self._plugins
+        ]
+        if not resources:
+            raise PluginError(f"task {record.task_id!r} has no resource any plugin launches")
+        resource = resources[0]
+        plugin = plugin_for(resource, self._plugins)
+        key = (plugin.api_version, plugin.kind)
+        with self._lock:
+            manager = self._managers.get(key)
+            if manager is None:
+                manager = PluginManager(
+                    plugin,
+                    self._kubernetes,
+                    self._lifecycle,
+                    events=self._events,
+                    quota_backoff=self._quota_backoff,
+                    sleep=self._sleep,
+                    rng=self._rng,
+                )
+                self._managers[key] = manager
+        labels = {f"{self._lifecycle.label_domain}/{TASK_ID_LABEL_SUFFIX}": _label(record.task_id)}
+        return TaskContext(record.task_id, record.task.namespace, resource, labels=labels), manager
+
+
+def _is_new(record: TaskRecord, info: PhaseInfo) -> bool:
+    return (info.phase, info.version) != (record.phase, record.phase_version)
+
+
+def _label(value: str) -> str:
+    """A task id as a label value (at most 63 characters of the allowed ones)."""
+    cleaned = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in value)[:63]
+    return cleaned.strip("-_.") or "task"

@@ -1,0 +1,220 @@
+"""The executor over the SQLite task store and the local backend: real processes, real rounds."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from podwright.adapters.local.cluster import LocalCluster
+from podwright.adapters.sqlite_store import SQLiteTaskStore
+from podwright.core.lifecycle.phases import Phase
+from podwright.engine.config import LifecycleConfig
+from podwright.engine.event_index import EventIndex
+from podwright.engine.executor import Executor, ExecutorConfig
+from podwright.engine.kubernetes_port import ObjectRef
+from podwright.engine.task_store import NewTask, TaskRecord
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SQLiteTaskStore]:
+    opened = SQLiteTaskStore(tmp_path / "tasks.db")
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def events() -> EventIndex:
+    return EventIndex(ttl=timedelta(hours=1), max_per_object=50)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, events: EventIndex) -> Iterator[LocalCluster]:
+    local = LocalCluster(tmp_path / "local", events=events)
+    yield local
+    local.close()
+
+
+def executor(
+    store: SQLiteTaskStore, cluster: LocalCluster, events: EventIndex, **config: Any
+) -> Executor:
+    settings = ExecutorConfig(backend="local", round_interval=timedelta(milliseconds=50), **config)
+    return Executor(
+        store,
+        cluster,
+        settings,
+        LifecycleConfig(inject_finalizer=True, delete_resource_on_finalize=True),
+        clock=now,
+        sleep=time.sleep,
+        events=events,
+    )
+
+
+def job(script: str, backoff_limit: int = 0) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "ignored", "namespace": "research"},
+        "spec": {
+            "backoffLimit": backoff_limit,
+            "template": {
+                "metadata": {"annotations": {"podwright.dev/primary-container": "main"}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {"name": "main", "image": "trainer:1", "command": ["sh", "-c", script]}
+                    ],
+                },
+            },
+        },
+    }
+
+
+def submit(
+    store: SQLiteTaskStore, task_id: str, script: str, backend: str = "local", **job_options: Any
+) -> None:
+    store.submit(
+        NewTask(
+            task_id,
+            "training",
+            task_id,
+            "research",
+            backend,
+            {"command": script},
+            {"command": script},
+            (job(script, **job_options),),
+            now(),
+        )
+    )
+
+
+def run_until(engine: Executor, done: Any, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, "not done in time"
+        engine.run_round()
+        time.sleep(0.02)
+
+
+def finalized(store: SQLiteTaskStore, *task_ids: str) -> bool:
+    return all(store.get(task_id).finalized for task_id in task_ids)
+
+
+def phases_of(store: SQLiteTaskStore, task_id: str) -> list[Phase]:
+    return [entry.phase for entry in store.history(task_id)]
+
+
+def test_tasks_run_to_their_terminal_phase_and_are_finalized(
+    store: SQLiteTaskStore, cluster: LocalCluster, events: EventIndex
+) -> None:
+    submit(store, "good", "echo training; sleep 0.3")
+    submit(store, "bad", "exit 2")
+    engine = executor(store, cluster, events)
+    run_until(engine, lambda: finalized(store, "good", "bad"))
+    good, bad = store.get("good"), store.get("bad")
+    assert good.phase is Phase.SUCCESS
+    assert bad.phase is Phase.RETRYABLE_FAILURE
+    assert phases_of(store, "good")[0] is Phase.QUEUED
+    assert Phase.RUNNING in phases_of(store, "good")
+    attached = [event.reason for event in store.events("good")]
+    assert attached[0].startswith("SuccessfulCreate: Created pod: good-"), attached
+    assert attached[-1] == "Completed: Job completed", attached
+    assert store.list_tasks(active_only=True) == []
+    # Finalized with delete_resource_on_finalize: the Jobs are gone.
+    assert cluster.cached(ObjectRef("batch/v1", "Job", "research", "good")) is None
+
+
+def test_an_abort_request_stops_the_resource_and_the_task_ends_aborted(
+    store: SQLiteTaskStore, cluster: LocalCluster, events: EventIndex
+) -> None:
+    submit(store, "long", "sleep 300")
+    engine = executor(store, cluster, events)
+    run_until(engine, lambda: store.get("long").phase is Phase.RUNNING)
+    store.request_abort("long", now())
+    run_until(engine, lambda: finalized(store, "long"))
+    assert store.get("long").phase is Phase.ABORTED
+    assert phases_of(store, "long")[-1] is Phase.ABORTED
+    assert store.history("long")[-1].reason == "aborted on request"
+
+
+def test_a_restarted_executor_carries_on_without_creating_anything_twice(
+    store: SQLiteTaskStore, cluster: LocalCluster, events: EventIndex
+) -> None:
+    submit(store, "resumed", "sleep 1; echo done")
+    first = executor(store, cluster, events)
+    run_until(first, lambda: store.get("resumed").phase in (Phase.INITIALIZING, Phase.RUNNING))
+    second = executor(store, cluster, events)  # the first is gone: no state but the store
+    run_until(second, lambda: finalized(store, "resumed"))
+    assert store.get("resumed").phase is Phase.SUCCESS
+    created = [
+        event for event in store.events("resumed") if event.reason.startswith("SuccessfulCreate")
+    ]
+    assert len(created) == 1
+
+
+def test_only_the_executors_backend_is_served(
+    store: SQLiteTaskStore, cluster: LocalCluster, events: EventIndex
+) -> None:
+    submit(store, "elsewhere", "true", backend="kubernetes")
+    report = executor(store, cluster, events).run_round()
+    assert report.due == 0
+    assert store.get("elsewhere").revision == 1
+
+
+def test_a_task_that_fails_to_reconcile_backs_off(
+    store: SQLiteTaskStore, cluster: LocalCluster, events: EventIndex
+) -> None:
+    store.submit(
+        NewTask(
+            "odd",
+            "training",
+            "odd",
+            "research",
+            "local",
+            {},
+            {},
+            ({"apiVersion": "v1", "kind": "ConfigMap"},),
+            now(),
+        )
+    )
+    engine = executor(store, cluster, events, error_backoff_base=timedelta(seconds=30))
+    assert engine.run_round().errors == 1
+    assert engine.run_round().due == 0  # not due again for 30 s
+    assert store.get("odd").revision == 1
+
+
+def test_run_stops_when_asked(
+    store: SQLiteTaskStore, cluster: LocalCluster, events: EventIndex
+) -> None:
+    submit(store, "quick", "true")
+    engine = executor(store, cluster, events)
+    stop = threading.Event()
+    runner = threading.Thread(target=engine.run, args=(stop,))
+    runner.start()
+    deadline = time.monotonic() + 30
+    while not finalized(store, "quick") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stop.set()
+    runner.join(10)
+    assert not runner.is_alive()
+    assert store.get("quick").phase is Phase.SUCCESS
+
+
+def test_rounds_report_what_they_did(
+    store: SQLiteTaskStore, cluster: LocalCluster, events: EventIndex
+) -> None:
+    submit(store, "counted", "true")
+    engine = executor(store, cluster, events)
+    first = engine.run_round()
+    assert (first.due, first.advanced, first.errors) == (1, 1, 0)
+    record: TaskRecord = store.get("counted")
+    assert record.phase is Phase.QUEUED
