@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,18 +26,6 @@ from podwright.engine.plugin import TaskContext
 from podwright.engine.plugin_manager import PluginManager
 from podwright.engine.plugins import JobPlugin
 from tests.kube.support import eventually
-
-
-@pytest.fixture
-def events() -> EventIndex:
-    return EventIndex(ttl=timedelta(hours=1), max_per_object=50)
-
-
-@pytest.fixture
-def cluster(tmp_path: Path, events: EventIndex) -> Iterator[LocalCluster]:
-    local = LocalCluster(tmp_path / "local", events=events)
-    yield local
-    local.close()
 
 
 def pod(name: str, script: str, **spec: Any) -> dict[str, Any]:

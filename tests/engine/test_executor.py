@@ -32,18 +32,6 @@ def store(tmp_path: Path) -> Iterator[SQLiteTaskStore]:
     opened.close()
 
 
-@pytest.fixture
-def events() -> EventIndex:
-    return EventIndex(ttl=timedelta(hours=1), max_per_object=50)
-
-
-@pytest.fixture
-def cluster(tmp_path: Path, events: EventIndex) -> Iterator[LocalCluster]:
-    local = LocalCluster(tmp_path / "local", events=events)
-    yield local
-    local.close()
-
-
 def executor(
     store: SQLiteTaskStore, cluster: LocalCluster, events: EventIndex, **config: Any
 ) -> Executor:
