@@ -4,14 +4,15 @@ With ``--policy`` files the workload is first evaluated (violations exit with st
 ``podwright policy evaluate``); without, the submission is rendered as written. The cluster
 profile (``--profile``) says how this cluster does what the workload leaves open; without one,
 the safe defaults apply. A field the profile cannot honour is bad input (exit status 2), named
-with where its value came from.
+with where its value came from. ``podwright run`` shares these steps (:func:`prepare_workload`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import click
 
@@ -29,38 +30,58 @@ from podwright.cli.inputs import (
 )
 from podwright.core.assets import EMPTY_CATALOGUE
 from podwright.core.policies import Scope
-from podwright.core.render import DEFAULT_PROFILE, ClusterProfile, RenderError, profile_from_data
+from podwright.core.render import (
+    DEFAULT_PROFILE,
+    ClusterProfile,
+    RenderError,
+    Rendering,
+    profile_from_data,
+)
 from podwright.core.render import render as render_workload
+from podwright.core.workloads import Submission
 
 
-@click.command("render")
-@workload_options
-@click.option(
-    "--policy",
-    "policy_files",
-    metavar="FILE",
-    multiple=True,
-    help="A policy to evaluate the workload under (repeatable; none: render it as written).",
-)
-@click.option("--scope", type=SCOPE, help="The workload's scope (default: the policies' deepest).")
-@click.option("--assets", "assets_file", metavar="FILE", help="The asset catalogue.")
-@click.option(
-    "--profile",
-    "profile_file",
-    metavar="FILE",
-    help="The cluster profile (default: safe defaults).",
-)
-@click.option("--name", help="The workload's name (default: the file's 'name').")
-@click.option("--namespace", help="The namespace of every manifest (default: none set).")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["yaml", "json"]),
-    default="yaml",
-    show_default=True,
-    help="YAML documents, or a JSON v1 List.",
-)
-def render_command(
+@dataclasses.dataclass(frozen=True)
+class PreparedWorkload:
+    """A workload through its policies and rendered: what ``render`` prints and ``run`` runs."""
+
+    name: str
+    submission: Submission
+    workload: Mapping[str, object]
+    sources: Mapping[str, str]
+    profile: ClusterProfile
+    rendering: Rendering
+
+
+def preparation_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The options of :func:`prepare_workload`, for every command that renders a workload."""
+    options: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
+        workload_options,
+        click.option(
+            "--policy",
+            "policy_files",
+            metavar="FILE",
+            multiple=True,
+            help="A policy to evaluate the workload under (repeatable; none: take it as written).",
+        ),
+        click.option(
+            "--scope", type=SCOPE, help="The workload's scope (default: the policies' deepest)."
+        ),
+        click.option("--assets", "assets_file", metavar="FILE", help="The asset catalogue."),
+        click.option(
+            "--profile",
+            "profile_file",
+            metavar="FILE",
+            help="The cluster profile (default: safe defaults).",
+        ),
+        click.option("--name", help="The workload's name (default: the file's 'name')."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def prepare_workload(
     *,
     workload_file: str,
     workload_type: str | None,
@@ -70,14 +91,8 @@ def render_command(
     profile_file: str | None,
     name: str | None,
     namespace: str | None,
-    output: str,
-) -> None:
-    """Render a workload into the Kubernetes manifests a platform applies.
-
-    workspace: a Pod; training: a batch/v1 Job; distributed: the Kubeflow job of its framework
-    (PyTorchJob, MPIJob, TFJob, XGBoostJob, JAXJob); inference: a Knative Service. New claims
-    and Services go with them.
-    """
+) -> PreparedWorkload:
+    """Evaluate (violations end the command with status 1) and render; bad input raises."""
     documents: dict[str, Document] = {}
     sources: Mapping[str, str] = {}
     if policy_files:
@@ -133,6 +148,48 @@ def render_command(
         raise BadInput(
             f"cannot render on cluster profile {profile.name!r}:\n" + "\n".join(lines)
         ) from error
+    return PreparedWorkload(name, submission, workload, sources, profile, rendering)
+
+
+@click.command("render")
+@preparation_options
+@click.option("--namespace", help="The namespace of every manifest (default: none set).")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["yaml", "json"]),
+    default="yaml",
+    show_default=True,
+    help="YAML documents, or a JSON v1 List.",
+)
+def render_command(
+    *,
+    workload_file: str,
+    workload_type: str | None,
+    policy_files: Sequence[str],
+    scope: Scope | None,
+    assets_file: str | None,
+    profile_file: str | None,
+    name: str | None,
+    namespace: str | None,
+    output: str,
+) -> None:
+    """Render a workload into the Kubernetes manifests a platform applies.
+
+    workspace: a Pod; training: a batch/v1 Job; distributed: the Kubeflow job of its framework
+    (PyTorchJob, MPIJob, TFJob, XGBoostJob, JAXJob); inference: a Knative Service. New claims
+    and Services go with them.
+    """
+    rendering = prepare_workload(
+        workload_file=workload_file,
+        workload_type=workload_type,
+        policy_files=policy_files,
+        scope=scope,
+        assets_file=assets_file,
+        profile_file=profile_file,
+        name=name,
+        namespace=namespace,
+    ).rendering
     if output == "json":
         items = list(rendering.manifests)
         click.echo(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=2))
