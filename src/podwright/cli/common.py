@@ -15,6 +15,10 @@ class ExitCode(IntEnum):
     """The input is valid but breaks enforced policy rules."""
     BAD_INPUT = 2
     """Unreadable or invalid input, or a usage error."""
+    TASK_FAILED = 3
+    """The task ran and failed (``podwright run``)."""
+    ABORTED = 4
+    """The task was aborted (``podwright run``)."""
 
 
 class BadInput(click.ClickException):

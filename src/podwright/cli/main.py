@@ -21,6 +21,13 @@ from podwright.cli.common import BadInput, ExitCode
 from podwright.cli.fuse_proxy_commands import fuse_proxy_group
 from podwright.cli.policy_commands import policy_group
 from podwright.cli.render_command import render_command
+from podwright.cli.run_commands import (
+    abort_command,
+    list_command,
+    logs_command,
+    run_command,
+    status_command,
+)
 from podwright.core.fuse_proxy.manifests import FuseProxySetup
 from podwright.core.pod_input import PodInputError, pod_input_from_data
 from podwright.core.pod_template import (
@@ -191,6 +198,8 @@ def pod_command(
 cli.add_command(policy_group)
 cli.add_command(render_command)
 cli.add_command(fuse_proxy_group)
+for command in (run_command, list_command, status_command, logs_command, abort_command):
+    cli.add_command(command)
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:

@@ -28,14 +28,16 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
+from typing import Any
 
 from podwright.core.lifecycle import phases
+from podwright.core.lifecycle.names import task_object_name
 from podwright.core.lifecycle.phases import Phase, PhaseInfo
 from podwright.core.lifecycle.plugin_state import decode_state, encode_state
 from podwright.engine.backoff import QuotaBackoff, exponential_delay
 from podwright.engine.config import LifecycleConfig
 from podwright.engine.event_index import EventIndex
-from podwright.engine.kubernetes_port import KubernetesError, KubernetesPort
+from podwright.engine.kubernetes_port import KubernetesError, KubernetesPort, ObjectRef
 from podwright.engine.plugin import Plugin, PluginError, TaskContext
 from podwright.engine.plugin_manager import PluginManager
 from podwright.engine.plugins import default_plugins, plugin_for
@@ -49,6 +51,8 @@ class ExecutorConfig:
     """Which tasks this executor serves, and how it paces them."""
 
     backend: str
+    task_ids: frozenset[str] | None = None
+    """Serve only these tasks (``podwright run`` runs its own task); None: every task."""
     concurrency: int = 16
     round_interval: timedelta = timedelta(seconds=1)
     error_backoff_base: timedelta = timedelta(seconds=1)
@@ -128,7 +132,13 @@ class Executor:
             active = self.store.list_tasks(active_only=True)
         except TaskStoreError:
             return RoundReport(0, 0, 0, 1, time.monotonic() - started)
-        mine = [record for record in active if record.task.backend == self.config.backend]
+        only = self.config.task_ids
+        mine = [
+            record
+            for record in active
+            if record.task.backend == self.config.backend
+            and (only is None or record.task_id in only)
+        ]
         due = [record for record in mine if self._due.get(record.task_id, now) <= now]
         with ThreadPoolExecutor(self.config.concurrency) as pool:
             outcomes = list(pool.map(lambda record: self._reconcile(record, now), due))
@@ -207,15 +217,12 @@ class Executor:
             delay = max(transition.retry_after, self.config.round_interval)
         return _Outcome(advanced=changed, delay=delay)
 
+    def resource_ref(self, record: TaskRecord) -> ObjectRef:
+        """The object the task's resource is created as."""
+        return resource_ref(record, self._plugins, self._lifecycle)
+
     def _task(self, record: TaskRecord) -> tuple[TaskContext, PluginManager]:
-        resources = [
-            manifest
-            for manifest in record.task.manifests
-            if (str(manifest.get("apiVersion")), str(manifest.get("kind"))) in self._plugins
-        ]
-        if not resources:
-            raise PluginError(f"task {record.task_id!r} has no resource any plugin launches")
-        resource = resources[0]
+        resource = workload_resource(record, self._plugins)
         plugin = plugin_for(resource, self._plugins)
         key = (plugin.api_version, plugin.kind)
         with self._lock:
@@ -231,8 +238,34 @@ class Executor:
                     rng=self._rng,
                 )
                 self._managers[key] = manager
-        labels = {f"{self._lifecycle.label_domain}/{TASK_ID_LABEL_SUFFIX}": _label(record.task_id)}
-        return TaskContext(record.task_id, record.task.namespace, resource, labels=labels), manager
+        return _context(record, resource, self._lifecycle), manager
+
+
+def workload_resource(
+    record: TaskRecord, plugins: Mapping[tuple[str, str], Plugin]
+) -> Mapping[str, Any]:
+    """The task's manifest that a plugin launches (its other manifests go with it)."""
+    for manifest in record.task.manifests:
+        if (str(manifest.get("apiVersion")), str(manifest.get("kind"))) in plugins:
+            return manifest
+    raise PluginError(f"task {record.task_id!r} has no resource any plugin launches")
+
+
+def resource_ref(
+    record: TaskRecord, plugins: Mapping[tuple[str, str], Plugin], lifecycle: LifecycleConfig
+) -> ObjectRef:
+    """The object a task's resource is created as (whether or not it exists now)."""
+    resource = workload_resource(record, plugins)
+    plugin = plugin_for(resource, plugins)
+    name = task_object_name(record.task_id, plugin.properties.generated_name_max_length)
+    return plugin.build_identity(_context(record, resource, lifecycle), name)
+
+
+def _context(
+    record: TaskRecord, resource: Mapping[str, Any], lifecycle: LifecycleConfig
+) -> TaskContext:
+    labels = {f"{lifecycle.label_domain}/{TASK_ID_LABEL_SUFFIX}": _label(record.task_id)}
+    return TaskContext(record.task_id, record.task.namespace, resource, labels=labels)
 
 
 def _is_new(record: TaskRecord, info: PhaseInfo) -> bool:
