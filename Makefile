@@ -21,11 +21,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/podwright render --workload examples/workload-training.yaml \
-		--policy examples/policies/cluster-prod.yaml \
-		--policy examples/policies/department-research.yaml \
-		--policy examples/policies/project-vision.yaml \
-		--assets examples/assets.yaml --profile examples/cluster-profile.yaml
+	$(BIN)/podwright run --workload examples/workload-local.yaml \
+		--policy examples/policies/local-dev.yaml --home .podwright
 
 check: lint typecheck contracts test
 

@@ -60,6 +60,11 @@ CASES = {
     ],
     "distributed-jax": ["--workload", "workload-distributed-jax.yaml", "--profile", PROFILE],
     "inference": ["--workload", "workload-inference.yaml", "--profile", PROFILE],
+    "training-local": [
+        "--workload",
+        "workload-local.yaml",
+        f"--policy={EXAMPLES / 'policies' / 'local-dev.yaml'}",
+    ],
 }
 
 

@@ -166,3 +166,29 @@ def test_an_empty_store_is_reported(tmp_path: Path, command: str) -> None:
     result = invoke(tmp_path / "home", *args)
     assert result.exit_code == 2
     assert ("no tasks in" if command == "status" else "no task 'some-task'") in result.output
+
+
+def test_make_runs_example_runs_with_its_effective_workload_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repository = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(repository)  # the example's command is relative to the repository
+    result = invoke(
+        tmp_path / "home",
+        "run",
+        "--workload",
+        "examples/workload-local.yaml",
+        "--policy",
+        "examples/policies/local-dev.yaml",
+    )
+    assert result.exit_code == 0, result.output
+    assert (
+        "  backoffLimit                        0                                policy default (cluster local)"
+        in result.output
+    )
+    assert (
+        "  image                               python:3.11-slim                 submission"
+        in result.output
+    )
+    assert "  | epoch 3/3  loss 0.4132" in result.output
+    assert "  | done: model saved to the scratch directory (not really)" in result.output

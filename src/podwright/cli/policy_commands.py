@@ -7,13 +7,12 @@ conflicting scopes). Every problem in a file is reported at its ``file:line:colu
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Sequence
 
 import click
 
-from podwright.cli.common import BadInput, ExitCode
+from podwright.cli.common import BadInput, ExitCode, scalar_text, table
 from podwright.cli.inputs import (
     SCOPE,
     WORKLOAD_TYPES,
@@ -87,7 +86,7 @@ def check_command(policy_files: Sequence[str], assets_file: str | None) -> None:
         for policy in sorted(policies, key=lambda p: (p.workload_type.value, p.scope.names))
     ]
     click.echo(
-        _table(["FILE", "NAME", "SCOPE", "TYPE", "MODE", "DEFAULTS", "RULES", "ASSETS"], rows)
+        table(["FILE", "NAME", "SCOPE", "TYPE", "MODE", "DEFAULTS", "RULES", "ASSETS"], rows)
     )
     click.echo(f"{len(policies)} polic{'y' if len(policies) == 1 else 'ies'} checked: no problems")
 
@@ -112,9 +111,9 @@ def effective_command(
     effective = combine(policies, scope, WorkloadType(workload_type), documents)
     document, entries = effective_policy_document(effective)
     if output == "table":
-        rows = [[entry.path, _scalar(entry.value), str(entry.scope)] for entry in entries]
+        rows = [[entry.path, scalar_text(entry.value), str(entry.scope)] for entry in entries]
         click.echo(
-            _table(["ENTRY", "VALUE", "SCOPE"], rows) if rows else "(the branch has no policy)"
+            table(["ENTRY", "VALUE", "SCOPE"], rows) if rows else "(the branch has no policy)"
         )
         return
     data = {
@@ -178,31 +177,16 @@ def _print_evaluation(evaluation: Evaluation, output: str) -> None:
         return
     if evaluation.accepted:
         rows = [
-            [path, _scalar(evaluation.values[path]), source]
+            [path, scalar_text(evaluation.values[path]), source]
             for path, source in evaluation.sources.items()
         ]
         click.echo(
-            _table(["FIELD", "VALUE", "SOURCE"], rows)
+            table(["FIELD", "VALUE", "SOURCE"], rows)
             if rows
             else "(the effective workload is empty)"
         )
         return
     rows = [[issue.field, issue.rule, issue.details] for issue in evaluation.violations]
-    click.echo(_table(["FIELD", "RULE", "DETAILS"], rows))
+    click.echo(table(["FIELD", "RULE", "DETAILS"], rows))
     count = len(evaluation.violations)
     click.echo(f"{count} violation{'s' if count > 1 else ''}: the workload is rejected", err=True)
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [
-        max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=False)
-    ]
-    lines = [
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in [headers, *rows]
-    ]
-    return "\n".join(lines)
-
-
-def _scalar(value: object) -> str:
-    return value if isinstance(value, str) else json.dumps(value)

@@ -49,6 +49,9 @@ class PreparedWorkload:
     submission: Submission
     workload: Mapping[str, object]
     sources: Mapping[str, str]
+    """Where each effective value came from, by dotted path (empty without policies)."""
+    values: Mapping[str, object]
+    """Each effective leaf value, by the same paths (empty without policies)."""
     profile: ClusterProfile
     rendering: Rendering
 
@@ -95,6 +98,7 @@ def prepare_workload(
     """Evaluate (violations end the command with status 1) and render; bad input raises."""
     documents: dict[str, Document] = {}
     sources: Mapping[str, str] = {}
+    values: Mapping[str, object] = {}
     if policy_files:
         evaluated = evaluate_workload(
             policy_files=policy_files,
@@ -113,10 +117,11 @@ def prepare_workload(
                 err=True,
             )
             sys.exit(ExitCode.VIOLATIONS)
-        submission, workload, sources = (
+        submission, workload, sources, values = (
             evaluated.submission,
             evaluation.workload,
             evaluation.sources,
+            evaluation.values,
         )
     else:
         _, submission = read_submission(workload_file, workload_type, documents)
@@ -148,7 +153,7 @@ def prepare_workload(
         raise BadInput(
             f"cannot render on cluster profile {profile.name!r}:\n" + "\n".join(lines)
         ) from error
-    return PreparedWorkload(name, submission, workload, sources, profile, rendering)
+    return PreparedWorkload(name, submission, workload, sources, values, profile, rendering)
 
 
 @click.command("render")

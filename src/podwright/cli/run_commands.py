@@ -27,7 +27,7 @@ import click
 
 from podwright.adapters.local.cluster import LocalCluster
 from podwright.adapters.sqlite_store import SQLiteTaskStore
-from podwright.cli.common import BadInput, ExitCode
+from podwright.cli.common import BadInput, ExitCode, scalar_text, table
 from podwright.cli.render_command import preparation_options, prepare_workload
 from podwright.core.lifecycle.phases import Phase
 from podwright.core.policies import Scope
@@ -125,18 +125,28 @@ def run_command(
         click.echo(
             f"task {task_id}: {workload_type_name} workload {prepared.name!r}, local backend"
         )
+        if prepared.sources:
+            rows = [
+                [f"  {path}", scalar_text(prepared.values[path]), source]
+                for path, source in prepared.sources.items()
+            ]
+            click.echo(table(["  EFFECTIVE FIELD", "VALUE", "SOURCE"], rows))
         for image in _images(prepared.rendering.manifests):
             click.echo(f"  image {image} is recorded, not pulled: commands run on this machine")
-        phase = _follow(store, Path(home), task_id)
+        phase = _follow(store, Path(home), task_id, Path.cwd())
     finally:
         store.close()
     sys.exit(_exit_code(phase))
 
 
-def _follow(store: SQLiteTaskStore, home: Path, task_id: str) -> Phase:
-    """Run the task with an in-process executor and print what happens, until it is finalized."""
+def _follow(store: SQLiteTaskStore, home: Path, task_id: str, workdir: Path) -> Phase:
+    """Run the task with an in-process executor and print what happens, until it is finalized.
+
+    Containers without a workingDir run in ``workdir`` (where ``run`` was started), as a
+    command typed there would.
+    """
     events = EventIndex(ttl=timedelta(hours=1), max_per_object=200)
-    cluster = LocalCluster(home / "local", events=events)
+    cluster = LocalCluster(home / "local", events=events, default_workdir=workdir)
     executor = Executor(
         store,
         cluster,
@@ -286,8 +296,7 @@ def list_command(*, home: str) -> None:
     if not records:
         click.echo("no tasks")
         return
-    rows = [["ID", "TYPE", "BACKEND", "PHASE", "SUBMITTED", "ACTIVE"]]
-    rows += [
+    rows = [
         [
             record.task_id,
             record.task.workload_type,
@@ -298,11 +307,7 @@ def list_command(*, home: str) -> None:
         ]
         for record in records
     ]
-    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
-    for row in rows:
-        click.echo(
-            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        )
+    click.echo(table(["ID", "TYPE", "BACKEND", "PHASE", "SUBMITTED", "ACTIVE"], rows))
 
 
 @click.command("status")

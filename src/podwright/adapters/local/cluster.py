@@ -6,7 +6,8 @@ semantics (uid, resourceVersion, generateName, 404/409, resourceVersion precondi
 and deletionTimestamp), and their status is written in the API's vocabulary
 (:mod:`podwright.core.local_runtime`). A Pod's init containers run in order, then its containers
 together, each as a process in its own session with the pod's command, arguments, environment and
-working directory, its output captured in ``<state_dir>/logs/<namespace>/<pod>/<container>.log``
+working directory (without one: the backend's default, else a scratch directory of the
+pod), its output captured in ``<state_dir>/logs/<namespace>/<pod>/<container>.log``
 and its memory limit applied as RLIMIT_DATA; the image is recorded, not pulled, and the Pulled
 event says so. A Job creates one pod at a time from its template and retries failed pods up to its
 backoffLimit. Deleting a Pod stops its processes (SIGTERM to the process group, SIGKILL after the
@@ -93,8 +94,10 @@ class LocalCluster:
         events: EventIndex | None = None,
         clock: Callable[[], datetime] = _utc_now,
         base_env: dict[str, str] | None = None,
+        default_workdir: str | Path | None = None,
     ) -> None:
         self.state_dir = Path(state_dir)
+        self._default_workdir = default_workdir
         self._events = events
         self._clock = clock
         self._base_env = base_env if base_env is not None else _host_env()
@@ -368,7 +371,7 @@ class LocalCluster:
         )
         try:
             launch = plan_launch(container, pod)
-            cwd = launch.working_dir or str(self._scratch(run.ref))
+            cwd = str(launch.working_dir or self._default_workdir or self._scratch(run.ref))
             if not os.path.isdir(cwd):
                 raise LaunchRefusal(
                     CREATE_CONTAINER_ERROR,
