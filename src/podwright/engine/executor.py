@@ -32,7 +32,7 @@ from typing import Any
 
 from podwright.core.lifecycle import phases
 from podwright.core.lifecycle.names import task_object_name
-from podwright.core.lifecycle.phases import Phase, PhaseInfo
+from podwright.core.lifecycle.phases import Phase
 from podwright.core.lifecycle.plugin_state import decode_state, encode_state
 from podwright.engine.backoff import QuotaBackoff, exponential_delay
 from podwright.engine.config import LifecycleConfig
@@ -41,7 +41,13 @@ from podwright.engine.kubernetes_port import KubernetesError, KubernetesPort, Ob
 from podwright.engine.plugin import Plugin, PluginError, TaskContext
 from podwright.engine.plugin_manager import PluginManager
 from podwright.engine.plugins import default_plugins, plugin_for
-from podwright.engine.task_store import StaleRevisionError, TaskRecord, TaskStore, TaskStoreError
+from podwright.engine.task_store import (
+    StaleRevisionError,
+    TaskRecord,
+    TaskStore,
+    TaskStoreError,
+    is_new_phase,
+)
 
 TASK_ID_LABEL_SUFFIX = "task-id"
 
@@ -203,7 +209,7 @@ class Executor:
             )
             return _Outcome(advanced=True, delay=timedelta(0))
         transition = manager.handle(task, record.plugin_state, now)
-        changed = transition.state_changed or _is_new(record, transition.info)
+        changed = transition.state_changed or is_new_phase(record, transition.info)
         if changed:
             self.store.advance(
                 record.task_id, record.revision, transition.encoded_state(), transition.info, now
@@ -266,10 +272,6 @@ def _context(
 ) -> TaskContext:
     labels = {f"{lifecycle.label_domain}/{TASK_ID_LABEL_SUFFIX}": _label(record.task_id)}
     return TaskContext(record.task_id, record.task.namespace, resource, labels=labels)
-
-
-def _is_new(record: TaskRecord, info: PhaseInfo) -> bool:
-    return (info.phase, info.version) != (record.phase, record.phase_version)
 
 
 def _label(value: str) -> str:

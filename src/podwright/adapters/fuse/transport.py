@@ -17,7 +17,7 @@ import socket
 import time
 
 from podwright.adapters.fuse.errors import TransportError
-from podwright.core.fuse_proxy.protocol import MAX_FRAME, Frame, FrameDecoder, ProtocolError
+from podwright.core.fuse_proxy.protocol import Frame, FrameDecoder, ProtocolError
 
 _MAX_FDS_PER_MESSAGE = 4
 """Room for more descriptors than a frame may carry, so that extra ones are seen and closed."""
@@ -93,9 +93,7 @@ class FdTransport:
         frames = self._decoder.feed(data)
         if len(frames) > 1 or (frames and self._decoder.buffered):
             raise ProtocolError("bytes follow the frame; one frame per connection")
-        if not frames:
-            if self._decoder.buffered > MAX_FRAME:
-                raise ProtocolError("frame exceeds the size limit")
+        if not frames:  # the decoder bounds what it buffers by the header's checked length
             return False
         frame = frames[0]
         expected = 1 if frame.fd_attached else 0
