@@ -496,34 +496,11 @@ class LocalCluster:
             if phase is None:
                 return
             if phase == "Succeeded":
-                self._set_job_status(
-                    ref,
-                    active=0,
-                    ready=0,
-                    succeeded=1,
-                    failed=failed,
-                    started=started,
-                    finished=True,
-                )
-                self._event(ref, "Completed", "Job completed")
+                self._end_job(ref, succeeded=True, failed=failed, started=started)
                 return
             failed += 1
             if failed > limit:
-                self._set_job_status(
-                    ref,
-                    active=0,
-                    ready=0,
-                    succeeded=0,
-                    failed=failed,
-                    started=started,
-                    failed_reason=True,
-                )
-                self._event(
-                    ref,
-                    "BackoffLimitExceeded",
-                    "Job has reached the specified backoff limit",
-                    "Warning",
-                )
+                self._end_job(ref, succeeded=False, failed=failed, started=started)
                 return
             with self._changed:
                 self._changed.wait(timeout=_JOB_RETRY_DELAY)
@@ -538,17 +515,18 @@ class LocalCluster:
                 pod = self._objects.get((pod_ref.kind, pod_ref.namespace, pod_ref.name))
                 if job is None or "deletionTimestamp" in job["metadata"] or self._closed:
                     return None
-                status = copy.deepcopy((pod or {}).get("status") or {})
-            phase = status.get("phase", "Pending")
+                observed = copy.deepcopy((pod or {}).get("status") or {})
+            phase = observed.get("phase", "Pending")
             if pod is None or phase in ("Succeeded", "Failed"):
                 return phase if pod is not None else "Failed"
             ready = any(
                 c.get("type") == "Ready" and c.get("status") == "True"
-                for c in status.get("conditions") or []
+                for c in observed.get("conditions") or []
             )
-            self._set_job_status(
-                ref, active=1, ready=int(ready), succeeded=0, failed=failed, started=started
-            )
+            job_status: dict[str, Any] = {"active": 1, "ready": int(ready), "startTime": started}
+            if failed:
+                job_status["failed"] = failed
+            self._set_status(ref, job_status)
             with self._changed:
                 self._changed.wait(timeout=1.0)
 
@@ -583,40 +561,31 @@ class LocalCluster:
             "spec": template.get("spec") or {},
         }
 
-    def _set_job_status(
-        self,
-        ref: ObjectRef,
-        *,
-        active: int,
-        ready: int,
-        succeeded: int,
-        failed: int,
-        started: str | None,
-        finished: bool = False,
-        failed_reason: bool = False,
+    def _end_job(
+        self, ref: ObjectRef, *, succeeded: bool, failed: int, started: str | None
     ) -> None:
+        """The Job's final status (Complete, or Failed past its backoff limit) and its event."""
         now = _time(self._clock())
-        status: dict[str, Any] = {"active": active, "ready": ready, "startTime": started}
+        status: dict[str, Any] = {"active": 0, "ready": 0, "startTime": started}
         if succeeded:
-            status["succeeded"] = succeeded
+            status.update(succeeded=1, completionTime=now)
+            condition = {"type": "Complete", "status": "True", "lastTransitionTime": now}
+            event = ("Completed", "Job completed", "Normal")
+        else:
+            message = "Job has reached the specified backoff limit"
+            condition = {
+                "type": "Failed",
+                "status": "True",
+                "reason": "BackoffLimitExceeded",
+                "message": message,
+                "lastTransitionTime": now,
+            }
+            event = ("BackoffLimitExceeded", message, "Warning")
         if failed:
             status["failed"] = failed
-        if finished:
-            status["completionTime"] = now
-            status["conditions"] = [
-                {"type": "Complete", "status": "True", "lastTransitionTime": now}
-            ]
-        if failed_reason:
-            status["conditions"] = [
-                {
-                    "type": "Failed",
-                    "status": "True",
-                    "reason": "BackoffLimitExceeded",
-                    "message": "Job has reached the specified backoff limit",
-                    "lastTransitionTime": now,
-                }
-            ]
+        status["conditions"] = [condition]
         self._set_status(ref, status)
+        self._event(ref, *event)
 
 
 def _signal_all(run: _PodRun, number: int) -> None:
