@@ -10,9 +10,11 @@ with where its value came from. ``podwright run`` shares these steps (:func:`pre
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import click
 
@@ -56,8 +58,27 @@ class PreparedWorkload:
     rendering: Rendering
 
 
+@dataclasses.dataclass(frozen=True)
+class Preparation:
+    """What a command that renders a workload was given: the workload and how to judge it."""
+
+    workload_file: str
+    workload_type: str | None
+    policy_files: Sequence[str]
+    scope: Scope | None
+    assets_file: str | None
+    profile_file: str | None
+    name: str | None
+
+
 def preparation_options(command: Callable[..., None]) -> Callable[..., None]:
-    """The options of :func:`prepare_workload`, for every command that renders a workload."""
+    """The options of :func:`prepare_workload`, given to ``command`` as one ``preparation``."""
+
+    @functools.wraps(command)
+    def with_preparation(**given: Any) -> None:
+        fields = {field.name: given.pop(field.name) for field in dataclasses.fields(Preparation)}
+        command(preparation=Preparation(**fields), **given)
+
     options: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         workload_options,
         click.option(
@@ -79,23 +100,16 @@ def preparation_options(command: Callable[..., None]) -> Callable[..., None]:
         ),
         click.option("--name", help="The workload's name (default: the file's 'name')."),
     ]
+    decorated = with_preparation
     for option in reversed(options):
-        command = option(command)
-    return command
+        decorated = option(decorated)
+    return decorated
 
 
-def prepare_workload(
-    *,
-    workload_file: str,
-    workload_type: str | None,
-    policy_files: Sequence[str],
-    scope: Scope | None,
-    assets_file: str | None,
-    profile_file: str | None,
-    name: str | None,
-    namespace: str | None,
-) -> PreparedWorkload:
+def prepare_workload(preparation: Preparation, namespace: str | None) -> PreparedWorkload:
     """Evaluate (violations end the command with status 1) and render; bad input raises."""
+    workload_file, workload_type = preparation.workload_file, preparation.workload_type
+    assets_file, policy_files = preparation.assets_file, preparation.policy_files
     documents: dict[str, Document] = {}
     sources: Mapping[str, str] = {}
     values: Mapping[str, object] = {}
@@ -104,7 +118,7 @@ def prepare_workload(
             policy_files=policy_files,
             workload_file=workload_file,
             workload_type=workload_type,
-            scope=scope,
+            scope=preparation.scope,
             assets_file=assets_file,
         )
         evaluation = evaluated.evaluation
@@ -127,8 +141,8 @@ def prepare_workload(
         _, submission = read_submission(workload_file, workload_type, documents)
         workload = submission.spec
     catalogue = load_catalogue(assets_file, documents) if assets_file else EMPTY_CATALOGUE
-    profile = _load_profile(profile_file, documents)
-    name = name or submission.name
+    profile = _load_profile(preparation.profile_file, documents)
+    name = preparation.name or submission.name
     if not name:
         raise BadInput("the workload has no name: give one in its file ('name:') or with --name")
     try:
@@ -167,34 +181,14 @@ def prepare_workload(
     show_default=True,
     help="YAML documents, or a JSON v1 List.",
 )
-def render_command(
-    *,
-    workload_file: str,
-    workload_type: str | None,
-    policy_files: Sequence[str],
-    scope: Scope | None,
-    assets_file: str | None,
-    profile_file: str | None,
-    name: str | None,
-    namespace: str | None,
-    output: str,
-) -> None:
+def render_command(*, preparation: Preparation, namespace: str | None, output: str) -> None:
     """Render a workload into the Kubernetes manifests a platform applies.
 
     workspace: a Pod; training: a batch/v1 Job; distributed: the Kubeflow job of its framework
     (PyTorchJob, MPIJob, TFJob, XGBoostJob, JAXJob); inference: a Knative Service. New claims
     and Services go with them.
     """
-    rendering = prepare_workload(
-        workload_file=workload_file,
-        workload_type=workload_type,
-        policy_files=policy_files,
-        scope=scope,
-        assets_file=assets_file,
-        profile_file=profile_file,
-        name=name,
-        namespace=namespace,
-    ).rendering
+    rendering = prepare_workload(preparation, namespace).rendering
     if output == "json":
         items = list(rendering.manifests)
         click.echo(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=2))

@@ -28,9 +28,8 @@ import click
 from podwright.adapters.local.cluster import LocalCluster
 from podwright.adapters.sqlite_store import SQLiteTaskStore
 from podwright.cli.common import BadInput, ExitCode, scalar_text, table
-from podwright.cli.render_command import preparation_options, prepare_workload
+from podwright.cli.render_command import Preparation, preparation_options, prepare_workload
 from podwright.core.lifecycle.phases import Phase
-from podwright.core.policies import Scope
 from podwright.engine.config import LifecycleConfig
 from podwright.engine.event_index import EventIndex
 from podwright.engine.executor import Executor, ExecutorConfig, resource_ref
@@ -82,29 +81,9 @@ def _now() -> datetime:
 @preparation_options
 @click.option("--namespace", default="default", show_default=True, help="The task's namespace.")
 @home_option
-def run_command(
-    *,
-    workload_file: str,
-    workload_type: str | None,
-    policy_files: Sequence[str],
-    scope: Scope | None,
-    assets_file: str | None,
-    profile_file: str | None,
-    name: str | None,
-    namespace: str,
-    home: str,
-) -> None:
+def run_command(*, preparation: Preparation, namespace: str, home: str) -> None:
     """Run a workload on this machine: policies, rendering, then the task until it ends."""
-    prepared = prepare_workload(
-        workload_file=workload_file,
-        workload_type=workload_type,
-        policy_files=policy_files,
-        scope=scope,
-        assets_file=assets_file,
-        profile_file=profile_file,
-        name=name,
-        namespace=namespace,
-    )
+    prepared = prepare_workload(preparation, namespace)
     store = _open_store(home)
     task_id = f"{prepared.name}-{secrets.token_hex(3)}"
     workload_type_name = str(prepared.submission.workload_type.value)
