@@ -100,8 +100,8 @@ def test_list_status_and_logs_read_the_store(tmp_path: Path) -> None:
     assert "no task 'nope'" in missing.output
 
 
-def test_abort_stops_a_running_task_from_another_process(tmp_path: Path) -> None:
-    home = tmp_path / "home"
+def start_running(home: Path, tmp_path: Path, name: str) -> tuple[subprocess.Popen[str], str]:
+    """``podwright run`` of a long task in its own process, once the task is Running."""
     runner = subprocess.Popen(
         [
             sys.executable,
@@ -109,37 +109,7 @@ def test_abort_stops_a_running_task_from_another_process(tmp_path: Path) -> None
             "podwright",
             "run",
             "--workload",
-            workload(tmp_path, "long", "sleep 300"),
-            "--home",
-            str(home),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert runner.stdout is not None
-    first = runner.stdout.readline()
-    task_id = first.split()[1].rstrip(":")
-    deadline = time.monotonic() + 30
-    while "Running" not in invoke(home, "status", task_id).output:
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
-    assert invoke(home, "abort", task_id).output == f"abort requested for task {task_id}\n"
-    assert runner.wait(30) == 4
-    runner.stdout.close()
-    assert "phase:     Aborted (aborted on request)" in invoke(home, "status", task_id).output
-    assert invoke(home, "abort", task_id).output == f"task {task_id} already ended: Aborted\n"
-
-
-def test_ctrl_c_aborts_the_task(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    runner = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "podwright",
-            "run",
-            "--workload",
-            workload(tmp_path, "interrupted", "sleep 300"),
+            workload(tmp_path, name, "sleep 300"),
             "--home",
             str(home),
         ],
@@ -153,6 +123,22 @@ def test_ctrl_c_aborts_the_task(tmp_path: Path) -> None:
     while "Running" not in invoke(home, "status", task_id).output:
         assert time.monotonic() < deadline
         time.sleep(0.1)
+    return runner, task_id
+
+
+def test_abort_stops_a_running_task_from_another_process(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    runner, task_id = start_running(home, tmp_path, "long")
+    assert invoke(home, "abort", task_id).output == f"abort requested for task {task_id}\n"
+    runner.communicate(timeout=30)
+    assert runner.returncode == 4
+    assert "phase:     Aborted (aborted on request)" in invoke(home, "status", task_id).output
+    assert invoke(home, "abort", task_id).output == f"task {task_id} already ended: Aborted\n"
+
+
+def test_ctrl_c_aborts_the_task(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    runner, task_id = start_running(home, tmp_path, "interrupted")
     os.kill(runner.pid, signal.SIGINT)
     _, errors = runner.communicate(timeout=30)
     assert runner.returncode == 4
