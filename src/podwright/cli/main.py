@@ -18,6 +18,7 @@ import click
 from podwright import __version__
 from podwright.adapters.documents import STDIN, DocumentError, dump_yaml, read_document
 from podwright.cli.common import BadInput, ExitCode
+from podwright.cli.executor_command import executor_command
 from podwright.cli.fuse_proxy_commands import fuse_proxy_group
 from podwright.cli.policy_commands import policy_group
 from podwright.cli.render_command import render_command
@@ -198,6 +199,7 @@ def pod_command(
 cli.add_command(policy_group)
 cli.add_command(render_command)
 cli.add_command(fuse_proxy_group)
+cli.add_command(executor_command)
 for command in (run_command, list_command, status_command, logs_command, abort_command):
     cli.add_command(command)
 

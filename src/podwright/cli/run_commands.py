@@ -1,12 +1,13 @@
-"""``podwright run``, ``list``, ``status``, ``logs`` and ``abort``: workloads as local tasks.
+"""``podwright run``, ``list``, ``status``, ``logs`` and ``abort``: workloads as tasks.
 
 ``run`` takes a workload through its policies, renders it, records a task in the task store
-(``$PODWRIGHT_HOME/tasks.db``; default ``~/.local/state/podwright``) and runs it on the local
-backend with the executor, in this process, until it ends: each phase change, each Kubernetes
-event and the containers' output are printed as they come. Ctrl-C aborts the task (its processes
-are stopped, the task ends Aborted). The exit status says how it ended: 0 succeeded, 1 the
-policies rejected it (nothing ran), 2 bad input, 3 it failed, 4 it was aborted. The other commands
-read the same store.
+(``$PODWRIGHT_HOME/tasks.db``; default ``~/.local/state/podwright``) and runs it with the executor
+in this process until it ends, on this machine (local backend) or a cluster: the phase timeline,
+the Kubernetes events and the primary container's output are shown as they come (a live display
+on a terminal, plain lines elsewhere). Ctrl-C asks whether to abort or detach (elsewhere than on a
+terminal it aborts); ``--detach`` leaves the task to a background executor at once. The exit
+status says how it ended: 0 succeeded, 1 the policies rejected it (nothing ran), 2 bad input,
+3 it failed, 4 it was aborted. The other commands read the same store.
 """
 
 from __future__ import annotations
@@ -18,73 +19,80 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 import click
 
-from podwright.adapters.local.cluster import LocalCluster
+from podwright.adapters.kubernetes import KubernetesClient, KubernetesConfigError, connect
 from podwright.adapters.sqlite_store import SQLiteTaskStore
+from podwright.cli.backends import (
+    LOCAL,
+    ClusterAccess,
+    LocalBackendBusyError,
+    OpenBackend,
+    access_for,
+    backend_key,
+    choose_backend,
+    cluster_options,
+    open_backend,
+    start_background_executor,
+)
 from podwright.cli.common import BadInput, ExitCode, scalar_text, table
+from podwright.cli.executor_command import (
+    LoopSettings,
+    lifecycle_option,
+    load_lifecycle_config,
+    make_executor,
+)
 from podwright.cli.render_command import Preparation, preparation_options, prepare_workload
+from podwright.cli.run_display import Display, LiveDisplay, PlainDisplay, history_line
+from podwright.cli.state import home_option, open_store, utc_now
+from podwright.cli.task_logs import ClusterLogTail, LocalLogTail, LogTail
 from podwright.core.lifecycle.phases import Phase
 from podwright.engine.config import LifecycleConfig
-from podwright.engine.event_index import EventIndex
-from podwright.engine.executor import Executor, ExecutorConfig, resource_ref
-from podwright.engine.kubernetes_port import ObjectRef
+from podwright.engine.executor import Executor, resource_ref
 from podwright.engine.plugins import default_plugins
 from podwright.engine.task_store import (
-    HistoryEntry,
     NewTask,
-    StoreUnavailableError,
     TaskNotFoundError,
     TaskRecord,
     TaskStoreError,
 )
 
-HOME_ENV = "PODWRIGHT_HOME"
-LOCAL_BACKEND = "local"
 _POLL_SECONDS = 0.2
-
-
-def default_home() -> str:
-    """``$PODWRIGHT_HOME``, else ``$XDG_STATE_HOME/podwright``, else ~/.local/state/podwright."""
-    if os.environ.get(HOME_ENV):
-        return os.environ[HOME_ENV]
-    state = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
-    return os.path.join(state, "podwright")
-
-
-home_option = click.option(
-    "--home",
-    type=click.Path(file_okay=False),
-    default=default_home,
-    show_default=f"${HOME_ENV}, else ~/.local/state/podwright",
-    help="podwright's state directory: the task store and the local backend's logs.",
-)
-
-
-def _open_store(home: str) -> SQLiteTaskStore:
-    try:
-        return SQLiteTaskStore(Path(home) / "tasks.db")
-    except StoreUnavailableError as error:
-        raise click.ClickException(str(error)) from error
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 @click.command("run")
 @preparation_options
 @click.option("--namespace", default="default", show_default=True, help="The task's namespace.")
+@cluster_options
+@click.option(
+    "--detach",
+    is_flag=True,
+    help="Submit the task and return; a background executor runs it ('status', 'logs -f' follow).",
+)
+@lifecycle_option
 @home_option
-def run_command(*, preparation: Preparation, namespace: str, home: str) -> None:
-    """Run a workload on this machine: policies, rendering, then the task until it ends."""
+def run_command(
+    *,
+    preparation: Preparation,
+    namespace: str,
+    backend: str | None,
+    kubeconfig: str | None,
+    context: str | None,
+    detach: bool,
+    lifecycle_config: str | None,
+    home: str,
+) -> None:
+    """Run a workload: policies, rendering, then the task until it ends (or --detach)."""
+    access = ClusterAccess(kubeconfig, context)
+    key = backend_key(choose_backend(backend, access), access)
+    lifecycle = load_lifecycle_config(lifecycle_config)
     prepared = prepare_workload(preparation, namespace)
-    store = _open_store(home)
+    store = open_store(home)
     task_id = f"{prepared.name}-{secrets.token_hex(3)}"
     workload_type_name = str(prepared.submission.workload_type.value)
     try:
@@ -94,143 +102,189 @@ def run_command(*, preparation: Preparation, namespace: str, home: str) -> None:
                 workload_type=workload_type_name,
                 name=prepared.name,
                 namespace=namespace,
-                backend=LOCAL_BACKEND,
+                backend=key,
                 workload=_plain(prepared.submission.spec),
                 effective=_plain(prepared.workload),
                 manifests=tuple(prepared.rendering.manifests),
-                submitted_at=_now(),
+                submitted_at=utc_now(),
             )
         )
-        click.echo(
-            f"task {task_id}: {workload_type_name} workload {prepared.name!r}, local backend"
-        )
+        where = "local backend" if key == LOCAL else f"cluster {key.partition('/')[2]}"
+        click.echo(f"task {task_id}: {workload_type_name} workload {prepared.name!r}, {where}")
         if prepared.sources:
             rows = [
                 [f"  {path}", scalar_text(prepared.values[path]), source]
                 for path, source in prepared.sources.items()
             ]
             click.echo(table(["  EFFECTIVE FIELD", "VALUE", "SOURCE"], rows))
-        for image in _images(prepared.rendering.manifests):
-            click.echo(f"  image {image} is recorded, not pulled: commands run on this machine")
-        phase = _follow(store, Path(home), task_id, Path.cwd())
+        if key == LOCAL:
+            for image in _images(prepared.rendering.manifests):
+                click.echo(f"  image {image} is recorded, not pulled: commands run on this machine")
+        if detach:
+            _detach(Path(home), key, task_id, kubeconfig)
+            return
+        follower = _Follower(
+            store,
+            Path(home),
+            task_id,
+            key=key,
+            access=access,
+            lifecycle=lifecycle,
+            namespace=namespace,
+        )
+        phase = follower.follow(_display(f"{workload_type_name} {prepared.name}"))
     finally:
         store.close()
+    if phase is None:
+        _detach(Path(home), key, task_id, kubeconfig)
+        return
     sys.exit(_exit_code(phase))
 
 
-def _follow(store: SQLiteTaskStore, home: Path, task_id: str, workdir: Path) -> Phase:
-    """Run the task with an in-process executor and print what happens, until it is finalized.
+def _detach(home: Path, key: str, task_id: str, kubeconfig: str | None) -> None:
+    started = start_background_executor(home, key, kubeconfig)
+    runner = f"a background executor (pid {started})" if started else "the running executor"
+    click.echo(f"task {task_id} left to {runner}")
+    click.echo(f"  follow it: podwright status {task_id}; podwright logs {task_id} -f")
 
-    Containers without a workingDir run in ``workdir`` (where ``run`` was started), as a
-    command typed there would.
+
+def _display(title: str) -> Display:
+    if sys.stdout.isatty() and os.environ.get("TERM") != "dumb":
+        return LiveDisplay(title)
+    return PlainDisplay()
+
+
+class _Follower:
+    """Runs the task with an in-process executor when it can, and shows what happens.
+
+    On the local backend another process (a detached executor) may hold the backend: then this
+    one only watches the store and the log files, and takes over if that executor exits first.
+    Containers without a workingDir run where ``run`` was started, as a command typed there would.
     """
-    events = EventIndex(ttl=timedelta(hours=1), max_per_object=200)
-    cluster = LocalCluster(home / "local", events=events, default_workdir=workdir)
-    executor = Executor(
-        store,
-        cluster,
-        ExecutorConfig(
-            backend=LOCAL_BACKEND,
-            round_interval=timedelta(seconds=_POLL_SECONDS),
-            task_ids=frozenset({task_id}),
-        ),
-        LifecycleConfig(inject_finalizer=True),
-        clock=_now,
-        sleep=time.sleep,
-        events=events,
-    )
-    printer = _Printer(store, cluster, executor, task_id, time.monotonic())
-    interrupts = 0
-
-    def interrupted(_number: int, _frame: FrameType | None) -> None:
-        nonlocal interrupts
-        interrupts += 1
-        if interrupts == 1:
-            click.echo("interrupted: aborting the task (Ctrl-C again to stop at once)", err=True)
-            store.request_abort(task_id, _now())
-        else:
-            raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGINT, interrupted)
-    try:
-        while True:
-            executor.run_round()
-            record = printer.update()
-            if record.finalized:
-                printer.update()
-                return record.phase
-            time.sleep(_POLL_SECONDS)
-    except KeyboardInterrupt:
-        click.echo("stopped: the task's processes are killed", err=True)
-        return Phase.ABORTED
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        cluster.close()
-
-
-class _Printer:
-    """Prints a task's new phases, attached events and output lines since the last update."""
 
     def __init__(
         self,
         store: SQLiteTaskStore,
-        cluster: LocalCluster,
-        executor: Executor,
+        home: Path,
         task_id: str,
-        started: float,
+        *,
+        key: str,
+        access: ClusterAccess,
+        lifecycle: LifecycleConfig,
+        namespace: str,
     ) -> None:
-        self._store, self._cluster, self._executor = store, cluster, executor
-        self._task_id, self._started = task_id, started
-        self._phases = self._events = 0
-        self._offsets: dict[Path, int] = {}
+        self._store, self._home, self._task_id, self._key = store, home, task_id, key
+        self._access, self._lifecycle, self._namespace = access, lifecycle, namespace
+        self._backend: OpenBackend | None = None
+        self._executor: Executor | None = None
+        self._logs: LogTail | None = None
+        self._interrupted = False
+        self._aborting = False
 
-    def update(self) -> TaskRecord:
-        record = self._store.get(self._task_id)
-        for entry in self._store.history(self._task_id)[self._phases :]:
-            self._phases += 1
-            click.echo(f"{self._elapsed()}  {_history_line(entry)}")
-        for event in self._store.events(self._task_id)[self._events :]:
-            self._events += 1
-            click.echo(f"{self._elapsed()}  event: {event.reason}")
-        for path in _log_files(self._cluster, self._executor, record):
-            self._print_new_lines(path)
-        return record
+    def follow(self, display: Display) -> Phase | None:
+        """Follow until the task is finalized: its phase, or None when the user detached."""
+        previous = signal.signal(signal.SIGINT, self._on_interrupt)
+        started = time.monotonic()
+        phases = events = 0
+        try:
+            while True:
+                self._take_over()
+                if self._executor is not None:
+                    self._executor.run_round()
+                record = self._store.get(self._task_id)
+                elapsed = time.monotonic() - started
+                for entry in self._store.history(self._task_id)[phases:]:
+                    phases += 1
+                    display.phase(entry, elapsed)
+                for event in self._store.events(self._task_id)[events:]:
+                    events += 1
+                    display.event(event.reason, elapsed)
+                for line in self._log_tail(record).new_lines():
+                    display.output(line)
+                if record.finalized:
+                    return record.phase
+                if self._interrupted and not self._handle_interrupt(display, record):
+                    return None
+                time.sleep(_POLL_SECONDS)
+        except KeyboardInterrupt:
+            if self._executor is None:
+                display.note("stopped following; the executor running the task aborts it")
+            else:
+                display.note("stopped: the task's processes are killed")
+            return Phase.ABORTED
+        finally:
+            signal.signal(signal.SIGINT, previous)
+            display.close()
+            if self._executor is not None:
+                self._executor.close()
+            if self._backend is not None:
+                self._backend.close()
 
-    def _print_new_lines(self, path: Path) -> None:
-        offset = self._offsets.get(path, 0)
-        with path.open("rb") as log:
-            log.seek(offset)
-            data = log.read()
-        complete = data[: data.rfind(b"\n") + 1]
-        self._offsets[path] = offset + len(complete)
-        for line in complete.decode("utf-8", "replace").splitlines():
-            click.echo(f"  | {line}")
+    def _take_over(self) -> None:
+        if self._backend is not None:
+            return
+        try:
+            self._backend = open_backend(
+                self._key,
+                home=self._home,
+                access=access_for(self._key, self._access.kubeconfig),
+                namespace=self._namespace,
+                workdir=Path.cwd(),
+            )
+        except LocalBackendBusyError:
+            return  # a detached local executor runs the task; watch the store
+        settings = LoopSettings(1, timedelta(seconds=_POLL_SECONDS), frozenset({self._task_id}))
+        self._executor = make_executor(self._store, self._backend, settings, self._lifecycle)
 
-    def _elapsed(self) -> str:
-        return f"{time.monotonic() - self._started:7.1f}s"
+    def _log_tail(self, record: TaskRecord) -> LogTail:
+        if self._logs is None:
+            ref = resource_ref(record, default_plugins(), self._lifecycle)
+            cluster = self._backend.cluster if self._backend is not None else None
+            if cluster is not None:
+                self._logs = ClusterLogTail(cluster.client, ref)
+            else:
+                self._logs = LocalLogTail(self._home / LOCAL, ref)
+        return self._logs
 
+    def _on_interrupt(self, _number: int, _frame: FrameType | None) -> None:
+        if self._aborting:
+            raise KeyboardInterrupt
+        self._interrupted = True
 
-def _history_line(entry: HistoryEntry) -> str:
-    """A phase and why: the error's message when it failed, else the reason."""
-    why = entry.error_message or entry.reason
-    return f"{entry.phase.value}  {why}" if why else entry.phase.value
-
-
-def _log_files(cluster: LocalCluster, executor: Executor, record: TaskRecord) -> list[Path]:
-    return local_log_files(cluster.state_dir, executor.resource_ref(record))
-
-
-def local_log_files(state_dir: Path, ref: ObjectRef) -> list[Path]:
-    """The output files of a local task's pods: the Pod's, or every pod its Job created."""
-    root = state_dir / "logs" / ref.namespace
-    if not root.is_dir():
-        return []
-    if ref.kind == "Pod":
-        directories = [root / ref.name]
-    else:  # a Job's pods are named <job>-<suffix>
-        created = (p for p in root.iterdir() if p.name.startswith(f"{ref.name}-"))
-        directories = sorted(created, key=lambda p: p.stat().st_mtime)
-    return [log for directory in directories for log in sorted(directory.glob("*.log"))]
+    def _handle_interrupt(self, display: Display, record: TaskRecord) -> bool:
+        """Ask what Ctrl-C meant (on a terminal; elsewhere it aborts); False to detach."""
+        self._interrupted = False
+        if record.abort_requested:
+            self._aborting = True
+            return True
+        can_detach = self._key != LOCAL or self._executor is None
+        choice = "abort"
+        if sys.stdin.isatty():
+            display.pause()
+            choices = ["abort", "detach", "continue"] if can_detach else ["abort", "continue"]
+            if not can_detach:
+                click.echo(
+                    "(this command runs the task's processes: start it with --detach to leave "
+                    "it running)",
+                    err=True,
+                )
+            try:
+                choice = click.prompt(
+                    "interrupted: abort the task, or " + " or ".join(choices[1:]) + "?",
+                    type=click.Choice(choices),
+                    default="abort",
+                    err=True,
+                )
+            except click.Abort:
+                choice = "abort"
+            display.resume()
+        if choice == "detach":
+            return False
+        if choice == "abort":
+            display.note("interrupted: aborting the task (Ctrl-C again to stop at once)")
+            self._store.request_abort(self._task_id, utc_now())
+            self._aborting = True
+        return True
 
 
 def _images(manifests: Sequence[dict[str, Any]]) -> list[str]:
@@ -267,7 +321,7 @@ def _exit_code(phase: Phase) -> int:
 @home_option
 def list_command(*, home: str) -> None:
     """List the tasks in the store, oldest first."""
-    store = _open_store(home)
+    store = open_store(home)
     try:
         records = store.list_tasks()
     finally:
@@ -294,7 +348,7 @@ def list_command(*, home: str) -> None:
 @home_option
 def status_command(*, task_id: str | None, home: str) -> None:
     """Show a task (default: the latest): its phase, its phase history and its events."""
-    store = _open_store(home)
+    store = open_store(home)
     try:
         record = _find(store, task_id)
         history = store.history(record.task_id)
@@ -318,7 +372,7 @@ def status_command(*, task_id: str | None, home: str) -> None:
         click.echo(f"           {', '.join(flags)}")
     click.echo("history:")
     for entry in history:
-        click.echo(f"  {entry.occurred_at:%H:%M:%S}  {_history_line(entry)}")
+        click.echo(f"  {entry.occurred_at:%H:%M:%S}  {history_line(entry)}")
     if events:
         click.echo("events:")
         for event in events:
@@ -328,23 +382,34 @@ def status_command(*, task_id: str | None, home: str) -> None:
 @click.command("logs")
 @click.argument("task_id")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing output until the task ends.")
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="For a cluster task: the kubeconfig holding its context (default: $KUBECONFIG, else "
+    "~/.kube/config).",
+)
 @home_option
-def logs_command(*, task_id: str, follow: bool, home: str) -> None:
-    """Print a local task's output (every container of its pods, in order)."""
-    store = _open_store(home)
-    offsets: dict[Path, int] = {}
+def logs_command(*, task_id: str, follow: bool, kubeconfig: str | None, home: str) -> None:
+    """Print a task's output: every container of a local task's pods, in order; the primary
+    container of a cluster task's primary pod."""
+    store = open_store(home)
     try:
         record = _find(store, task_id)
-        if record.task.backend != LOCAL_BACKEND:
-            raise BadInput(f"task {task_id} ran on the {record.task.backend} backend, not locally")
         ref = resource_ref(record, default_plugins(), LifecycleConfig())
+        tail: LogTail
+        if record.task.backend == LOCAL:
+            tail = LocalLogTail(Path(home) / LOCAL, ref)
+        else:
+            access = access_for(record.task.backend, kubeconfig)
+            try:
+                client = KubernetesClient(connect(access.kubeconfig, access.context))
+            except KubernetesConfigError as error:
+                raise click.ClickException(str(error)) from error
+            tail = ClusterLogTail(client, ref)
         while True:
-            for path in local_log_files(Path(home) / "local", ref):
-                with path.open("rb") as log:
-                    log.seek(offsets.get(path, 0))
-                    data = log.read()
-                offsets[path] = offsets.get(path, 0) + len(data)
-                click.echo(data.decode("utf-8", "replace"), nl=False)
+            for line in tail.new_lines():
+                click.echo(line)
             if not follow or store.get(task_id).finalized:
                 return
             time.sleep(_POLL_SECONDS)
@@ -357,13 +422,13 @@ def logs_command(*, task_id: str, follow: bool, home: str) -> None:
 @home_option
 def abort_command(*, task_id: str, home: str) -> None:
     """Ask for a task to be aborted; whoever runs it stops its resources and ends it Aborted."""
-    store = _open_store(home)
+    store = open_store(home)
     try:
         record = _find(store, task_id)
         if record.phase.is_terminal:
             click.echo(f"task {task_id} already ended: {record.phase.value}")
             return
-        store.request_abort(task_id, _now())
+        store.request_abort(task_id, utc_now())
     finally:
         store.close()
     click.echo(f"abort requested for task {task_id}")

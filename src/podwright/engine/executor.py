@@ -12,6 +12,12 @@ A round takes the active tasks of the executor's backend that are due, and handl
   task. A crash between a create and its write is harmless: the next round's create finds the
   object already there and carries on with it.
 
+A task's other manifests (a workspace's PersistentVolumeClaim and Service) are its resource's
+*companions*: once the resource exists they are created with an ownerReference to it, so Kubernetes'
+garbage collector removes them with it; an AlreadyExists answer means an earlier executor created
+them. A terminal task whose resource carries the renderer's ``ttl-seconds-after-finished``
+annotation is finalized, and its resource deleted, that long after it ended.
+
 A task's next round is due after the round interval, after the plugin manager's ``retry_after``
 when it asks for more, or after a per-task backoff that grows with consecutive errors (the store
 or the API unavailable); a write that lost a race (:class:`StaleRevisionError`) is retried at
@@ -21,23 +27,31 @@ once on a fresh read in the next round. The wall clock and sleeping are the call
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import random
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from podwright.core.lifecycle import phases
 from podwright.core.lifecycle.names import task_object_name
+from podwright.core.lifecycle.objects import section
 from podwright.core.lifecycle.phases import Phase
-from podwright.core.lifecycle.plugin_state import decode_state, encode_state
+from podwright.core.lifecycle.plugin_state import ManagerPhase, decode_state, encode_state
 from podwright.engine.backoff import QuotaBackoff, exponential_delay
 from podwright.engine.config import LifecycleConfig
 from podwright.engine.event_index import EventIndex
-from podwright.engine.kubernetes_port import KubernetesError, KubernetesPort, ObjectRef
+from podwright.engine.kubernetes_port import (
+    AlreadyExistsError,
+    KubernetesError,
+    KubernetesPort,
+    ObjectRef,
+)
 from podwright.engine.plugin import Plugin, PluginError, TaskContext
 from podwright.engine.plugin_manager import PluginManager
 from podwright.engine.plugins import default_plugins, plugin_for
@@ -80,18 +94,32 @@ class RoundReport:
     finalized: int
     errors: int
     seconds: float
+    active_by_phase: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    """The executor's active tasks by phase, as the round found them."""
+    finalized_by_phase: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    """The tasks this round finalized, by their terminal phase."""
+
+
+class RoundObserver(Protocol):
+    """Told about every round (the metrics adapter counts them)."""
+
+    def round_finished(self, report: RoundReport) -> None: ...
 
 
 @dataclasses.dataclass
 class _Outcome:
     advanced: bool = False
-    finalized: bool = False
+    finalized: Phase | None = None
     error: bool = False
     delay: timedelta | None = None
 
 
 class Executor:
-    """Reconciles the store's active tasks of ``config.backend`` through the plugin managers."""
+    """Reconciles the store's active tasks of ``config.backend`` through the plugin managers.
+
+    Its worker threads live as long as it does: :meth:`close` (or leaving a ``with`` block)
+    stops them, after the round in progress.
+    """
 
     def __init__(
         self,
@@ -105,6 +133,7 @@ class Executor:
         plugins: Mapping[tuple[str, str], Plugin] | None = None,
         events: EventIndex | None = None,
         rng: random.Random | None = None,
+        observer: RoundObserver | None = None,
     ) -> None:
         self.store = store
         self.config = config
@@ -121,14 +150,27 @@ class Executor:
         self._managers: dict[tuple[str, str], PluginManager] = {}
         self._due: dict[str, datetime] = {}
         self._errors: dict[str, int] = {}
+        self._companions_created: set[str] = set()
+        self._observer = observer
         self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(config.concurrency, thread_name_prefix="reconcile")
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the worker threads (a round in progress finishes first)."""
+        self._pool.shutdown(wait=True)
 
     def run(self, stop: threading.Event, wait: Callable[[float], bool] | None = None) -> None:
         """Run rounds until ``stop`` is set; between rounds wait until the next task is due."""
         waiter = wait or stop.wait
         while not stop.is_set():
             self.run_round()
-            waiter(self._seconds_until_due())
+            waiter(self.seconds_until_due())
 
     def run_round(self) -> RoundReport:
         """One round over the due active tasks."""
@@ -137,7 +179,7 @@ class Executor:
         try:
             active = self.store.list_tasks(active_only=True)
         except TaskStoreError:
-            return RoundReport(0, 0, 0, 1, time.monotonic() - started)
+            return self._report(RoundReport(0, 0, 0, 1, time.monotonic() - started))
         only = self.config.task_ids
         mine = [
             record
@@ -146,28 +188,41 @@ class Executor:
             and (only is None or record.task_id in only)
         ]
         due = [record for record in mine if self._due.get(record.task_id, now) <= now]
-        with ThreadPoolExecutor(self.config.concurrency) as pool:
-            outcomes = list(pool.map(lambda record: self._reconcile(record, now), due))
+        outcomes = list(self._pool.map(lambda record: self._reconcile(record, now), due))
         known = {record.task_id for record in mine}
         with self._lock:
             for task_id in set(self._due) - known:
                 self._due.pop(task_id, None)
                 self._errors.pop(task_id, None)
-        return RoundReport(
-            due=len(due),
-            advanced=sum(outcome.advanced for outcome in outcomes),
-            finalized=sum(outcome.finalized for outcome in outcomes),
-            errors=sum(outcome.error for outcome in outcomes),
-            seconds=time.monotonic() - started,
+                self._companions_created.discard(task_id)
+        finalized = [outcome.finalized for outcome in outcomes if outcome.finalized is not None]
+        return self._report(
+            RoundReport(
+                due=len(due),
+                advanced=sum(outcome.advanced for outcome in outcomes),
+                finalized=len(finalized),
+                errors=sum(outcome.error for outcome in outcomes),
+                seconds=time.monotonic() - started,
+                active_by_phase=Counter(record.phase.value for record in mine),
+                finalized_by_phase=Counter(phase.value for phase in finalized),
+            )
         )
 
-    def _seconds_until_due(self) -> float:
+    def _report(self, report: RoundReport) -> RoundReport:
+        if self._observer is not None:
+            self._observer.round_finished(report)
+        return report
+
+    def seconds_until_due(self) -> float:
+        """How long until the next task is due; at most the round interval, so that tasks
+        submitted meanwhile wait no longer than that."""
         now = self._clock()
         with self._lock:
             upcoming = [due for due in self._due.values() if due > now]
+        interval = self.config.round_interval.total_seconds()
         if not upcoming:
-            return self.config.round_interval.total_seconds()
-        return max(0.0, (min(upcoming) - now).total_seconds())
+            return interval
+        return min(interval, max(0.0, (min(upcoming) - now).total_seconds()))
 
     def _reconcile(self, record: TaskRecord, now: datetime) -> _Outcome:
         try:
@@ -193,9 +248,7 @@ class Executor:
     def _step(self, record: TaskRecord, now: datetime) -> _Outcome:
         task, manager = self._task(record)
         if record.phase.is_terminal:
-            manager.finalize(task)
-            self.store.mark_finalized(record.task_id, record.revision, now)
-            return _Outcome(finalized=True)
+            return self._finalize(record, task, manager, now)
         if record.abort_requested:
             manager.abort(task)
             state = decode_state(record.plugin_state)
@@ -214,6 +267,12 @@ class Executor:
             self.store.advance(
                 record.task_id, record.revision, transition.encoded_state(), transition.info, now
             )
+        if (
+            transition.state.manager_phase is ManagerPhase.STARTED
+            and not transition.info.phase.is_terminal
+            and record.task_id not in self._companions_created
+        ):
+            self._create_companions(record, task, manager)
         delay = None
         if transition.info.phase.is_terminal:
             if transition.info.cleanup_on_failure:
@@ -222,6 +281,36 @@ class Executor:
         elif transition.retry_after is not None:
             delay = max(transition.retry_after, self.config.round_interval)
         return _Outcome(advanced=changed, delay=delay)
+
+    def _finalize(
+        self, record: TaskRecord, task: TaskContext, manager: PluginManager, now: datetime
+    ) -> _Outcome:
+        ttl = _ttl_after_finished(task.resource, self._lifecycle.label_domain)
+        if ttl is not None:
+            ends_at = record.updated_at + ttl
+            if now < ends_at:
+                return _Outcome(delay=ends_at - now)
+        manager.finalize(task)
+        if ttl is not None:
+            manager.delete(task)
+        self.store.mark_finalized(record.task_id, record.revision, now)
+        return _Outcome(finalized=record.phase)
+
+    def _create_companions(
+        self, record: TaskRecord, task: TaskContext, manager: PluginManager
+    ) -> None:
+        """Create the task's other manifests, owned by its resource (once it is readable)."""
+        companions = companion_manifests(record, self._plugins)
+        if companions:
+            ref = manager.object_ref(task)
+            owner = self._kubernetes.cached(ref) or self._kubernetes.get(ref)
+            uid = section(owner, "metadata").get("uid")
+            for manifest in companions:
+                body = _owned_by(manifest, ref, str(uid), task)
+                with contextlib.suppress(AlreadyExistsError):
+                    self._kubernetes.create(body)
+        with self._lock:
+            self._companions_created.add(record.task_id)
 
     def resource_ref(self, record: TaskRecord) -> ObjectRef:
         """The object the task's resource is created as."""
@@ -255,6 +344,46 @@ def workload_resource(
         if (str(manifest.get("apiVersion")), str(manifest.get("kind"))) in plugins:
             return manifest
     raise PluginError(f"task {record.task_id!r} has no resource any plugin launches")
+
+
+def companion_manifests(
+    record: TaskRecord, plugins: Mapping[tuple[str, str], Plugin]
+) -> list[Mapping[str, Any]]:
+    """The task's manifests other than the one its plugin launches."""
+    resource = workload_resource(record, plugins)
+    return [manifest for manifest in record.task.manifests if manifest is not resource]
+
+
+def _owned_by(
+    manifest: Mapping[str, Any], owner: ObjectRef, uid: str, task: TaskContext
+) -> dict[str, Any]:
+    body = dict(manifest)
+    metadata = dict(section(manifest, "metadata"))
+    metadata.setdefault("namespace", owner.namespace)
+    metadata["labels"] = {**section(metadata, "labels"), **task.labels}
+    reference = {
+        "apiVersion": owner.api_version,
+        "kind": owner.kind,
+        "name": owner.name,
+        "uid": uid,
+    }
+    metadata["ownerReferences"] = [*(metadata.get("ownerReferences") or []), reference]
+    body["metadata"] = metadata
+    return body
+
+
+def _ttl_after_finished(resource: Mapping[str, Any], label_domain: str) -> timedelta | None:
+    """The renderer's ``ttl-seconds-after-finished`` annotation, if the resource carries one.
+
+    Only a bare Pod (a workspace) carries it: Jobs and Kubeflow jobs have the field in their spec,
+    and their controllers honour it."""
+    annotations = section(section(resource, "metadata"), "annotations")
+    value = annotations.get(f"{label_domain}/ttl-seconds-after-finished")
+    try:
+        seconds = int(str(value))
+    except ValueError:
+        return None
+    return timedelta(seconds=max(0, seconds))
 
 
 def resource_ref(

@@ -371,6 +371,10 @@ class PluginManager:
             self._delete_if_present(ref)
         self._forget_events(ref)
 
+    def delete(self, task: TaskContext) -> None:
+        """Delete the task's resource, if it is there."""
+        self._delete_if_present(self.object_ref(task))
+
     def _delete_if_present(self, ref: ObjectRef) -> None:
         with contextlib.suppress(NotFoundError, GoneError):
             self._kubernetes.delete(ref)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 import urllib3
@@ -33,6 +33,12 @@ from podwright.engine.kubernetes_port import (
 # presumed dead.
 WATCH_READ_SLACK_SECONDS = 30
 REQUEST_TIMEOUT_SECONDS = 30.0
+CONNECTION_ERROR = "connection-error"
+
+
+RequestObserver = Callable[[str, str], None]
+"""Told of every API request: its verb (create, get, list, watch, update, patch, delete) and the
+answer's status code, or ``connection-error`` when there was none."""
 
 
 class KubernetesConfigError(Exception):
@@ -70,18 +76,22 @@ def connect(
 class KubernetesClient:
     """The engine's Kubernetes port, plus list and watch for the reflectors.
 
-    ``cached`` reads from the watch caches registered with :meth:`add_cache`.
+    ``cached`` reads from the watch caches registered with :meth:`add_cache`; ``observer`` is
+    told of every request (the executor's metrics count them).
     """
 
-    def __init__(self, api: k8s_client.ApiClient) -> None:
+    def __init__(
+        self, api: k8s_client.ApiClient, *, observer: RequestObserver | None = None
+    ) -> None:
         self._api = api
         self._caches: dict[tuple[str, str], ObjectCache] = {}
+        self._observer = observer
 
     @classmethod
-    def for_host(cls, host: str) -> KubernetesClient:
+    def for_host(cls, host: str, *, observer: RequestObserver | None = None) -> KubernetesClient:
         """A client of an API server that needs no credentials (an emulator, a local proxy)."""
         configuration = k8s_client.Configuration(host=host)
-        return cls(k8s_client.ApiClient(configuration))
+        return cls(k8s_client.ApiClient(configuration), observer=observer)
 
     def close(self) -> None:
         self._api.close()
@@ -95,25 +105,26 @@ class KubernetesClient:
         resource = rest_resource(str(obj.get("apiVersion")), str(obj.get("kind")))
         metadata = obj.get("metadata") or {}
         path = resource.collection_path(metadata.get("namespace"))
-        return self._json("POST", path, body=dict(obj))
+        return self._json("POST", path, "create", body=dict(obj))
 
     def get(self, ref: ObjectRef) -> dict[str, Any]:
-        return self._json("GET", self._path(ref))
+        return self._json("GET", self._path(ref), "get")
 
     def cached(self, ref: ObjectRef) -> JsonObject | None:
         cache = self._caches.get((ref.api_version, ref.kind))
         return None if cache is None else cache.get(ref.namespace, ref.name)
 
     def patch(self, ref: ObjectRef, body: Any, patch_type: PatchType) -> dict[str, Any]:
-        return self._json("PATCH", self._path(ref), body=body, content_type=patch_type.value)
+        path = self._path(ref)
+        return self._json("PATCH", path, "patch", body=body, content_type=patch_type.value)
 
     def patch_status(self, ref: ObjectRef, body: Any, patch_type: PatchType) -> dict[str, Any]:
         """Patch the status subresource."""
         path = self._path(ref) + "/status"
-        return self._json("PATCH", path, body=body, content_type=patch_type.value)
+        return self._json("PATCH", path, "patch", body=body, content_type=patch_type.value)
 
     def replace(self, ref: ObjectRef, obj: JsonObject) -> dict[str, Any]:
-        return self._json("PUT", self._path(ref), body=dict(obj))
+        return self._json("PUT", self._path(ref), "update", body=dict(obj))
 
     def delete(
         self,
@@ -132,7 +143,25 @@ class KubernetesClient:
             options["preconditions"] = {"resourceVersion": resource_version}
         if grace_period_seconds is not None:
             options["gracePeriodSeconds"] = grace_period_seconds
-        self._json("DELETE", self._path(ref), body=options)
+        self._json("DELETE", self._path(ref), "delete", body=options)
+
+    def read_pod_log(
+        self, namespace: str, name: str, container: str, *, since_time: str | None = None
+    ) -> str:
+        """A container's log, each line prefixed with its RFC 3339 timestamp and a space;
+        from ``since_time`` (RFC 3339, whole seconds) when given."""
+        path = rest_resource("v1", "Pod").object_path(namespace, name) + "/log"
+        query = {"container": container, "timestamps": "true"}
+        if since_time:
+            query["sinceTime"] = since_time
+        response = self._request("GET", path, "get", query=query)
+        try:
+            data = response.read()
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise ApiConnectionError(f"GET {path}: {exc}") from exc
+        if response.status >= 400:
+            raise error_from_status(response.status, data, dict(response.getheaders()))
+        return bytes(data).decode("utf-8", "replace")
 
     # Reading collections -------------------------------------------------------------------
 
@@ -148,7 +177,7 @@ class KubernetesClient:
         """The matching objects and the list's resourceVersion (to watch from)."""
         resource = rest_resource(api_version, kind)
         query = _selectors(label_selector, field_selector)
-        listing = self._json("GET", resource.collection_path(namespace), query=query)
+        listing = self._json("GET", resource.collection_path(namespace), "list", query=query)
         items = listing.get("items") or []
         for item in items:
             # Lists of built-in kinds leave each item's apiVersion and kind out.
@@ -183,6 +212,7 @@ class KubernetesClient:
         response = self._request(
             "GET",
             resource.collection_path(namespace),
+            "watch",
             query=query,
             timeout=(REQUEST_TIMEOUT_SECONDS, timeout_seconds + WATCH_READ_SLACK_SECONDS),
         )
@@ -215,12 +245,15 @@ class KubernetesClient:
         self,
         method: str,
         path: str,
+        verb: str,
         *,
         query: Mapping[str, str] | None = None,
         body: Any = None,
         content_type: str = "application/json",
     ) -> dict[str, Any]:
-        response = self._request(method, path, query=query, body=body, content_type=content_type)
+        response = self._request(
+            method, path, verb, query=query, body=body, content_type=content_type
+        )
         try:
             data = response.read()
         except (urllib3.exceptions.HTTPError, OSError) as exc:
@@ -237,6 +270,7 @@ class KubernetesClient:
         self,
         method: str,
         path: str,
+        verb: str,
         *,
         query: Mapping[str, str] | None = None,
         body: Any = None,
@@ -255,17 +289,25 @@ class KubernetesClient:
             auth_settings=["BearerToken"],
         )
         try:
-            return self._api.call_api(
+            response = self._api.call_api(
                 method, url, header_params=headers, body=body, _request_timeout=timeout
             )
         except ApiException as exc:
+            self._observe(verb, str(exc.status) if exc.status else CONNECTION_ERROR)
             if exc.status:
                 raise error_from_status(
                     exc.status, exc.body or "", dict(exc.headers or {})
                 ) from exc
             raise ApiConnectionError(f"{method} {path}: {exc.reason}") from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
+            self._observe(verb, CONNECTION_ERROR)
             raise ApiConnectionError(f"{method} {path}: {exc}") from exc
+        self._observe(verb, str(response.status))
+        return response
+
+    def _observe(self, verb: str, code: str) -> None:
+        if self._observer is not None:
+            self._observer(verb, code)
 
 
 class ObjectCache(Protocol):

@@ -10,12 +10,19 @@ working directory (without one: the backend's default, else a scratch directory 
 pod), its output captured in ``<state_dir>/logs/<namespace>/<pod>/<container>.log``
 and its memory limit applied as RLIMIT_DATA; the image is recorded, not pulled, and the Pulled
 event says so. A Job creates one pod at a time from its template and retries failed pods up to its
-backoffLimit. Deleting a Pod stops its processes (SIGTERM to the process group, SIGKILL after the
+backoffLimit. PersistentVolumeClaims, Services and ConfigMaps are kept as records (nothing is
+provisioned or exposed), and, as the garbage collector would, removed with the object that owns
+them. Deleting a Pod stops its processes (SIGTERM to the process group, SIGKILL after the
 grace period). Events go to the engine's event index with the kubelet's reasons (Scheduled,
 Pulled, Created, Started, Failed, Killing; SuccessfulCreate, Completed, BackoffLimitExceeded).
 
 Objects live in memory: a restarted backend knows none of them, and a task whose resource it no
 longer has is failed by the engine as externally deleted, after ``close`` killed its processes.
+A backend that could not close (its process was killed) leaves processes behind; every running
+container is recorded in ``<state_dir>/running/<pid>`` (with the process's start time, so a reused
+pid is never mistaken for it), and the next backend on the same state directory kills those process
+groups before it starts anything. Only one backend may use a state directory at a time: the
+executor holds :data:`LOCK_NAME` while it runs one.
 """
 
 from __future__ import annotations
@@ -60,10 +67,12 @@ from podwright.engine.kubernetes_port import (
     PatchType,
 )
 
-SUPPORTED = {("v1", "Pod"), ("batch/v1", "Job")}
+RUNNABLE = {("v1", "Pod"), ("batch/v1", "Job")}
+RECORDED = {("v1", "PersistentVolumeClaim"), ("v1", "Service"), ("v1", "ConfigMap")}
 DEFAULT_GRACE_SECONDS = 30
 _JOB_RETRY_DELAY = 1.0
 _SUFFIX_ALPHABET = string.ascii_lowercase + string.digits
+LOCK_NAME = "executor.lock"
 _START_ERROR_EXIT = 128
 """The exit code Kubernetes reports for a container whose command could not be started."""
 
@@ -107,12 +116,13 @@ class LocalCluster:
         self._version = 0
         self._changed = threading.Condition()
         self._closed = False
+        self.orphans_killed = kill_orphans(self.state_dir)
 
     # The port ------------------------------------------------------------------------------
 
     def create(self, obj: JsonObject) -> dict[str, Any]:
         api_version, kind = str(obj.get("apiVersion")), str(obj.get("kind"))
-        if (api_version, kind) not in SUPPORTED:
+        if (api_version, kind) not in RUNNABLE | RECORDED:
             raise InvalidError(
                 f"the local backend runs Pods and Jobs, not {api_version}/{kind}; run it on a "
                 "cluster (--backend kubernetes)",
@@ -146,7 +156,7 @@ class LocalCluster:
             ref = ObjectRef(api_version, kind, namespace, metadata["name"])
             if kind == "Pod":
                 self._start_pod(ref, stored)
-            else:
+            elif kind == "Job":
                 self._start_job(ref)
             return copy.deepcopy(stored)
 
@@ -192,11 +202,13 @@ class LocalCluster:
             finalized = not metadata.get("finalizers")
         if ref.kind == "Pod":
             self._stop_pod(ref, remove=finalized)
-        else:
+        elif ref.kind == "Job":
             for pod in self._pods_of(ref):
                 self.delete(pod)
             if finalized:
                 self._remove(ref)
+        elif finalized:
+            self._remove(ref)
 
     # Local only ----------------------------------------------------------------------------
 
@@ -267,13 +279,29 @@ class LocalCluster:
         if "deletionTimestamp" in metadata and not metadata.get("finalizers"):
             pod_running = ref.kind == "Pod" and (ref.namespace, ref.name) in self._pods
             if not pod_running:
-                del self._objects[key]
+                self._drop(key)
         return copy.deepcopy(updated)
 
     def _remove(self, ref: ObjectRef) -> None:
         with self._changed:
-            self._objects.pop((ref.kind, ref.namespace, ref.name), None)
+            self._drop((ref.kind, ref.namespace, ref.name))
             self._changed.notify_all()
+
+    def _drop(self, key: tuple[str, str, str]) -> None:
+        """Forget an object, and the recorded objects it owns (called with the lock held)."""
+        dropped = self._objects.pop(key, None)
+        if dropped is None:
+            return
+        uid = dropped["metadata"]["uid"]
+        owned = [
+            other
+            for other, obj in self._objects.items()
+            if any(
+                owner.get("uid") == uid for owner in obj["metadata"].get("ownerReferences") or []
+            )
+        ]
+        for other in owned:
+            self._drop(other)
 
     def _set_status(self, ref: ObjectRef, status: dict[str, Any]) -> None:
         with self._changed:
@@ -347,7 +375,7 @@ class LocalCluster:
                     and "deletionTimestamp" in found["metadata"]
                     and not found["metadata"].get("finalizers")
                 ):
-                    del self._objects[(ref.kind, ref.namespace, ref.name)]
+                    self._drop((ref.kind, ref.namespace, ref.name))
                 self._changed.notify_all()
 
     def _run_container(
@@ -411,6 +439,7 @@ class LocalCluster:
                 limit = (launch.memory_limit_bytes, launch.memory_limit_bytes)
                 resource.prlimit(process.pid, resource.RLIMIT_DATA, limit)
         run.processes[name] = process
+        _record_running(self.state_dir, process.pid)
         runs[index] = ContainerRun(name, started)
         self._event(run.ref, "Started", f"Started container {name}")
         self._publish(run, created)
@@ -422,7 +451,9 @@ class LocalCluster:
         self, run: _PodRun, runs: list[ContainerRun], index: int, created: datetime
     ) -> None:
         name = runs[index].name
-        code = run.processes[name].wait()
+        process = run.processes[name]
+        code = process.wait()
+        _forget_running(self.state_dir, process.pid)
         exit_code = code if code >= 0 else 128 - code
         runs[index] = ContainerRun(name, runs[index].started_at, self._clock(), exit_code)
         self._publish(run, created)
@@ -593,6 +624,41 @@ def _signal_all(run: _PodRun, number: int) -> None:
         if process.poll() is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, number)
+
+
+def kill_orphans(state_dir: Path) -> int:
+    """SIGKILL the process groups a killed backend left running; how many there were."""
+    directory = state_dir / "running"
+    if not directory.is_dir():
+        return 0
+    killed = 0
+    for record in directory.iterdir():
+        with contextlib.suppress(ValueError, OSError):
+            pid = int(record.name)
+            if record.read_text().strip() == _start_time(pid):
+                os.killpg(pid, signal.SIGKILL)
+                killed += 1
+        record.unlink(missing_ok=True)
+    return killed
+
+
+def _start_time(pid: int) -> str:
+    """The process's start time in clock ticks since boot (field 22 of /proc/<pid>/stat)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat[stat.rindex(")") + 2 :].split()[19]
+
+
+def _record_running(state_dir: Path, pid: int) -> None:
+    directory = state_dir / "running"
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / str(pid)).write_text(_start_time(pid))
+
+
+def _forget_running(state_dir: Path, pid: int) -> None:
+    (state_dir / "running" / str(pid)).unlink(missing_ok=True)
 
 
 def _host_env() -> dict[str, str]:

@@ -1,0 +1,129 @@
+"""The engine's Kubernetes port for a real cluster: the REST client plus watch caches, per kind.
+
+An executor's tasks use a few kinds (Pods, Jobs, a Kubeflow kind, Knative Services). The first time
+the engine reads a task's resource, :class:`ClusterPort` starts two reflectors for that kind: one
+keeps podwright's objects of the kind (selected by the managed-by label, trimmed by the kind's
+plugin) in a :class:`WatchCache`, the other feeds the kind's Kubernetes events into the engine's
+``EventIndex``. Until the cache has listed, reads go to the API server; afterwards a steady-state
+reconcile round costs the API server nothing. Kinds no task uses are never listed, so a cluster
+without the Kubeflow or Knative CRDs is not asked about them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from podwright.adapters.kubernetes.client import KubernetesClient
+from podwright.adapters.kubernetes.reflector import EventWatcher, Reflector, WatchCache
+from podwright.engine.config import MANAGED_BY, MANAGED_BY_LABEL
+from podwright.engine.event_index import EventIndex
+from podwright.engine.kubernetes_port import JsonObject, ObjectRef, PatchType
+from podwright.engine.plugin import Plugin
+
+
+class ClusterPort:
+    """:class:`KubernetesClient` with watch caches started for each plugin kind on first use.
+
+    ``namespace`` limits the watches to one namespace (None: every namespace, which needs
+    cluster-wide list and watch permission).
+    """
+
+    def __init__(
+        self,
+        client: KubernetesClient,
+        plugins: Mapping[tuple[str, str], Plugin],
+        events: EventIndex,
+        *,
+        namespace: str | None = None,
+    ) -> None:
+        self.client = client
+        self._plugins = plugins
+        self._events = events
+        self._namespace = namespace
+        self._reflectors: dict[tuple[str, str], tuple[Reflector, Reflector]] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    # The port ------------------------------------------------------------------------------
+
+    def create(self, obj: JsonObject) -> dict[str, Any]:
+        return self.client.create(obj)
+
+    def get(self, ref: ObjectRef) -> dict[str, Any]:
+        return self.client.get(ref)
+
+    def cached(self, ref: ObjectRef) -> JsonObject | None:
+        self.watch((ref.api_version, ref.kind))
+        return self.client.cached(ref)
+
+    def patch(self, ref: ObjectRef, body: Any, patch_type: PatchType) -> dict[str, Any]:
+        return self.client.patch(ref, body, patch_type)
+
+    def replace(self, ref: ObjectRef, obj: JsonObject) -> dict[str, Any]:
+        return self.client.replace(ref, obj)
+
+    def delete(self, ref: ObjectRef, *, propagation: str = "Background") -> None:
+        self.client.delete(ref, propagation=propagation)
+
+    # Watches -------------------------------------------------------------------------------
+
+    def watch(self, kind: tuple[str, str]) -> None:
+        """Start the object and event reflectors of a plugin's kind (once; other kinds: no-op)."""
+        plugin = self._plugins.get(kind)
+        if plugin is None:
+            return
+        with self._lock:
+            if self._closed or kind in self._reflectors:
+                return
+            api_version, name = kind
+            cache = WatchCache(plugin.trim)
+            objects = Reflector(
+                self.client,
+                api_version,
+                name,
+                cache,
+                namespace=self._namespace,
+                label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}",
+            )
+            events = Reflector(
+                self.client,
+                "events.k8s.io/v1",
+                "Event",
+                EventWatcher(self._events),
+                namespace=self._namespace,
+                field_selector=f"regarding.kind={name}",
+            )
+            self._reflectors[kind] = (objects, events)
+            self.client.add_cache(api_version, name, _SyncedOnly(cache, objects))
+        objects.start()
+        events.start()
+
+    def synced(self) -> bool:
+        """Whether every started watch has listed at least once."""
+        with self._lock:
+            reflectors = [r for pair in self._reflectors.values() for r in pair]
+        return all(reflector.wait_synced(0) for reflector in reflectors)
+
+    def close(self) -> None:
+        """Stop the watches and close the connection pool."""
+        with self._lock:
+            self._closed = True
+            reflectors = [r for pair in self._reflectors.values() for r in pair]
+        for reflector in reflectors:
+            reflector.stop()
+        self.client.close()
+
+
+class _SyncedOnly:
+    """A watch cache that answers only once its reflector has listed (before, the API does)."""
+
+    def __init__(self, cache: WatchCache, reflector: Reflector) -> None:
+        self._cache = cache
+        self._reflector = reflector
+
+    def get(self, namespace: str, name: str) -> JsonObject | None:
+        if not self._reflector.wait_synced(0):
+            return None
+        return self._cache.get(namespace, name)

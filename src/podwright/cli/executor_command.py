@@ -1,0 +1,317 @@
+"""``podwright executor``: the long-running reconcile loop over every active task of a backend.
+
+It serves the task store of ``--home`` (``podwright run --detach`` submits there) on one backend:
+bounded concurrency, per-task backoff, Prometheus metrics with ``/healthz`` and ``/readyz`` on
+``--metrics-address``, and a graceful stop on SIGTERM or SIGINT: the round in progress finishes,
+every task's last transition is in the store, and the watches and connections close. On the
+local backend the tasks' processes cannot outlive the executor, so stopping it aborts the tasks it
+runs first (they end Aborted, their processes stopped). ``--until-idle`` exits once no active task
+of the backend is left (``run --detach`` starts a local executor that way).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from podwright.adapters.documents import DocumentError, read_document
+from podwright.adapters.observability import ExecutorMetrics, StatusServer
+from podwright.adapters.sqlite_store import SQLiteTaskStore
+from podwright.cli.backends import (
+    LOCAL,
+    ClusterAccess,
+    OpenBackend,
+    backend_key,
+    choose_backend,
+    cluster_options,
+    open_backend,
+)
+from podwright.cli.common import BadInput
+from podwright.cli.state import home_option, open_store, utc_now
+from podwright.engine.config import ConfigError, LifecycleConfig, config_from_data, parse_duration
+from podwright.engine.executor import Executor, ExecutorConfig, RoundObserver, RoundReport
+from podwright.engine.task_store import TaskStoreError
+
+logger = logging.getLogger("podwright.executor")
+
+_STOP_ABORT_SECONDS = 60.0
+"""How long a stopping local executor waits for the tasks it aborted to be finalized."""
+
+
+class _Duration(click.ParamType[timedelta]):
+    name = "duration"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> timedelta:
+        if isinstance(value, timedelta):
+            return value
+        try:
+            duration = parse_duration(value, param.name if param and param.name else "duration")
+        except ConfigError as error:
+            self.fail(str(error), param, ctx)
+        if duration <= timedelta(0):
+            self.fail(f"must be positive, got {value!r}", param, ctx)
+        return duration
+
+
+class _Address(click.ParamType[tuple[str, int] | None]):
+    name = "host:port"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> tuple[str, int] | None:
+        if value is None or isinstance(value, tuple):
+            return value
+        text = str(value)
+        if text == "off":
+            return None
+        host, _, port = text.rpartition(":")
+        if not port.isdigit() or not 0 <= int(port) <= 65535:
+            self.fail(f"expected HOST:PORT (port 0-65535) or 'off', got {text!r}", param, ctx)
+        return host.strip("[]") or "0.0.0.0", int(port)
+
+
+DURATION = _Duration()
+
+
+def load_lifecycle_config(path: str | None) -> LifecycleConfig:
+    """The lifecycle engine's settings from a YAML file; without one, the defaults with
+    podwright's finalizer on (no resource disappears before its task is finalized)."""
+    if path is None:
+        return LifecycleConfig(inject_finalizer=True)
+    try:
+        data = read_document(path, sys.stdin).data
+    except DocumentError as error:
+        raise BadInput(str(error)) from error
+    if not isinstance(data, dict):
+        raise BadInput(f"{path}: the lifecycle configuration must be a mapping")
+    try:
+        return config_from_data(data)
+    except ConfigError as error:
+        raise BadInput(f"{path}: {error}") from error
+
+
+lifecycle_option = click.option(
+    "--lifecycle-config",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="The lifecycle engine's settings (YAML: injectFinalizer, deleteResourceOnFinalize, "
+    "backoffs...); default: the documented defaults, with podwright's finalizer.",
+)
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    concurrency: int
+    round_interval: timedelta
+    task_ids: frozenset[str] | None = None
+
+
+def make_executor(
+    store: SQLiteTaskStore,
+    backend: OpenBackend,
+    settings: LoopSettings,
+    lifecycle: LifecycleConfig,
+    observer: RoundObserver | None = None,
+) -> Executor:
+    """The reconcile loop of ``backend``'s tasks in ``store``; ``run`` and ``executor`` share it."""
+    return Executor(
+        store,
+        backend.port,
+        ExecutorConfig(
+            backend=backend.name,
+            task_ids=settings.task_ids,
+            concurrency=settings.concurrency,
+            round_interval=settings.round_interval,
+        ),
+        lifecycle,
+        clock=utc_now,
+        sleep=time.sleep,
+        events=backend.events,
+        observer=observer,
+    )
+
+
+@click.command("executor")
+@cluster_options
+@click.option(
+    "--namespace",
+    default=None,
+    help="Watch only this namespace (default: every namespace; needs cluster-wide list/watch).",
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 1024),
+    default=16,
+    show_default=True,
+    help="Tasks reconciled at once.",
+)
+@click.option(
+    "--round-interval",
+    type=DURATION,
+    default="1s",
+    show_default=True,
+    help="How often each active task is looked at (a Go duration: 500ms, 2s, 1m).",
+)
+@click.option(
+    "--metrics-address",
+    type=_Address(),
+    default="127.0.0.1:9464",
+    show_default=True,
+    help="Where /metrics, /healthz and /readyz are served; 'off' for nowhere.",
+)
+@click.option("--until-idle", is_flag=True, help="Exit once no active task of the backend is left.")
+@lifecycle_option
+@home_option
+def executor_command(
+    *,
+    backend: str | None,
+    kubeconfig: str | None,
+    context: str | None,
+    namespace: str | None,
+    concurrency: int,
+    round_interval: timedelta,
+    metrics_address: tuple[str, int] | None,
+    until_idle: bool,
+    lifecycle_config: str | None,
+    home: str,
+) -> None:
+    """Run every active task of a backend in the task store until stopped (SIGTERM, Ctrl-C)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    access = ClusterAccess(kubeconfig, context)
+    name = backend_key(choose_backend(backend, access), access)
+    lifecycle = load_lifecycle_config(lifecycle_config)
+    settings = LoopSettings(concurrency, round_interval)
+    metrics = ExecutorMetrics(name)
+    store = open_store(home)
+    opened = open_backend(
+        name,
+        home=Path(home),
+        access=access,
+        namespace=namespace,
+        workdir=Path.cwd(),
+        observer=metrics.api_request,
+    )
+    stop = threading.Event()
+    with contextlib.ExitStack() as cleanup:
+        cleanup.callback(store.close)
+        cleanup.callback(opened.close)
+        executor = cleanup.enter_context(
+            make_executor(store, opened, settings, lifecycle, observer=metrics)
+        )
+        if metrics_address is not None:
+            server = _status_server(metrics, metrics_address, round_interval, opened.synced)
+            cleanup.callback(server.stop)
+            host, port = server.address
+            logger.info(
+                "metrics on http://%s:%d/metrics, health on /healthz and /readyz", host, port
+            )
+        with _stopping_on_signals(stop):
+            logger.info(
+                "executor for the %s backend of %s started (pid %d)",
+                name,
+                store.path,
+                os.getpid(),
+            )
+            _loop(executor, stop, until_idle=until_idle)
+        if name == LOCAL and not until_idle:
+            _abort_local_tasks(executor, store)
+        logger.info("executor stopped")
+
+
+def _status_server(
+    metrics: ExecutorMetrics,
+    address: tuple[str, int],
+    round_interval: timedelta,
+    synced: Callable[[], bool],
+) -> StatusServer:
+    # A round over thousands of tasks may take seconds; a minute of silence is a stuck loop.
+    silence = max(60.0, 10 * round_interval.total_seconds())
+    try:
+        server = StatusServer(
+            metrics,
+            host=address[0],
+            port=address[1],
+            max_silence_seconds=silence,
+            watches_synced=synced,
+        )
+    except OSError as error:
+        raise BadInput(
+            f"--metrics-address {address[0]}:{address[1]}: cannot listen: {error.strerror}"
+        ) from error
+    return server.start()
+
+
+def _loop(executor: Executor, stop: threading.Event, *, until_idle: bool) -> None:
+    while not stop.is_set():
+        report = executor.run_round()
+        _log_round(report)
+        if until_idle and not report.active_by_phase and report.errors == 0:
+            logger.info("no active %s task left: exiting", executor.config.backend)
+            return
+        stop.wait(executor.seconds_until_due())
+
+
+def _log_round(report: RoundReport) -> None:
+    if report.advanced or report.finalized or report.errors:
+        logger.info(
+            "round: %d due, %d advanced, %d finalized, %d errors, %.3fs",
+            report.due,
+            report.advanced,
+            report.finalized,
+            report.errors,
+            report.seconds,
+        )
+
+
+def _abort_local_tasks(executor: Executor, store: SQLiteTaskStore) -> None:
+    """Abort the local tasks still running, and finalize them, before their processes go."""
+    try:
+        active = [
+            record
+            for record in store.list_tasks(active_only=True)
+            if record.task.backend == LOCAL and not record.phase.is_terminal
+        ]
+        for record in active:
+            store.request_abort(record.task_id, utc_now())
+    except TaskStoreError as error:
+        logger.error("could not abort the local tasks: %s", error)
+        return
+    if not active:
+        return
+    logger.info("aborting %d local task(s): their processes stop with the executor", len(active))
+    deadline = time.monotonic() + _STOP_ABORT_SECONDS
+    while time.monotonic() < deadline:
+        report = executor.run_round()
+        if not report.active_by_phase:
+            return
+        time.sleep(min(0.2, executor.seconds_until_due()))
+
+
+@contextlib.contextmanager
+def _stopping_on_signals(stop: threading.Event) -> Iterator[None]:
+    def handler(number: int, _frame: FrameType | None) -> None:
+        logger.info("%s: stopping after this round", signal.Signals(number).name)
+        stop.set()
+
+    previous = {
+        number: signal.signal(number, handler) for number in (signal.SIGTERM, signal.SIGINT)
+    }
+    try:
+        yield
+    finally:
+        for number, old in previous.items():
+            signal.signal(number, old)

@@ -1,0 +1,44 @@
+"""podwright's state directory (``--home``), and the task store in it, for every task command."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+
+from podwright.adapters.sqlite_store import SQLiteTaskStore
+from podwright.engine.task_store import StoreUnavailableError
+
+HOME_ENV = "PODWRIGHT_HOME"
+STORE_NAME = "tasks.db"
+
+
+def default_home() -> str:
+    """``$PODWRIGHT_HOME``, else ``$XDG_STATE_HOME/podwright``, else ~/.local/state/podwright."""
+    if os.environ.get(HOME_ENV):
+        return os.environ[HOME_ENV]
+    state = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return os.path.join(state, "podwright")
+
+
+home_option = click.option(
+    "--home",
+    type=click.Path(file_okay=False),
+    default=default_home,
+    show_default=f"${HOME_ENV}, else ~/.local/state/podwright",
+    help="podwright's state directory: the task store and the local backend's logs.",
+)
+
+
+def open_store(home: str | Path) -> SQLiteTaskStore:
+    """The task store of ``home`` (created on first use)."""
+    try:
+        return SQLiteTaskStore(Path(home) / STORE_NAME)
+    except StoreUnavailableError as error:
+        raise click.ClickException(str(error)) from error
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)

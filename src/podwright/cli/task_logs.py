@@ -1,0 +1,155 @@
+"""The output of a task's primary container, read a little at a time while ``run`` follows it.
+
+* :class:`LocalLogTail`: the local backend's log files (every container of every pod the task's
+  resource made, in order), from the offset reached last time, whole lines only.
+* :class:`ClusterLogTail`: a cluster's pod log API, polled at most once a second with
+  ``timestamps=true`` and ``sinceTime``; the lines of the last second are remembered so that a
+  line is never shown twice. The pod is the task's own, or the newest one its controller made
+  (a Job's, a Kubeflow job's primary replica, a Knative Service's revision), and the container
+  the one the renderer marked primary.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from podwright.adapters.kubernetes import KubernetesClient
+from podwright.core.lifecycle.objects import section, text
+from podwright.engine.kubernetes_port import KubernetesError, ObjectRef
+
+PRIMARY_ANNOTATIONS = ("podwright.dev/primary-container", "kubectl.kubernetes.io/default-container")
+_PRIMARY_REPLICAS = ("master", "launcher", "chief")
+_POLL_SECONDS = 1.0
+
+
+class LogTail(Protocol):
+    def new_lines(self) -> list[str]:
+        """Output lines not returned before."""
+
+
+def local_log_files(state_dir: Path, ref: ObjectRef) -> list[Path]:
+    """The output files of a local task's pods: the Pod's, or every pod its Job created."""
+    root = state_dir / "logs" / ref.namespace
+    if not root.is_dir():
+        return []
+    if ref.kind == "Pod":
+        directories = [root / ref.name]
+    else:  # a Job's pods are named <job>-<suffix>
+        created = (p for p in root.iterdir() if p.name.startswith(f"{ref.name}-"))
+        directories = sorted(created, key=lambda p: p.stat().st_mtime)
+    return [log for directory in directories for log in sorted(directory.glob("*.log"))]
+
+
+class LocalLogTail:
+    """New whole lines of a local task's log files."""
+
+    def __init__(self, state_dir: Path, ref: ObjectRef) -> None:
+        self._state_dir, self._ref = state_dir, ref
+        self._offsets: dict[Path, int] = {}
+
+    def new_lines(self) -> list[str]:
+        lines: list[str] = []
+        for path in local_log_files(self._state_dir, self._ref):
+            offset = self._offsets.get(path, 0)
+            with path.open("rb") as log:
+                log.seek(offset)
+                data = log.read()
+            complete = data[: data.rfind(b"\n") + 1]
+            self._offsets[path] = offset + len(complete)
+            lines.extend(complete.decode("utf-8", "replace").splitlines())
+        return lines
+
+
+class ClusterLogTail:
+    """New lines of the primary container of a cluster task's primary pod."""
+
+    def __init__(
+        self,
+        client: KubernetesClient,
+        ref: ObjectRef,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._client, self._ref, self._monotonic = client, ref, monotonic
+        self._next_poll = 0.0
+        self._pod: tuple[str, str] | None = None
+        self._since: str | None = None
+        self._recent: set[tuple[str, str]] = set()
+
+    def new_lines(self) -> list[str]:
+        now = self._monotonic()
+        if now < self._next_poll:
+            return []
+        self._next_poll = now + _POLL_SECONDS
+        try:
+            pod = self._primary_pod()
+            if pod is None:
+                return []
+            if pod != self._pod:  # a new pod (a Job's retry): start from its beginning
+                self._pod, self._since, self._recent = pod, None, set()
+            raw = self._client.read_pod_log(
+                self._ref.namespace, pod[0], pod[1], since_time=self._since
+            )
+        except KubernetesError:
+            return []  # not started yet, or gone: try again next time
+        return self._unseen(raw)
+
+    def _unseen(self, raw: str) -> list[str]:
+        lines: list[str] = []
+        stamped = [line.partition(" ")[::2] for line in raw.splitlines() if line]
+        for stamp, message in stamped:
+            if (stamp, message) in self._recent:
+                continue
+            lines.append(message)
+        if stamped:
+            last_second = stamped[-1][0][:19]  # YYYY-MM-DDTHH:MM:SS
+            self._since = last_second + "Z"
+            self._recent = {
+                (stamp, message) for stamp, message in stamped if stamp[:19] == last_second
+            }
+        return lines
+
+    def _primary_pod(self) -> tuple[str, str] | None:
+        """(pod name, container) of the task's primary pod, once it exists."""
+        ref = self._ref
+        if ref.kind == "Pod":
+            return ref.name, _primary_container(self._client.get(ref))
+        if ref.kind == "Job":
+            selector = f"batch.kubernetes.io/job-name={ref.name}"
+        elif ref.api_version.startswith("kubeflow.org/"):
+            selector = f"training.kubeflow.org/job-name={ref.name}"
+        elif ref.api_version.startswith("serving.knative.dev/"):
+            selector = f"serving.knative.dev/service={ref.name}"
+        else:
+            return None
+        pods, _ = self._client.list_objects(
+            "v1", "Pod", namespace=ref.namespace, label_selector=selector
+        )
+        if not pods:
+            return None
+        chosen = max(pods, key=_primacy)
+        return text(section(chosen, "metadata"), "name"), _primary_container(chosen)
+
+
+def _primacy(pod: dict[str, Any]) -> tuple[bool, bool, str]:
+    """Order pods: a primary replica (master, launcher, chief), replica 0, then the newest."""
+    metadata = section(pod, "metadata")
+    labels = section(metadata, "labels")
+    replica = text(labels, "training.kubeflow.org/replica-type").lower()
+    return (
+        replica in _PRIMARY_REPLICAS,
+        text(labels, "training.kubeflow.org/replica-index") in ("", "0"),
+        text(metadata, "creationTimestamp"),
+    )
+
+
+def _primary_container(pod: dict[str, Any]) -> str:
+    annotations = section(section(pod, "metadata"), "annotations")
+    for annotation in PRIMARY_ANNOTATIONS:
+        if annotations.get(annotation):
+            return str(annotations[annotation])
+    containers = section(pod, "spec").get("containers") or [{}]
+    return str(containers[0].get("name", ""))
