@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 
 run: $(STAMP)
 	$(BIN)/podwright run --workload examples/workload-local.yaml \
-		--policy examples/policies/local-dev.yaml --home .podwright
+		--policy examples/policies/local-dev.yaml --backend local --home .podwright
 
 check: lint typecheck contracts test
 

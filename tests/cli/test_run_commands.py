@@ -25,7 +25,9 @@ def workload(tmp_path: Path, name: str, command: str, **spec: object) -> str:
 
 
 def invoke(home: Path, *args: str) -> Result:
-    return CliRunner().invoke(cli, [*args, "--home", str(home)])
+    # A kubeconfig on the machine would make a cluster the default: these tests run locally.
+    backend = ["--backend", "local"] if args[0] == "run" else []
+    return CliRunner().invoke(cli, [*args, *backend, "--home", str(home)])
 
 
 def test_a_workload_runs_to_success_with_its_phases_events_and_output(tmp_path: Path) -> None:
@@ -110,6 +112,8 @@ def start_running(home: Path, tmp_path: Path, name: str) -> tuple[subprocess.Pop
             "run",
             "--workload",
             workload(tmp_path, name, "sleep 300"),
+            "--backend",
+            "local",
             "--home",
             str(home),
         ],

@@ -48,6 +48,7 @@ class Controls:
     watch_stops: list[threading.Event] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     bookmark_every: float = 1.0
+    pod_logs: dict[tuple[str, str, str], list[tuple[str, str]]] = field(default_factory=dict)
 
     def take_fault(self, method: str, path: str) -> Fault | None:
         with self.lock:
@@ -111,6 +112,12 @@ class Emulator:
         for stop in stops:
             stop.set()
         self.store.wake_watchers()
+
+    def write_log(self, namespace: str, pod: str, container: str, line: str, at: str) -> None:
+        """Append a line (at an RFC 3339 time with nanoseconds) to a container's log, as a
+        kubelet would; ``GET .../pods/<pod>/log`` serves it."""
+        with self.controls.lock:
+            self.controls.pod_logs.setdefault((namespace, pod, container), []).append((at, line))
 
     def requests(self, verb: str | None = None) -> int:
         """Requests served so far (watches count as ``watch``, lists as ``list``)."""
@@ -185,6 +192,9 @@ class _Handler(BaseHTTPRequestHandler):
             if verb == "watch":
                 self._watch(resource, namespace, query)
                 return
+            if resource.kind == "Pod" and match["subresource"] == "log" and method == "GET":
+                self._send_log(namespace or "", name or "", query)
+                return
             self._send(
                 *self._dispatch(
                     method,
@@ -202,6 +212,29 @@ class _Handler(BaseHTTPRequestHandler):
                 {"Retry-After": str(error.retry_after)} if error.retry_after is not None else {}
             )
             self._send(error.code, error.status(), headers)
+
+    def _send_log(self, namespace: str, name: str, query: dict[str, str]) -> None:
+        """A container's log as text: ``container``, ``sinceTime`` and ``timestamps`` honoured."""
+        pod = self.store.get(resource_type("", "pods"), namespace, name)
+        containers = [c["name"] for c in pod.get("spec", {}).get("containers", [])]
+        container = query.get("container") or (containers[0] if len(containers) == 1 else "")
+        if container not in containers:
+            raise ApiError(400, "BadRequest", f"container {container} is not valid for pod {name}")
+        since = query.get("sinceTime", "")
+        with self.controls.lock:
+            entries = list(self.controls.pod_logs.get((namespace, name, container), []))
+        stamped = query.get("timestamps") in ("1", "true")
+        text = "".join(
+            f"{at} {line}\n" if stamped else f"{line}\n"
+            for at, line in entries
+            if not since or at[:19] >= since[:19]
+        )
+        data = text.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def _body(self) -> Any:
         length = int(self.headers.get("Content-Length") or 0)

@@ -199,8 +199,7 @@ def _lock_path(home: Path, key: str) -> Path:
     return home / "executors" / f"{_file_name(key)}.lock"
 
 
-def take_executor_lock(home: Path, key: str) -> IO[str] | None:
-    """The executor lock of a backend (held while the file stays open), or None if held."""
+def _try_lock(home: Path, key: str) -> IO[str] | None:
     path = _lock_path(home, key)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = path.open("a+")
@@ -208,6 +207,15 @@ def take_executor_lock(home: Path, key: str) -> IO[str] | None:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         handle.close()
+        return None
+    return handle
+
+
+def take_executor_lock(home: Path, key: str) -> IO[str] | None:
+    """The executor lock of a backend (held while the file stays open), with this process's
+    pid written in it; None if another process holds it."""
+    handle = _try_lock(home, key)
+    if handle is None:
         return None
     handle.seek(0)
     handle.truncate()
@@ -225,11 +233,21 @@ def executor_lock_holder(home: Path, key: str) -> int | None:
 
 def executor_running(home: Path, key: str) -> bool:
     """Whether an executor holds the backend's lock now."""
-    lock = take_executor_lock(home, key)
+    lock = _try_lock(home, key)
     if lock is None:
         return True
     lock.close()
     return False
+
+
+_DAEMON_LAUNCHER = """
+import subprocess, sys
+process = subprocess.Popen(
+    sys.argv[1:], stdin=subprocess.DEVNULL, stdout=sys.stderr, stderr=sys.stderr,
+    start_new_session=True,
+)
+print(process.pid)
+"""
 
 
 def start_background_executor(home: Path, key: str, kubeconfig: str | None) -> int | None:
@@ -249,12 +267,16 @@ def start_background_executor(home: Path, key: str, kubeconfig: str | None) -> i
         if access.context:
             command += ["--context", access.context]
     log = home / f"executor-{_file_name(key)}.log"
+    # A short-lived intermediate process starts the executor and exits, so the executor is
+    # nobody's child here: it outlives this command and is never left a zombie.
     with log.open("ab") as output:
-        process = subprocess.Popen(
-            command,
+        launcher = subprocess.run(
+            [sys.executable, "-W", "ignore", "-c", _DAEMON_LAUNCHER, *command],
             stdin=subprocess.DEVNULL,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+            stdout=subprocess.PIPE,
+            stderr=output,
+            check=False,
         )
-    return process.pid
+    if launcher.returncode != 0:
+        raise click.ClickException(f"could not start a background executor: see {log}")
+    return int(launcher.stdout)

@@ -227,7 +227,7 @@ def executor_command(
                 os.getpid(),
             )
             _loop(executor, stop, until_idle=until_idle)
-        if name == LOCAL and not until_idle:
+        if name == LOCAL:
             _abort_local_tasks(executor, store)
         logger.info("executor stopped")
 

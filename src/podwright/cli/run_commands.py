@@ -199,7 +199,7 @@ class _Follower:
                 for event in self._store.events(self._task_id)[events:]:
                     events += 1
                     display.event(event.reason, elapsed)
-                for line in self._log_tail(record).new_lines():
+                for line in self._log_tail(record).new_lines(now=record.finalized):
                     display.output(line)
                 if record.finalized:
                     return record.phase

@@ -26,8 +26,8 @@ _POLL_SECONDS = 1.0
 
 
 class LogTail(Protocol):
-    def new_lines(self) -> list[str]:
-        """Output lines not returned before."""
+    def new_lines(self, *, now: bool = False) -> list[str]:
+        """Output lines not returned before; ``now``: read even if polled a moment ago."""
 
 
 def local_log_files(state_dir: Path, ref: ObjectRef) -> list[Path]:
@@ -50,7 +50,7 @@ class LocalLogTail:
         self._state_dir, self._ref = state_dir, ref
         self._offsets: dict[Path, int] = {}
 
-    def new_lines(self) -> list[str]:
+    def new_lines(self, *, now: bool = False) -> list[str]:
         lines: list[str] = []
         for path in local_log_files(self._state_dir, self._ref):
             offset = self._offsets.get(path, 0)
@@ -79,11 +79,11 @@ class ClusterLogTail:
         self._since: str | None = None
         self._recent: set[tuple[str, str]] = set()
 
-    def new_lines(self) -> list[str]:
-        now = self._monotonic()
-        if now < self._next_poll:
+    def new_lines(self, *, now: bool = False) -> list[str]:
+        moment = self._monotonic()
+        if moment < self._next_poll and not now:
             return []
-        self._next_poll = now + _POLL_SECONDS
+        self._next_poll = moment + _POLL_SECONDS
         try:
             pod = self._primary_pod()
             if pod is None:

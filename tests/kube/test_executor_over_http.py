@@ -1,0 +1,312 @@
+"""The executor on the kubernetes backend, over HTTP against the emulator and a fake kubelet.
+
+* ``podwright run --backend kubernetes``: a workspace (a Pod, its claim and Service) from submit
+  to Success, its phases, events and log shown, the companions owned by the pod;
+* ``podwright executor``: metrics, health and a graceful stop on SIGTERM;
+* restart safety: the executor is SIGKILLed at random moments while tasks launch, run and finish;
+  after the last restart every task has its right terminal phase, no pod was created twice, and
+  nothing is left behind (no pod, no finalizer).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from podwright.adapters.kubernetes import KubernetesClient
+from podwright.adapters.sqlite_store import SQLiteTaskStore
+from podwright.cli.main import cli
+from podwright.core.lifecycle.phases import Phase
+from podwright.engine.config import MANAGED_BY, MANAGED_BY_LABEL
+from podwright.engine.kubernetes_port import ObjectRef
+from podwright.engine.task_store import NewTask
+from tests.k8s_emulator import Emulator
+from tests.k8s_emulator.kubelet import OUTCOME_ANNOTATION, FakeKubelet
+from tests.kube.support import eventually
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+NAMESPACE = "test"
+CONTEXT = "emulator"
+BACKEND = f"kubernetes/{CONTEXT}"
+
+
+@pytest.fixture
+def emulator() -> Iterator[Emulator]:
+    with Emulator() as running:
+        client = KubernetesClient.for_host(running.url)
+        client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        client.close()
+        yield running
+
+
+@pytest.fixture
+def kubeconfig(tmp_path: Path, emulator: Emulator) -> Path:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "emu", "cluster": {"server": emulator.url}}],
+                "users": [{"name": "emu", "user": {"token": "unused"}}],
+                "contexts": [{"name": CONTEXT, "context": {"cluster": "emu", "user": "emu"}}],
+                "current-context": CONTEXT,
+            }
+        )
+    )
+    return path
+
+
+def _write_log(emulator: Emulator) -> Any:
+    def write(namespace: str, pod: str, container: str, line: str) -> None:
+        at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
+        emulator.write_log(namespace, pod, container, line, at)
+
+    return write
+
+
+def test_run_on_a_cluster_shows_the_workspace_to_success_with_its_companions(
+    tmp_path: Path, emulator: Emulator, kubeconfig: Path
+) -> None:
+    home = tmp_path / "home"
+    with FakeKubelet(emulator.url, NAMESPACE, poll_seconds=0.3, write_log=_write_log(emulator)):
+        result = CliRunner().invoke(
+            cli,
+            [
+                "run",
+                "--workload",
+                str(EXAMPLES / "workload-workspace.yaml"),
+                "--profile",
+                str(EXAMPLES / "cluster-profile.yaml"),
+                "--backend",
+                "kubernetes",
+                "--kubeconfig",
+                str(kubeconfig),
+                "--namespace",
+                NAMESPACE,
+                "--home",
+                str(home),
+            ],
+        )
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert re.fullmatch(
+        r"task notebook-ada-\w{6}: workspace workload 'notebook-ada', cluster emulator", lines[0]
+    )
+    task_id = lines[0].split()[1].rstrip(":")
+    assert "recorded, not pulled" not in result.output
+    assert any(line.endswith(f"Queued  Pod {NAMESPACE}/{task_id} created") for line in lines)
+    assert any("event: Scheduled: Successfully assigned" in line for line in lines)
+    assert f"  | hello from {task_id}" in lines
+    assert any(line.endswith("s  Success") for line in lines), lines
+
+    client = KubernetesClient.for_host(emulator.url)
+    pod = client.get(ObjectRef("v1", "Pod", NAMESPACE, task_id))
+    claims, _ = client.list_objects("v1", "PersistentVolumeClaim", namespace=NAMESPACE)
+    services, _ = client.list_objects("v1", "Service", namespace=NAMESPACE)
+    client.close()
+    owner = {"apiVersion": "v1", "kind": "Pod", "name": task_id, "uid": pod["metadata"]["uid"]}
+    assert [c["metadata"]["name"] for c in claims] == ["notebook-ada-work"]
+    assert [s["metadata"]["name"] for s in services] == ["notebook-ada"]
+    for companion in (claims[0], services[0]):
+        assert companion["metadata"]["ownerReferences"] == [owner]
+        assert companion["metadata"]["labels"]["podwright.dev/task-id"] == task_id
+    assert "podwright.dev/finalizer" not in (pod["metadata"].get("finalizers") or [])
+
+    listing = CliRunner().invoke(cli, ["list", "--home", str(home)])
+    assert f"{task_id}  workspace  {BACKEND}  Success" in listing.output
+
+
+def _pod_manifest(outcome: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"annotations": {OUTCOME_ANNOTATION: outcome}},
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "main", "image": "busybox:1", "command": ["true"]}],
+        },
+    }
+
+
+def _submit(store: SQLiteTaskStore, task_id: str, outcome: str) -> None:
+    store.submit(
+        NewTask(
+            task_id=task_id,
+            workload_type="training",
+            name=task_id,
+            namespace=NAMESPACE,
+            backend=BACKEND,
+            workload={},
+            effective={},
+            manifests=(_pod_manifest(outcome),),
+            submitted_at=datetime.now(UTC),
+        )
+    )
+
+
+def _executor(
+    home: Path, kubeconfig: Path, *extra: str, stderr: Any = subprocess.DEVNULL
+) -> subprocess.Popen[str]:
+    config = home / "lifecycle.yaml"
+    config.write_text("injectFinalizer: true\ndeleteResourceOnFinalize: true\n")
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "podwright",
+            "executor",
+            "--backend",
+            "kubernetes",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--home",
+            str(home),
+            "--round-interval",
+            "100ms",
+            "--lifecycle-config",
+            str(config),
+            *extra,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+        text=True,
+        cwd=ROOT,
+    )
+
+
+def test_executor_killed_at_random_moments_finishes_every_task_once_and_leaks_nothing(
+    tmp_path: Path, emulator: Emulator, kubeconfig: Path
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    store = SQLiteTaskStore(home / "tasks.db")
+    outcomes = {f"task-{n:02}": ("fail" if n % 4 == 1 else "succeed") for n in range(12)}
+    outcomes.update({"task-hang-1": "hang", "task-hang-2": "hang"})
+    for task_id, outcome in outcomes.items():
+        _submit(store, task_id, outcome)
+    rng = random.Random(7)
+    phases: list[list[str]] = []
+    with FakeKubelet(emulator.url, NAMESPACE, poll_seconds=0.1) as kubelet:
+        for life in range(8):
+            log = tmp_path / f"life-{life}.log"
+            with log.open("w") as output:
+                executor = _executor(home, kubeconfig, "--metrics-address", "off", stderr=output)
+            # Killed anywhere from its first round to a few rounds in.
+            eventually(lambda log=log: "started" in log.read_text())
+            time.sleep(rng.uniform(0.0, 0.8))
+            executor.send_signal(signal.SIGKILL)
+            executor.wait(10)
+            phases.append(sorted(record.phase.value for record in store.list_tasks()))
+            if life == 3:  # the hanging tasks are running by now: abort them, between lives
+                for task_id in ("task-hang-1", "task-hang-2"):
+                    store.request_abort(task_id, datetime.now(UTC))
+        last = _executor(home, kubeconfig, "--metrics-address", "off", "--until-idle")
+        assert last.wait(60) == 0
+
+    expected = {
+        "succeed": Phase.SUCCESS,
+        "fail": Phase.RETRYABLE_FAILURE,
+        "hang": Phase.ABORTED,
+    }
+    records = {record.task_id: record for record in store.list_tasks()}
+    store.close()
+    # The kills fell while tasks were launching, running and finishing.
+    seen = {phase for snapshot in phases for phase in snapshot}
+    assert {"Queued", "Running", "Success"} <= seen, phases
+    assert {task_id: records[task_id].phase for task_id in outcomes} == {
+        task_id: expected[outcome] for task_id, outcome in outcomes.items()
+    }
+    assert all(record.finalized for record in records.values())
+    assert {name: len(uids) for name, uids in kubelet.created.items()} == dict.fromkeys(outcomes, 1)
+    client = KubernetesClient.for_host(emulator.url)
+    left, _ = client.list_objects(
+        "v1", "Pod", namespace=NAMESPACE, label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}"
+    )
+    client.close()
+    assert left == []
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def test_executor_serves_metrics_and_health_and_stops_gracefully_on_sigterm(
+    tmp_path: Path, emulator: Emulator, kubeconfig: Path
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    store = SQLiteTaskStore(home / "tasks.db")
+    _submit(store, "metered", "succeed")
+    log = tmp_path / "executor.log"
+    with (
+        FakeKubelet(emulator.url, NAMESPACE),
+        log.open("w") as output,
+    ):
+        executor = _executor(home, kubeconfig, "--metrics-address", "127.0.0.1:0", stderr=output)
+        try:
+            address = eventually(
+                lambda: re.search(r"metrics on (http://[\d.:]+)/metrics", log.read_text())
+            ).group(1)
+            eventually(lambda: store.get("metered").finalized, timeout=30)
+            assert _get(f"{address}/healthz")[0] == 200
+            assert _get(f"{address}/readyz") == (200, "ready\n")
+            status, metrics = _get(f"{address}/metrics")
+            assert status == 200
+            assert re.search(
+                r'podwright_executor_rounds_total\{backend="kubernetes/emulator"\} [1-9]', metrics
+            )
+            assert 'podwright_kubernetes_requests_total{code="201",verb="create"} 1.0' in metrics
+            assert (
+                'podwright_executor_finalized_tasks_total{backend="kubernetes/emulator",phase="Success"} 1.0'
+                in metrics
+            )
+            assert "podwright_executor_round_seconds_bucket" in metrics
+            assert _get(f"{address}/nothing")[0] == 404
+            executor.send_signal(signal.SIGTERM)
+            assert executor.wait(20) == 0
+        finally:
+            if executor.poll() is None:
+                executor.kill()
+                executor.wait()
+    store.close()
+    assert "SIGTERM: stopping after this round" in log.read_text()
+    assert log.read_text().rstrip().endswith("executor stopped")
+
+
+def test_two_executors_of_a_cluster_may_run_together(
+    tmp_path: Path, emulator: Emulator, kubeconfig: Path
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    store = SQLiteTaskStore(home / "tasks.db")
+    for n in range(4):
+        _submit(store, f"shared-{n}", "succeed")
+    with FakeKubelet(emulator.url, NAMESPACE) as kubelet:
+        first = _executor(home, kubeconfig, "--metrics-address", "off", "--until-idle")
+        second = _executor(home, kubeconfig, "--metrics-address", "off", "--until-idle")
+        assert first.wait(60) == 0
+        assert second.wait(60) == 0
+    assert all(record.phase is Phase.SUCCESS for record in store.list_tasks())
+    assert {len(uids) for uids in kubelet.created.values()} == {1}
+    store.close()
