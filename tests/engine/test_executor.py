@@ -25,6 +25,16 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+_OPEN: list[Executor] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_executors() -> Iterator[None]:
+    yield
+    while _OPEN:
+        _OPEN.pop().close()
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[SQLiteTaskStore]:
     opened = SQLiteTaskStore(tmp_path / "tasks.db")
@@ -33,18 +43,27 @@ def store(tmp_path: Path) -> Iterator[SQLiteTaskStore]:
 
 
 def executor(
-    store: SQLiteTaskStore, cluster: LocalCluster, events: EventIndex, **config: Any
+    store: SQLiteTaskStore,
+    cluster: LocalCluster,
+    events: EventIndex,
+    *,
+    lifecycle: LifecycleConfig | None = None,
+    observer: Any = None,
+    **config: Any,
 ) -> Executor:
     settings = ExecutorConfig(backend="local", round_interval=timedelta(milliseconds=50), **config)
-    return Executor(
+    engine = Executor(
         store,
         cluster,
         settings,
-        LifecycleConfig(inject_finalizer=True, delete_resource_on_finalize=True),
+        lifecycle or LifecycleConfig(inject_finalizer=True, delete_resource_on_finalize=True),
         clock=now,
         sleep=time.sleep,
         events=events,
+        observer=observer,
     )
+    _OPEN.append(engine)
+    return engine
 
 
 def job(script: str, backoff_limit: int = 0) -> dict[str, Any]:
@@ -206,3 +225,104 @@ def test_rounds_report_what_they_did(
     assert (first.due, first.advanced, first.errors) == (1, 1, 0)
     record: TaskRecord = store.get("counted")
     assert record.phase is Phase.QUEUED
+
+
+def pod(script: str, **annotations: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "ignored", "annotations": annotations},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "x:1", "command": ["sh", "-c", script]}],
+        },
+    }
+
+
+def submit_manifests(store: SQLiteTaskStore, task_id: str, *manifests: dict[str, Any]) -> None:
+    store.submit(
+        NewTask(task_id, "workspace", task_id, "research", "local", {}, {}, manifests, now())
+    )
+
+
+def test_companions_are_created_owned_by_the_resource_and_go_with_it(
+    store: SQLiteTaskStore, cluster: LocalCluster, events: EventIndex
+) -> None:
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "work"},
+        "spec": {"resources": {"requests": {"storage": "1Gi"}}},
+    }
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "nb"}, "spec": {}}
+    submit_manifests(store, "nb", claim, pod("sleep 0.5"), service)
+    engine = executor(store, cluster, events)
+    run_until(engine, lambda: store.get("nb").phase is not Phase.UNDEFINED)
+    owner = cluster.get(ObjectRef("v1", "Pod", "research", "nb"))
+    for kind, name in (("PersistentVolumeClaim", "work"), ("Service", "nb")):
+        companion = cluster.get(ObjectRef("v1", kind, "research", name))
+        assert companion["metadata"]["ownerReferences"] == [
+            {"apiVersion": "v1", "kind": "Pod", "name": "nb", "uid": owner["metadata"]["uid"]}
+        ]
+        assert companion["metadata"]["labels"] == {"podwright.dev/task-id": "nb"}
+    run_until(engine, lambda: finalized(store, "nb"))
+    assert store.get("nb").phase is Phase.SUCCESS
+    for kind, name in (("PersistentVolumeClaim", "work"), ("Service", "nb")):
+        assert cluster.cached(ObjectRef("v1", kind, "research", name)) is None
+
+
+def test_a_companion_created_by_an_earlier_executor_is_not_an_error(
+    store: SQLiteTaskStore, cluster: LocalCluster, events: EventIndex
+) -> None:
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}, "spec": {}}
+    submit_manifests(store, "web", pod("sleep 1"), service)
+    run_until(executor(store, cluster, events), lambda: store.get("web").phase is Phase.RUNNING)
+    restarted = executor(store, cluster, events)
+    assert restarted.run_round().errors == 0
+    run_until(restarted, lambda: finalized(store, "web"))
+    assert store.get("web").phase is Phase.SUCCESS
+
+
+def test_ttl_seconds_after_finished_delays_finalization_then_deletes_the_resource(
+    store: SQLiteTaskStore, cluster: LocalCluster, events: EventIndex
+) -> None:
+    submit_manifests(
+        store, "kept", pod("true", **{"podwright.dev/ttl-seconds-after-finished": "1"})
+    )
+    engine = executor(store, cluster, events, lifecycle=LifecycleConfig(inject_finalizer=True))
+    run_until(engine, lambda: store.get("kept").phase is Phase.SUCCESS)
+    ended = time.monotonic()
+    engine.run_round()
+    assert not store.get("kept").finalized  # kept for its TTL
+    assert cluster.cached(ObjectRef("v1", "Pod", "research", "kept")) is not None
+    run_until(engine, lambda: finalized(store, "kept"))
+    assert time.monotonic() - ended >= 0.9
+    assert cluster.cached(ObjectRef("v1", "Pod", "research", "kept")) is None
+
+
+def test_without_a_ttl_the_resource_stays_after_finalization_unless_configured(
+    store: SQLiteTaskStore, cluster: LocalCluster, events: EventIndex
+) -> None:
+    submit_manifests(store, "stays", pod("true"))
+    engine = executor(store, cluster, events, lifecycle=LifecycleConfig(inject_finalizer=True))
+    run_until(engine, lambda: finalized(store, "stays"))
+    left = cluster.get(ObjectRef("v1", "Pod", "research", "stays"))
+    assert "podwright.dev/finalizer" not in (left["metadata"].get("finalizers") or [])
+
+
+def test_the_observer_is_told_every_round_with_tasks_by_phase(
+    store: SQLiteTaskStore, cluster: LocalCluster, events: EventIndex
+) -> None:
+    reports: list[Any] = []
+
+    class Observer:
+        def round_finished(self, report: Any) -> None:
+            reports.append(report)
+
+    submit(store, "watched", "true")
+    engine = executor(store, cluster, events, observer=Observer())
+    run_until(engine, lambda: finalized(store, "watched"))
+    assert reports[0].active_by_phase == {"Undefined": 1}
+    assert sum(r.finalized_by_phase.get("Success", 0) for r in reports) == 1
+    engine.run_round()
+    assert reports[-1].active_by_phase == {}
