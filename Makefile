@@ -58,6 +58,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/policy_bench.py
 	$(BIN)/python benchmarks/render_bench.py
 	$(BIN)/python benchmarks/lifecycle_bench.py
+	$(BIN)/python benchmarks/executor_bench.py
 	$(BIN)/python benchmarks/fuse_proxy_bench.py
 
 clean:

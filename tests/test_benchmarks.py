@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from benchmarks import policy_bench, render_bench
 
 from podwright.core.effective_policy import effective_policy
@@ -89,3 +91,17 @@ def test_the_fuse_proxy_benchmark_runs_its_scenario_without_errors() -> None:
     assert figures["through_proxy"]["p50_ms"] > 0
     assert figures["read_proxied_mib_s"] > 0
     assert "mount+unmount p50: direct fusermount3" in completed.stdout
+
+
+def test_the_executor_benchmark_runs_every_task_to_success_on_both_backends(
+    tmp_path: Path,
+) -> None:
+    from benchmarks import executor_bench
+
+    cluster = executor_bench.bench_cluster(20, tmp_path)
+    assert cluster["phases"] == {"Success": 20}
+    assert cluster["requests_per_task_by_verb"]["create"] == 1.0
+    assert cluster["requests_per_task_by_verb"]["delete"] == 1.0
+    local = executor_bench.bench_local(3, tmp_path)
+    assert local["phases"] == {"Success": 3}
+    assert local["running_p50_seconds"] > 0

@@ -133,6 +133,9 @@ class Emulator:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in separate writes: without this, Nagle and delayed ACKs add
+    # 40 ms to every answer on a kept-alive connection.
+    disable_nagle_algorithm = True
     store: ApiStore
     controls: Controls
 
