@@ -47,7 +47,7 @@ def test_the_scaling_scenarios_grow_as_labelled() -> None:
 def test_the_render_benchmark_renders_every_example() -> None:
     profile = profile_from_data(render_bench.example_profile_data())
     submissions = render_bench.example_submissions()
-    assert len(submissions) == 9  # examples/workload-*.yaml
+    assert len(submissions) == 10  # examples/workload-*.yaml
     for submission in submissions.values():
         assert submission.name is not None
         rendering = render(

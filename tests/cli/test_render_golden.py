@@ -65,6 +65,7 @@ CASES = {
         "workload-local.yaml",
         f"--policy={EXAMPLES / 'policies' / 'local-dev.yaml'}",
     ],
+    "workspace-local": ["--workload", "workload-workspace-local.yaml"],
 }
 
 
