@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.cli.test_run_commands import workload
 
 _ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
@@ -34,17 +36,23 @@ class Terminal:
         os.close(slave)
         self.seen = b""
 
+    def _read(self, timeout: float) -> bool:
+        """Read what the process wrote within ``timeout``; False once it closed the terminal."""
+        ready, _, _ = select.select([self._master], [], [], timeout)
+        if ready:
+            try:
+                self.seen += os.read(self._master, 65536)
+            except OSError:
+                return False
+        return True
+
     def expect(self, pattern: str, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
         while re.search(pattern.encode(), _ANSI.sub(b"", self.seen), re.DOTALL) is None:
             remaining = deadline - time.monotonic()
             assert remaining > 0, f"{pattern!r} not seen in:\n{self.text()}"
-            ready, _, _ = select.select([self._master], [], [], remaining)
-            if ready:
-                try:
-                    self.seen += os.read(self._master, 65536)
-                except OSError:  # the process closed the terminal
-                    assert False, f"{pattern!r} not seen before exit:\n{self.text()}"
+            if not self._read(remaining):
+                pytest.fail(f"{pattern!r} not seen before exit:\n{self.text()}")
 
     def type(self, text: str) -> None:
         os.write(self._master, text.encode())
@@ -59,12 +67,8 @@ class Terminal:
         """Wait for the process to exit, reading its output meanwhile; its exit status."""
         deadline = time.monotonic() + 30
         while self.process.poll() is None and time.monotonic() < deadline:
-            ready, _, _ = select.select([self._master], [], [], 0.1)
-            if ready:
-                try:
-                    self.seen += os.read(self._master, 65536)
-                except OSError:
-                    break
+            if not self._read(0.1):
+                break
         code = self.process.wait(30)
         os.close(self._master)
         return code
