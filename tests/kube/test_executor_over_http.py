@@ -191,6 +191,13 @@ def _executor(
     )
 
 
+KILL_WHEN = (Phase.QUEUED, Phase.RUNNING)
+
+
+def _any_in(store: SQLiteTaskStore, phase: Phase) -> bool:
+    return any(record.phase is phase for record in store.list_tasks())
+
+
 def test_executor_killed_at_random_moments_finishes_every_task_once_and_leaks_nothing(
     tmp_path: Path, emulator: Emulator, kubeconfig: Path
 ) -> None:
@@ -203,14 +210,16 @@ def test_executor_killed_at_random_moments_finishes_every_task_once_and_leaks_no
         _submit(store, task_id, outcome)
     rng = random.Random(7)
     phases: list[list[str]] = []
-    with FakeKubelet(emulator.url, NAMESPACE, poll_seconds=0.1) as kubelet:
+    with FakeKubelet(emulator.url, NAMESPACE, poll_seconds=0.2) as kubelet:
         for life in range(8):
             log = tmp_path / f"life-{life}.log"
             with log.open("w") as output:
                 executor = _executor(home, kubeconfig, "--metrics-address", "off", stderr=output)
-            # Killed anywhere from its first round to a few rounds in.
             eventually(lambda log=log: "started" in log.read_text())
-            time.sleep(rng.uniform(0.0, 0.8))
+            if life < len(KILL_WHEN):  # first while tasks launch, then while they run
+                eventually(lambda phase=KILL_WHEN[life]: _any_in(store, phase), interval=0.01)
+            else:  # then anywhere from the first round to a few rounds in
+                time.sleep(rng.uniform(0.0, 0.8))
             executor.send_signal(signal.SIGKILL)
             executor.wait(10)
             phases.append(sorted(record.phase.value for record in store.list_tasks()))

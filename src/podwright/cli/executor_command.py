@@ -210,7 +210,7 @@ def executor_command(
         cleanup.callback(store.close)
         cleanup.callback(opened.close)
         executor = cleanup.enter_context(
-            make_executor(store, opened, settings, lifecycle, observer=metrics)
+            make_executor(store, opened, settings, lifecycle, observer=_RoundLog(metrics))
         )
         if metrics_address is not None:
             server = _status_server(metrics, metrics_address, round_interval, opened.synced)
@@ -226,7 +226,9 @@ def executor_command(
                 store.path,
                 os.getpid(),
             )
-            _loop(executor, stop, until_idle=until_idle)
+            executor.run(stop, until_idle=until_idle)
+            if until_idle and not stop.is_set():
+                logger.info("no active %s task left: exiting", name)
         if name == LOCAL:
             _abort_local_tasks(executor, store)
         logger.info("executor stopped")
@@ -255,26 +257,23 @@ def _status_server(
     return server.start()
 
 
-def _loop(executor: Executor, stop: threading.Event, *, until_idle: bool) -> None:
-    while not stop.is_set():
-        report = executor.run_round()
-        _log_round(report)
-        if until_idle and not report.active_by_phase and report.errors == 0:
-            logger.info("no active %s task left: exiting", executor.config.backend)
-            return
-        stop.wait(executor.seconds_until_due())
+class _RoundLog:
+    """Counts every round in the metrics, and logs those that did something."""
 
+    def __init__(self, metrics: ExecutorMetrics) -> None:
+        self._metrics = metrics
 
-def _log_round(report: RoundReport) -> None:
-    if report.advanced or report.finalized or report.errors:
-        logger.info(
-            "round: %d due, %d advanced, %d finalized, %d errors, %.3fs",
-            report.due,
-            report.advanced,
-            report.finalized,
-            report.errors,
-            report.seconds,
-        )
+    def round_finished(self, report: RoundReport) -> None:
+        self._metrics.round_finished(report)
+        if report.advanced or report.finalized or report.errors:
+            logger.info(
+                "round: %d due, %d advanced, %d finalized, %d errors, %.3fs",
+                report.due,
+                report.advanced,
+                report.finalized,
+                report.errors,
+                report.seconds,
+            )
 
 
 def _abort_local_tasks(executor: Executor, store: SQLiteTaskStore) -> None:

@@ -165,12 +165,14 @@ class Executor:
         """Stop the worker threads (a round in progress finishes first)."""
         self._pool.shutdown(wait=True)
 
-    def run(self, stop: threading.Event, wait: Callable[[float], bool] | None = None) -> None:
-        """Run rounds until ``stop`` is set; between rounds wait until the next task is due."""
-        waiter = wait or stop.wait
+    def run(self, stop: threading.Event, *, until_idle: bool = False) -> None:
+        """Run rounds until ``stop`` is set (or, ``until_idle``, until a round finds no active
+        task of the backend); between rounds wait until the next task is due."""
         while not stop.is_set():
-            self.run_round()
-            waiter(self.seconds_until_due())
+            report = self.run_round()
+            if until_idle and not report.active_by_phase and report.errors == 0:
+                return
+            stop.wait(self.seconds_until_due())
 
     def run_round(self) -> RoundReport:
         """One round over the due active tasks."""
