@@ -182,3 +182,21 @@ def test_make_runs_example_runs_with_its_effective_workload_shown(
     )
     assert "  | epoch 3/3  loss 0.4132" in result.output
     assert "  | done: model saved to the scratch directory (not really)" in result.output
+
+
+def test_the_task_store_path_can_be_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = tmp_path / "elsewhere" / "my-tasks.db"
+    store.parent.mkdir()
+    monkeypatch.setenv("PODWRIGHT_TASK_STORE", str(store))
+    path = tmp_path / "pod.yaml"
+    path.write_text(
+        "type: workspace\nname: pair\nspec:\n  image: busybox:1\n"
+        "  command: sh -c 'echo from main'\n"
+    )
+    home = tmp_path / "home"
+    result = invoke(home, "run", "--workload", str(path))
+    assert result.exit_code == 0, result.output
+    assert "  | from main" in result.output
+    assert store.is_file()
+    assert not (home / "tasks.db").exists()
+    assert "pair-" in invoke(home, "list").output

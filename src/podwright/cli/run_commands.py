@@ -50,10 +50,10 @@ from podwright.cli.executor_command import (
 from podwright.cli.render_command import Preparation, preparation_options, prepare_workload
 from podwright.cli.run_display import Display, LiveDisplay, PlainDisplay, history_line
 from podwright.cli.state import home_option, open_store, utc_now
-from podwright.cli.task_logs import ClusterLogTail, LocalLogTail, LogTail
+from podwright.cli.task_logs import ClusterLogTail, LocalLogTail, LogTail, primary_container
 from podwright.core.lifecycle.phases import Phase
 from podwright.engine.config import LifecycleConfig
-from podwright.engine.executor import Executor, resource_ref
+from podwright.engine.executor import Executor, resource_ref, workload_resource
 from podwright.engine.plugins import default_plugins
 from podwright.engine.task_store import (
     NewTask,
@@ -243,7 +243,8 @@ class _Follower:
             if cluster is not None:
                 self._logs = ClusterLogTail(cluster.client, ref)
             else:
-                self._logs = LocalLogTail(self._home / LOCAL, ref)
+                manifest = workload_resource(record, default_plugins())
+                self._logs = LocalLogTail(self._home / LOCAL, ref, primary_container(manifest))
         return self._logs
 
     def _on_interrupt(self, _number: int, _frame: FrameType | None) -> None:

@@ -12,6 +12,7 @@ from podwright.adapters.sqlite_store import SQLiteTaskStore
 from podwright.engine.task_store import StoreUnavailableError
 
 HOME_ENV = "PODWRIGHT_HOME"
+STORE_ENV = "PODWRIGHT_TASK_STORE"
 STORE_NAME = "tasks.db"
 
 
@@ -32,10 +33,15 @@ home_option = click.option(
 )
 
 
+def store_path(home: str | Path) -> Path:
+    """``$PODWRIGHT_TASK_STORE`` if set, else ``<home>/tasks.db``."""
+    return Path(os.environ.get(STORE_ENV) or Path(home) / STORE_NAME)
+
+
 def open_store(home: str | Path) -> SQLiteTaskStore:
-    """The task store of ``home`` (created on first use)."""
+    """The task store (see :func:`store_path`), created on first use."""
     try:
-        return SQLiteTaskStore(Path(home) / STORE_NAME)
+        return SQLiteTaskStore(store_path(home))
     except StoreUnavailableError as error:
         raise click.ClickException(str(error)) from error
 

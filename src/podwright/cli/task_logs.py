@@ -1,7 +1,8 @@
 """The output of a task's primary container, read a little at a time while ``run`` follows it.
 
-* :class:`LocalLogTail`: the local backend's log files (every container of every pod the task's
-  resource made, in order), from the offset reached last time, whole lines only.
+* :class:`LocalLogTail`: the local backend's log files (of every pod the task's resource made, in
+  order; every container's, or the one named), from the offset reached last time, whole lines
+  only.
 * :class:`ClusterLogTail`: a cluster's pod log API, polled at most once a second with
   ``timestamps=true`` and ``sinceTime``; the lines of the last second are remembered so that a
   line is never shown twice. The pod is the task's own, or the newest one its controller made
@@ -12,7 +13,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -30,8 +31,22 @@ class LogTail(Protocol):
         """Output lines not returned before; ``now``: read even if polled a moment ago."""
 
 
-def local_log_files(state_dir: Path, ref: ObjectRef) -> list[Path]:
-    """The output files of a local task's pods: the Pod's, or every pod its Job created."""
+def primary_container(manifest: Mapping[str, Any]) -> str | None:
+    """The container the renderer marked primary in a task's resource (its pod template's)."""
+    for metadata in (
+        section(manifest, "metadata"),
+        section(section(section(manifest, "spec"), "template"), "metadata"),
+    ):
+        annotations = section(metadata, "annotations")
+        for annotation in PRIMARY_ANNOTATIONS:
+            if annotations.get(annotation):
+                return str(annotations[annotation])
+    return None
+
+
+def local_log_files(state_dir: Path, ref: ObjectRef, container: str | None = None) -> list[Path]:
+    """The output files of a local task's pods (the Pod's, or every pod its Job created): every
+    container's, or only ``container``'s."""
     root = state_dir / "logs" / ref.namespace
     if not root.is_dir():
         return []
@@ -40,19 +55,20 @@ def local_log_files(state_dir: Path, ref: ObjectRef) -> list[Path]:
     else:  # a Job's pods are named <job>-<suffix>
         created = (p for p in root.iterdir() if p.name.startswith(f"{ref.name}-"))
         directories = sorted(created, key=lambda p: p.stat().st_mtime)
-    return [log for directory in directories for log in sorted(directory.glob("*.log"))]
+    pattern = f"{container}.log" if container else "*.log"
+    return [log for directory in directories for log in sorted(directory.glob(pattern))]
 
 
 class LocalLogTail:
     """New whole lines of a local task's log files."""
 
-    def __init__(self, state_dir: Path, ref: ObjectRef) -> None:
-        self._state_dir, self._ref = state_dir, ref
+    def __init__(self, state_dir: Path, ref: ObjectRef, container: str | None = None) -> None:
+        self._state_dir, self._ref, self._container = state_dir, ref, container
         self._offsets: dict[Path, int] = {}
 
     def new_lines(self, *, now: bool = False) -> list[str]:
         lines: list[str] = []
-        for path in local_log_files(self._state_dir, self._ref):
+        for path in local_log_files(self._state_dir, self._ref, self._container):
             offset = self._offsets.get(path, 0)
             with path.open("rb") as log:
                 log.seek(offset)
@@ -147,9 +163,9 @@ def _primacy(pod: dict[str, Any]) -> tuple[bool, bool, str]:
 
 
 def _primary_container(pod: dict[str, Any]) -> str:
-    annotations = section(section(pod, "metadata"), "annotations")
-    for annotation in PRIMARY_ANNOTATIONS:
-        if annotations.get(annotation):
-            return str(annotations[annotation])
+    """The pod's primary container: the one marked, else its first."""
+    marked = primary_container(pod)
+    if marked:
+        return marked
     containers = section(pod, "spec").get("containers") or [{}]
     return str(containers[0].get("name", ""))

@@ -1,0 +1,70 @@
+"""The local backend's log files, as ``run`` (the primary container) and ``logs`` (all) read them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from podwright.cli.task_logs import LocalLogTail, primary_container
+from podwright.engine.kubernetes_port import ObjectRef
+
+
+def write(state: Path, pod: str, container: str, text: str) -> None:
+    path = state / "logs" / "research" / pod / f"{container}.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as log:
+        log.write(text)
+
+
+def test_only_the_named_container_and_only_whole_lines(tmp_path: Path) -> None:
+    ref = ObjectRef("v1", "Pod", "research", "nb")
+    write(tmp_path, "nb", "git-clone", "cloning\n")
+    write(tmp_path, "nb", "main", "serving\nhalf a li")
+    primary = LocalLogTail(tmp_path, ref, "main")
+    everything = LocalLogTail(tmp_path, ref)
+    assert primary.new_lines() == ["serving"]
+    assert everything.new_lines() == ["cloning", "serving"]
+    write(tmp_path, "nb", "main", "ne\n")
+    assert primary.new_lines() == ["half a line"]
+    assert primary.new_lines() == []
+
+
+def test_a_jobs_pods_are_read_in_the_order_they_were_made(tmp_path: Path) -> None:
+    ref = ObjectRef("batch/v1", "Job", "research", "train")
+    write(tmp_path, "train-zzzzz", "main", "attempt 1\n")
+    write(tmp_path, "train-aaaaa", "main", "attempt 2\n")
+    write(tmp_path, "trainer-zzzzz", "main", "another job\n")
+    pods = tmp_path / "logs" / "research"
+    os.utime(pods / "train-zzzzz", (1000, 1000))  # made first, though it sorts last by name
+    os.utime(pods / "train-aaaaa", (2000, 2000))
+    assert LocalLogTail(tmp_path, ref, "main").new_lines() == ["attempt 1", "attempt 2"]
+
+
+@pytest.mark.parametrize(
+    ("manifest", "expected"),
+    [
+        ({"metadata": {"annotations": {"podwright.dev/primary-container": "main"}}}, "main"),
+        (
+            {"metadata": {"annotations": {"kubectl.kubernetes.io/default-container": "app"}}},
+            "app",
+        ),
+        (
+            {
+                "spec": {
+                    "template": {
+                        "metadata": {"annotations": {"podwright.dev/primary-container": "t"}}
+                    }
+                }
+            },
+            "t",
+        ),
+        ({"metadata": {}}, None),
+    ],
+    ids=["pod", "kubectl-default", "job-template", "unmarked"],
+)
+def test_the_primary_container_is_the_marked_one(
+    manifest: dict[str, object], expected: str | None
+) -> None:
+    assert primary_container(manifest) == expected
