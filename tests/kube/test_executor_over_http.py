@@ -72,6 +72,20 @@ def kubeconfig(tmp_path: Path, emulator: Emulator) -> Path:
     return path
 
 
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    path = tmp_path / "home"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def store(home: Path) -> Iterator[SQLiteTaskStore]:
+    opened = SQLiteTaskStore(home / "tasks.db")
+    yield opened
+    opened.close()
+
+
 def _write_log(emulator: Emulator) -> Any:
     def write(namespace: str, pod: str, container: str, line: str) -> None:
         at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
@@ -199,11 +213,8 @@ def _any_in(store: SQLiteTaskStore, phase: Phase) -> bool:
 
 
 def test_executor_killed_at_random_moments_finishes_every_task_once_and_leaks_nothing(
-    tmp_path: Path, emulator: Emulator, kubeconfig: Path
+    tmp_path: Path, emulator: Emulator, kubeconfig: Path, home: Path, store: SQLiteTaskStore
 ) -> None:
-    home = tmp_path / "home"
-    home.mkdir()
-    store = SQLiteTaskStore(home / "tasks.db")
     outcomes = {f"task-{n:02}": ("fail" if n % 4 == 1 else "succeed") for n in range(12)}
     outcomes.update({"task-hang-1": "hang", "task-hang-2": "hang"})
     for task_id, outcome in outcomes.items():
@@ -235,7 +246,6 @@ def test_executor_killed_at_random_moments_finishes_every_task_once_and_leaks_no
         "hang": Phase.ABORTED,
     }
     records = {record.task_id: record for record in store.list_tasks()}
-    store.close()
     # The kills fell while tasks were launching, running and finishing.
     seen = {phase for snapshot in phases for phase in snapshot}
     assert {"Queued", "Running", "Success"} <= seen, phases
@@ -261,11 +271,8 @@ def _get(url: str) -> tuple[int, str]:
 
 
 def test_executor_serves_metrics_and_health_and_stops_gracefully_on_sigterm(
-    tmp_path: Path, emulator: Emulator, kubeconfig: Path
+    tmp_path: Path, emulator: Emulator, kubeconfig: Path, home: Path, store: SQLiteTaskStore
 ) -> None:
-    home = tmp_path / "home"
-    home.mkdir()
-    store = SQLiteTaskStore(home / "tasks.db")
     _submit(store, "metered", "succeed")
     log = tmp_path / "executor.log"
     with (
@@ -298,17 +305,13 @@ def test_executor_serves_metrics_and_health_and_stops_gracefully_on_sigterm(
             if executor.poll() is None:
                 executor.kill()
                 executor.wait()
-    store.close()
     assert "SIGTERM: stopping after this round" in log.read_text()
     assert log.read_text().rstrip().endswith("executor stopped")
 
 
 def test_two_executors_of_a_cluster_may_run_together(
-    tmp_path: Path, emulator: Emulator, kubeconfig: Path
+    emulator: Emulator, kubeconfig: Path, home: Path, store: SQLiteTaskStore
 ) -> None:
-    home = tmp_path / "home"
-    home.mkdir()
-    store = SQLiteTaskStore(home / "tasks.db")
     for n in range(4):
         _submit(store, f"shared-{n}", "succeed")
     with FakeKubelet(emulator.url, NAMESPACE) as kubelet:
@@ -318,4 +321,3 @@ def test_two_executors_of_a_cluster_may_run_together(
         assert second.wait(60) == 0
     assert all(record.phase is Phase.SUCCESS for record in store.list_tasks())
     assert {len(uids) for uids in kubelet.created.values()} == {1}
-    store.close()

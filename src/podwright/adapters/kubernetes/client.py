@@ -154,14 +154,7 @@ class KubernetesClient:
         query = {"container": container, "timestamps": "true"}
         if since_time:
             query["sinceTime"] = since_time
-        response = self._request("GET", path, "get", query=query)
-        try:
-            data = response.read()
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise ApiConnectionError(f"GET {path}: {exc}") from exc
-        if response.status >= 400:
-            raise error_from_status(response.status, data, dict(response.getheaders()))
-        return bytes(data).decode("utf-8", "replace")
+        return self._body("GET", path, "get", query=query).decode("utf-8", "replace")
 
     # Reading collections -------------------------------------------------------------------
 
@@ -251,20 +244,34 @@ class KubernetesClient:
         body: Any = None,
         content_type: str = "application/json",
     ) -> dict[str, Any]:
-        response = self._request(
-            method, path, verb, query=query, body=body, content_type=content_type
-        )
-        try:
-            data = response.read()
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise ApiConnectionError(f"{method} {path}: {exc}") from exc
-        if response.status >= 400:
-            raise error_from_status(response.status, data, dict(response.getheaders()))
+        data = self._body(method, path, verb, query=query, body=body, content_type=content_type)
         try:
             decoded = json.loads(data) if data else {}
         except ValueError as exc:
             raise KubernetesError(f"{method} {path}: the answer is not JSON: {exc}") from exc
         return decoded if isinstance(decoded, dict) else {}
+
+    def _body(
+        self,
+        method: str,
+        path: str,
+        verb: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> bytes:
+        """The answer's body; an error status raised as the port's error."""
+        response = self._request(
+            method, path, verb, query=query, body=body, content_type=content_type
+        )
+        try:
+            data = bytes(response.read())
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise ApiConnectionError(f"{method} {path}: {exc}") from exc
+        if response.status >= 400:
+            raise error_from_status(response.status, data, dict(response.getheaders()))
+        return data
 
     def _request(
         self,
