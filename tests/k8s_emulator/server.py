@@ -232,12 +232,7 @@ class _Handler(BaseHTTPRequestHandler):
             for at, line in entries
             if not since or at[:19] >= since[:19]
         )
-        data = text.encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self._send_bytes(200, text.encode(), "text/plain")
 
     def _body(self) -> Any:
         length = int(self.headers.get("Content-Length") or 0)
@@ -357,9 +352,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def _send(self, code: int, payload: Any, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode()
+        self._send_bytes(code, json.dumps(payload).encode(), "application/json", headers)
+
+    def _send_bytes(
+        self, code: int, data: bytes, content_type: str, headers: dict[str, str] | None = None
+    ) -> None:
         self.send_response(code)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         for key, value in (headers or {}).items():
             self.send_header(key, value)
