@@ -111,7 +111,7 @@ def test_readiness_needs_synced_watches_a_round_and_a_readable_store(
     assert get(server, "/readyz") == (503, "the watches have not listed yet\n")
     synced[0] = True
     assert get(server, "/readyz") == (503, "no round finished yet\n")
-    metrics.round_finished(report(due=0, errors=1))  # the store could not be listed
+    metrics.round_finished(report(due=0, errors=1, store_read=False))
     assert get(server, "/readyz") == (503, "the last round could not read the task store\n")
     metrics.round_finished(report())
     assert get(server, "/readyz") == (200, "ready\n")

@@ -326,3 +326,21 @@ def test_the_observer_is_told_every_round_with_tasks_by_phase(
     assert sum(r.finalized_by_phase.get("Success", 0) for r in reports) == 1
     engine.run_round()
     assert reports[-1].active_by_phase == {}
+
+
+def test_a_round_that_cannot_read_the_store_says_so(
+    store: SQLiteTaskStore,
+    cluster: LocalCluster,
+    events: EventIndex,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from podwright.engine.task_store import StoreUnavailableError
+
+    def unavailable(**_options: Any) -> list[TaskRecord]:
+        raise StoreUnavailableError("database is locked")
+
+    engine = executor(store, cluster, events)
+    assert engine.run_round().store_read
+    monkeypatch.setattr(store, "list_tasks", unavailable)
+    report = engine.run_round()
+    assert (report.store_read, report.due, report.errors) == (False, 0, 1)

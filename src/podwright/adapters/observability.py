@@ -88,8 +88,7 @@ class ExecutorMetrics:
             self._finalized.labels(backend=self._backend, phase=phase_name).inc(count)
         with self._lock:
             self.last_round_at = self._monotonic()
-            # A round that could not list the store reports one error and nothing due.
-            self.last_round_read_store = not (report.due == 0 and report.errors > 0)
+            self.last_round_read_store = report.store_read
 
     def api_request(self, verb: str, code: str) -> None:
         self._requests.labels(verb=verb, code=code).inc()

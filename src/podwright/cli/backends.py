@@ -91,7 +91,7 @@ def choose_backend(requested: str | None, access: ClusterAccess) -> str:
         access.kubeconfig is not None
         or access.context is not None
         or bool(os.environ.get("KUBECONFIG"))
-        or "KUBERNETES_SERVICE_HOST" in os.environ
+        or _in_pod()
         or Path("~/.kube/config").expanduser().is_file()
     )
     return KUBERNETES if configured else LOCAL

@@ -128,7 +128,7 @@ def run_command(
             Path(home),
             task_id,
             key=key,
-            access=access,
+            kubeconfig=kubeconfig,
             lifecycle=lifecycle,
             namespace=namespace,
         )
@@ -169,12 +169,12 @@ class _Follower:
         task_id: str,
         *,
         key: str,
-        access: ClusterAccess,
+        kubeconfig: str | None,
         lifecycle: LifecycleConfig,
         namespace: str,
     ) -> None:
         self._store, self._home, self._task_id, self._key = store, home, task_id, key
-        self._access, self._lifecycle, self._namespace = access, lifecycle, namespace
+        self._kubeconfig, self._lifecycle, self._namespace = kubeconfig, lifecycle, namespace
         self._backend: OpenBackend | None = None
         self._executor: Executor | None = None
         self._logs: LogTail | None = None
@@ -227,7 +227,7 @@ class _Follower:
             self._backend = open_backend(
                 self._key,
                 home=self._home,
-                access=access_for(self._key, self._access.kubeconfig),
+                access=access_for(self._key, self._kubeconfig),
                 namespace=self._namespace,
                 workdir=Path.cwd(),
             )

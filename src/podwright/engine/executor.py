@@ -98,6 +98,8 @@ class RoundReport:
     """The executor's active tasks by phase, as the round found them."""
     finalized_by_phase: Mapping[str, int] = dataclasses.field(default_factory=dict)
     """The tasks this round finalized, by their terminal phase."""
+    store_read: bool = True
+    """False when the round could not list the store's tasks (and so did nothing)."""
 
 
 class RoundObserver(Protocol):
@@ -181,7 +183,8 @@ class Executor:
         try:
             active = self.store.list_tasks(active_only=True)
         except TaskStoreError:
-            return self._report(RoundReport(0, 0, 0, 1, time.monotonic() - started))
+            seconds = time.monotonic() - started
+            return self._report(RoundReport(0, 0, 0, 1, seconds, store_read=False))
         only = self.config.task_ids
         mine = [
             record

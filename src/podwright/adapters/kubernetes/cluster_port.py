@@ -102,18 +102,19 @@ class ClusterPort:
 
     def synced(self) -> bool:
         """Whether every started watch has listed at least once."""
-        with self._lock:
-            reflectors = [r for pair in self._reflectors.values() for r in pair]
-        return all(reflector.wait_synced(0) for reflector in reflectors)
+        return all(reflector.wait_synced(0) for reflector in self._started())
 
     def close(self) -> None:
         """Stop the watches and close the connection pool."""
         with self._lock:
             self._closed = True
-            reflectors = [r for pair in self._reflectors.values() for r in pair]
-        for reflector in reflectors:
+        for reflector in self._started():
             reflector.stop()
         self.client.close()
+
+    def _started(self) -> list[Reflector]:
+        with self._lock:
+            return [reflector for pair in self._reflectors.values() for reflector in pair]
 
 
 class _SyncedOnly:

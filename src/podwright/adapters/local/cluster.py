@@ -202,12 +202,11 @@ class LocalCluster:
             finalized = not metadata.get("finalizers")
         if ref.kind == "Pod":
             self._stop_pod(ref, remove=finalized)
-        elif ref.kind == "Job":
+            return
+        if ref.kind == "Job":
             for pod in self._pods_of(ref):
                 self.delete(pod)
-            if finalized:
-                self._remove(ref)
-        elif finalized:
+        if finalized:
             self._remove(ref)
 
     # Local only ----------------------------------------------------------------------------
