@@ -1,7 +1,9 @@
 """``podwright render``: an effective workload becomes the Kubernetes manifests to apply.
 
 With ``--policy`` files the workload is first evaluated (violations exit with status 1, as in
-``podwright policy evaluate``); without, the submission is rendered as written. The cluster
+``podwright policy evaluate``); without, the submission is rendered as written, after the same
+check of the workload as it will run that evaluation makes (a limit below its request is bad
+input, at its line in the file). The cluster
 profile (``--profile``) says how this cluster does what the workload leaves open; without one,
 the safe defaults apply. A field the profile cannot honour is bad input (exit status 2), named
 with where its value came from. ``podwright run`` shares these steps (:func:`prepare_workload`).
@@ -40,7 +42,7 @@ from podwright.core.render import (
     profile_from_data,
 )
 from podwright.core.render import render as render_workload
-from podwright.core.workloads import Submission
+from podwright.core.workloads import Submission, check_runnable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,8 +140,13 @@ def prepare_workload(preparation: Preparation, namespace: str | None) -> Prepare
             evaluation.values,
         )
     else:
-        _, submission = read_submission(workload_file, workload_type, documents)
+        document, submission = read_submission(workload_file, workload_type, documents)
         workload = submission.spec
+        guard(
+            lambda: check_runnable(submission.workload_type, workload, submission.spec_path),
+            documents,
+            default_source=document.source,
+        )
     catalogue = load_catalogue(assets_file, documents) if assets_file else EMPTY_CATALOGUE
     profile = _load_profile(preparation.profile_file, documents)
     name = preparation.name or submission.name

@@ -29,7 +29,7 @@ from podwright.core.render.pods import (
 from podwright.core.render.profile import DEFAULT_PROFILE, ClusterProfile
 from podwright.core.render.storage import Manifest, add_claim
 from podwright.core.workload_fields import FRAMEWORK_FIELD, WorkloadType
-from podwright.core.workloads import check_spec
+from podwright.core.workloads import check_runnable, check_spec
 
 MAIN_ROLE = "main"
 """The role name of the single pod template of a workspace, training or inference workload."""
@@ -87,10 +87,13 @@ def render(
     """Render an effective workload (as :func:`~podwright.core.evaluation.evaluate` returns it).
 
     Raises :class:`~podwright.core.workloads.WorkloadInputError` when ``workload`` is not a valid
-    workload of its type, and :class:`~podwright.core.render.fields.RenderError` with every
-    field the profile cannot honour.
+    workload of its type or cannot run as it is (a limit below its request: the checks of
+    :func:`~podwright.core.workloads.inconsistencies`, which evaluation under policies makes
+    too), and :class:`~podwright.core.render.fields.RenderError` with every field the profile
+    cannot honour.
     """
     checked = check_spec(workload, workload_type, ())
+    check_runnable(workload_type, checked)
     problems = Problems()
     _check_name(name, workload_type, checked, problems)
     if namespace is not None and (problem := dns1123_label_problem(namespace)):
