@@ -89,6 +89,28 @@ def test_check_finds_a_default_that_default_from_computes_against_a_step(tmp_pat
     ]
 
 
+def test_a_catalogue_reports_its_envelope_with_its_assets(tmp_path: Path) -> None:
+    text = (
+        "apiVersion: podwright.dev/v1\n"
+        "kind: Catalog\n"
+        "assets:\n"
+        "  - name: data\n"
+        "    kind: pvc\n"
+        "    spec: {claimNam: data}\n"
+    )
+    catalogue = write(tmp_path, "assets.yaml", text)
+    result = run("policy", "check", *POLICIES, "--assets", catalogue)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"podwright: error: {catalogue}:2:1: kind: expected 'AssetCatalogue', got 'Catalog' "
+        "(string)",
+        f"podwright: error: {catalogue}:4:5: assets[0].id: expected a non-empty string, got None "
+        "(null)",
+        f"podwright: error: {catalogue}:6:12: assets[0].spec.claimNam: unknown field 'claimNam' "
+        "(did you mean 'claimName'?)",
+    ]
+
+
 def test_check_finds_a_rule_owned_by_another_scope(tmp_path: Path) -> None:
     project = write(
         tmp_path,

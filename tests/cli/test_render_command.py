@@ -71,6 +71,20 @@ def test_without_policies_a_limit_below_its_request_is_bad_input(tmp_path: Path)
     ]
 
 
+def test_envelope_and_spec_problems_are_reported_together(tmp_path: Path) -> None:
+    text = "type: training\nname: Bad_Name\nlabels: {}\nspec:\n  imagePulPolicy: Always\n"
+    workload = write(tmp_path, "w.yaml", text)
+    result = run("--workload", workload)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"podwright: error: {workload}:3:1: labels: unknown field 'labels'",
+        f"podwright: error: {workload}:5:3: spec.imagePulPolicy: unknown field 'imagePulPolicy' "
+        "(did you mean 'imagePullPolicy'?)",
+        f"podwright: error: {workload}:2:1: name: 'Bad_Name' must consist of lower-case letters, "
+        "digits and '-', and start and end with a letter or digit",
+    ]
+
+
 def test_standard_input_name_and_type_options() -> None:
     result = run(
         "--workload", "-", "--type", "training", "--name", "from-cli", stdin="image: busybox\n"

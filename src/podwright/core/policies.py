@@ -14,12 +14,14 @@ An administrator writes a policy as a document::
       imposedAssets: [f12c965b-44e9-4ff6-8b43-01d8f9e630cc]
 
 The loader checks everything that can be checked in one policy, and reports every problem at its
-path: unknown fields, values of the wrong type, a rule its field's type cannot carry, ``min``
-above ``max``, a default its own rules forbid (itself, or a default a ``defaultFrom`` computes
-from it), a ``defaultFrom`` outside its section or in a cycle. The result is flattened by
-*schema path* (``("compute", "cpuCoreRequest")``; an itemized field's attributes lie beneath the
-field; distributed training starts with the role), which is what combining scopes and
-evaluating submissions work on.
+path, the envelope's (``apiVersion``, ``kind``, ``metadata.name``, unknown keys) together with
+the spec's (whose fields need a valid ``workloadType``): unknown fields, values of the wrong
+type, a rule its field's type cannot carry, ``min`` above ``max``, a default its own rules
+forbid (itself, or a default a ``defaultFrom`` computes from it), a ``defaultFrom`` outside its
+section or in a cycle. The result is flattened by *schema path*
+(``("compute", "cpuCoreRequest")``; an itemized field's attributes lie beneath the field;
+distributed training starts with the role), which is what combining scopes and evaluating
+submissions work on.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import TypeVar
 
 from podwright.core import quantities
 from podwright.core.field_paths import FieldPath
+from podwright.core.k8s_names import dns1123_subdomain_problem
 from podwright.core.problems import (
     FieldProblem,
     ProblemsError,
@@ -462,6 +465,10 @@ class _Loader:
             )
             return None
         name: str = metadata["name"]
+        if problem := dns1123_subdomain_problem(name):
+            # Policies become objects of the cluster (WorkloadPolicy) under this name.
+            self.problem(("metadata", "name"), f"{name!r} {problem}")
+            return None
         return name
 
     def _parsed(self, parse: Callable[[object], T], data: object, path: FieldPath) -> T | None:

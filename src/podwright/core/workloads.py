@@ -14,6 +14,9 @@ A submission is written either bare (the fields themselves) or wrapped, as podwr
       image: pytorch/pytorch:2.4
       compute: {gpuDevicesRequest: 2}
 
+A wrapped file's problems are all reported together: those of its envelope (``type``, ``name``,
+unknown keys) and those of its ``spec``.
+
 Beyond each value on its own, a workload *as it will run* must be consistent:
 :func:`inconsistencies` finds the fields that contradict each other (a limit below its request,
 a field of another distributed framework). It judges the final values, whatever produced them,
@@ -29,6 +32,7 @@ from decimal import Decimal
 
 from podwright.core import quantities
 from podwright.core.field_paths import FieldPath
+from podwright.core.k8s_names import dns1123_label_problem
 from podwright.core.problems import (
     FieldProblem,
     ProblemsError,
@@ -87,7 +91,11 @@ def parse_workload_type(value: object) -> WorkloadType:
 
 
 def submission_from_data(data: object, workload_type: WorkloadType | None = None) -> Submission:
-    """Read a submission, bare or wrapped; ``workload_type`` is required unless the file says."""
+    """Read a submission, bare or wrapped; ``workload_type`` is required unless the file says.
+
+    Every problem is reported at once: the envelope's (an unknown key, a bad type or name) with
+    the spec's, which is checked whenever the workload type is known.
+    """
     if not isinstance(data, Mapping):
         raise WorkloadInputError(
             [FieldProblem((), f"expected a workload (a mapping), got {describe(data)}")]
@@ -129,13 +137,45 @@ def submission_from_data(data: object, workload_type: WorkloadType | None = None
     name = data.get("name")
     if name is not None and not isinstance(name, str):
         problems.append(FieldProblem(("name",), f"expected a string, got {describe(name)}"))
+    spec: dict[str, object] | None = None
+    if workload_type is not None:
+        checker = FieldChecker(workload_type, submission=True)
+        spec = checker.section(SCHEMAS[workload_type], data["spec"], ("spec",), ())
+        problems.extend(checker.problems)
+        if isinstance(name, str) and (
+            problem := workload_name_problem(name, workload_type, spec or {})
+        ):
+            problems.append(FieldProblem(("name",), f"{name!r} {problem}"))
     if problems:
         raise WorkloadInputError(problems)
     assert workload_type is not None
-    spec = check_spec(data["spec"], workload_type, ("spec",))
+    assert spec is not None
     return Submission(
         workload_type, spec, name if isinstance(name, str) else None, spec_path=("spec",)
     )
+
+
+def workload_name_problem(
+    name: str, workload_type: WorkloadType, workload: Mapping[str, object]
+) -> str | None:
+    """Why ``name`` cannot name a workload of ``workload_type``, or None.
+
+    A workload's name names its resource and Services, and pods take it as their host name:
+    an RFC 1035 label (a letter first). The training operator appends ``-worker-<index>`` to a
+    distributed job's name for each replica's Service, so those names are shorter still.
+    """
+    limit = 63
+    if workload_type is WorkloadType.DISTRIBUTED:
+        worker = workload.get("worker")
+        workers = worker.get("numWorkers") if isinstance(worker, Mapping) else None
+        count = workers if isinstance(workers, int) and not isinstance(workers, bool) else 1
+        limit -= len("-worker-") + len(str(max(count - 1, 0)))
+    problem = dns1123_label_problem(name)
+    if problem is None and not name[0].isalpha():
+        problem = "must start with a letter (it names Services)"
+    if problem is None and len(name) > limit:
+        problem = f"must be at most {limit} characters for a {workload_type.value} workload"
+    return problem
 
 
 def check_spec(data: object, workload_type: WorkloadType, path: FieldPath) -> dict[str, object]:

@@ -29,7 +29,7 @@ from podwright.core.render.pods import (
 from podwright.core.render.profile import DEFAULT_PROFILE, ClusterProfile
 from podwright.core.render.storage import Manifest, add_claim
 from podwright.core.workload_fields import FRAMEWORK_FIELD, WorkloadType
-from podwright.core.workloads import check_runnable, check_spec
+from podwright.core.workloads import check_runnable, check_spec, workload_name_problem
 
 MAIN_ROLE = "main"
 """The role name of the single pod template of a workspace, training or inference workload."""
@@ -95,7 +95,8 @@ def render(
     checked = check_spec(workload, workload_type, ())
     check_runnable(workload_type, checked)
     problems = Problems()
-    _check_name(name, workload_type, checked, problems)
+    if problem := workload_name_problem(name, workload_type, checked):
+        problems.add("name", f"{name!r} {problem}")
     if namespace is not None and (problem := dns1123_label_problem(namespace)):
         problems.add("namespace", f"{namespace!r} {problem}")
     problems.raise_if_any()  # every object's name and labels derive from these
@@ -108,26 +109,6 @@ def render(
             assert isinstance(metadata, dict)
             metadata["namespace"] = namespace
     return Rendering(workload_type, name, templates, tuple(manifests))
-
-
-def _check_name(
-    name: str, workload_type: WorkloadType, workload: Mapping[str, object], problems: Problems
-) -> None:
-    # Names become Service and pod host names (DNS-1035 labels: a letter first); the training
-    # operator appends "-worker-<index>" to a job's name for each replica's Service.
-    limit = 63
-    if workload_type is WorkloadType.DISTRIBUTED:
-        worker = workload.get("worker")
-        workers = worker.get("numWorkers") if isinstance(worker, Mapping) else None
-        index_digits = len(str(max(int(workers or 1) - 1, 0)))
-        limit -= len("-worker-") + index_digits
-    problem = dns1123_label_problem(name)
-    if problem is None and not name[0].isalpha():
-        problem = "must start with a letter (it names Services)"
-    if problem is None and len(name) > limit:
-        problem = f"must be at most {limit} characters for a {workload_type.value} workload"
-    if problem:
-        problems.add("name", f"{name!r} {problem}")
 
 
 @dataclasses.dataclass(frozen=True)
