@@ -105,28 +105,47 @@ def test_environment_problems(variable: dict[str, Any], problem: str) -> None:
     assert any(problem in line for line in lines), lines
 
 
-@pytest.mark.parametrize(
-    ("security", "create_home", "home"),
-    [
-        ({}, None, None),
-        ({"runAsUid": 1000}, None, "/home/podwright"),
-        ({"runAsUid": 1000}, False, None),
-        ({}, True, "/home/podwright"),
-    ],
-)
-def test_home_directory(
-    security: dict[str, Any], create_home: bool | None, home: str | None
-) -> None:
-    fields: dict[str, Any] = {"security": security}
+HOME_VARIABLES: dict[str, dict[str, Any] | None] = {
+    "no HOME": None,
+    "HOME set": {"name": "HOME", "value": "/u/ada"},
+    "HOME from a secret": {"name": "HOME", "secret": {"name": "s", "key": "home"}},
+}
+
+
+@pytest.mark.parametrize("home_variable", list(HOME_VARIABLES))
+@pytest.mark.parametrize("create_home", [None, True, False], ids=["default", "true", "false"])
+@pytest.mark.parametrize("uid", [None, 1000], ids=["image's user", "runAsUid"])
+def test_home_directory(uid: int | None, create_home: bool | None, home_variable: str) -> None:
+    """A temporary home only for a user the image does not know (runAsUid), or where the
+    workload names one with HOME; the image's own user keeps its home."""
+    fields: dict[str, Any] = {"security": {} if uid is None else {"runAsUid": uid}}
     if create_home is not None:
         fields["createHomeDir"] = create_home
-    pod = main_pod(rendered("training", spec(**fields)))
-    mounts = {
-        m["name"]: m["mountPath"] for m in pod["spec"]["containers"][0].get("volumeMounts", [])
-    }
-    assert mounts.get("home") == home
-    env = {v["name"]: v.get("value") for v in pod["spec"]["containers"][0].get("env", [])}
-    assert env.get("HOME") == home
+    variable = HOME_VARIABLES[home_variable]
+    if variable is not None:
+        fields["environmentVariables"] = [variable]
+    creates = create_home if create_home is not None else uid is not None
+    if creates and home_variable == "HOME from a secret":
+        (problem,) = render_problems("training", spec(**fields))
+        assert problem.startswith(
+            "environmentVariables[HOME]: a temporary home is mounted at $HOME (createHomeDir is "
+            "true"
+        )
+        return
+    container = main_container(rendered("training", spec(**fields)))
+    mounts = {m["name"]: m["mountPath"] for m in container.get("volumeMounts", [])}
+    env = {v["name"]: v.get("value", v.get("valueFrom")) for v in container.get("env", [])}
+    expected_home: str | None = None
+    if creates and home_variable == "HOME set":
+        expected_home = "/u/ada"
+    elif creates and home_variable == "no HOME" and uid is not None:
+        expected_home = "/home/podwright"
+    assert mounts.get("home") == expected_home
+    if expected_home is not None:
+        assert env["HOME"] == expected_home
+    elif variable is None:
+        assert "HOME" not in env  # the image's user's HOME stands
+    assert [v["name"] for v in container.get("env", [])].count("HOME") <= 1
 
 
 @pytest.mark.parametrize(
@@ -134,7 +153,7 @@ def test_home_directory(
     [
         (
             {
-                "createHomeDir": True,
+                "security": {"runAsUid": 1000},
                 "storage": {"emptyDir": [{"name": "h", "mountPath": "/home/podwright"}]},
             },
             "createHomeDir: needs /home/podwright, which is already the mount path of storage.emptyDir[h].mountPath",
@@ -166,13 +185,6 @@ def test_home_directory(
 def test_volumes_podwright_adds_do_not_clash(fields: dict[str, Any], problem: str) -> None:
     lines = render_problems("training", spec(**fields))
     assert any(line.startswith(problem) for line in lines), lines
-
-
-def test_home_directory_follows_a_given_home() -> None:
-    fields = {"createHomeDir": True, "environmentVariables": [{"name": "HOME", "value": "/u/ada"}]}
-    container = main_container(rendered("training", spec(**fields)))
-    assert {"name": "home", "mountPath": "/u/ada"} in container["volumeMounts"]
-    assert container["env"] == [{"name": "HOME", "value": "/u/ada"}]
 
 
 def test_readiness_probe() -> None:

@@ -148,6 +148,8 @@ class _PodBuilder:
         self.knative_features: dict[str, str] = {}
         self.ports: list[tuple[Values, str, int]] = []
         self.storage = Storage()
+        self.home: str | None = None
+        """Where a temporary home directory is mounted, if one is."""
 
     def need(self, feature: str, field: str) -> None:
         self.knative_features.setdefault(feature, field)
@@ -294,16 +296,43 @@ class _PodBuilder:
                     kind: {"name": reference.text("name"), "key": reference.text("key")}
                 }
             variables.append(variable)
-        if self.creates_home_directory() and "HOME" not in names:
-            variables.append({"name": "HOME", "value": HOME_DIRECTORY})
+        self.home = self.home_directory()
+        if self.home is not None and "HOME" not in names:
+            variables.append({"name": "HOME", "value": self.home})
         if variables:
             self.container["env"] = variables
 
-    def creates_home_directory(self) -> bool:
-        """``createHomeDir``; it defaults to true when the workload names its user."""
-        if self.values.has("createHomeDir"):
-            return self.values.flag("createHomeDir")
-        return self.values.section("security").has("runAsUid")
+    def home_directory(self) -> str | None:
+        """Where ``createHomeDir`` mounts a temporary home (an emptyDir), or None for none.
+
+        The reference: the flag creates "a temporary home directory for the user", and "when
+        runAsUser is set, this flag defaults to true". A uid chosen here (``runAsUid``) has no
+        entry in the image's passwd, so no home (the runtime sets ``HOME=/``): it gets one at
+        the ``HOME`` the workload sets, else at ``/home/podwright`` with ``HOME`` set. The
+        image's own user has a home already, which is left alone: without ``runAsUid`` a home
+        is created only where the workload names it with a ``HOME`` variable.
+        """
+        values = self.values
+        runs_as_uid = values.section("security").has("runAsUid")
+        explicit = values.has("createHomeDir")
+        if not (values.flag("createHomeDir") if explicit else runs_as_uid):
+            return None
+        home = next(
+            (entry for entry in values.instances("environmentVariables") if entry.key() == "HOME"),
+            None,
+        )
+        if home is None:
+            return HOME_DIRECTORY if runs_as_uid else None
+        plain = not any(home.has(field) for field in ("secret", "configMap", "podFieldRef"))
+        if not plain:
+            why = "createHomeDir is true" if explicit else "createHomeDir is true with runAsUid"
+            self.problems.add(
+                home.path(),
+                f"a temporary home is mounted at $HOME ({why}), so HOME needs a plain value "
+                "that says where; or set createHomeDir: false",
+            )
+            return None
+        return home.text("value") or ""
 
     # -- compute --------------------------------------------------------------------------------
 
@@ -530,19 +559,11 @@ class _PodBuilder:
             and "runAsUser" not in security,
         )
         storage = render_storage(self.values.section("storage"), context)
-        if self.creates_home_directory():
-            home = next(
-                (
-                    entry.text("value")
-                    for entry in self.values.instances("environmentVariables")
-                    if entry.key() == "HOME" and entry.text("value")
-                ),
-                None,
-            )
+        if self.home is not None:
             self.internal_volume(
                 storage,
                 {"name": "home", "emptyDir": {}},
-                home or HOME_DIRECTORY,
+                self.home,
                 self.values.path("createHomeDir"),
             )
         compute = self.values.section("compute")
