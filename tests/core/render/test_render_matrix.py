@@ -933,14 +933,83 @@ def test_category_is_a_label() -> None:
     assert pod["metadata"]["labels"]["podwright.dev/category"] == "hpo"
 
 
-def test_user_labels_and_annotations_go_on_the_pod() -> None:
-    fields = spec(
-        labels=[{"name": "team", "value": "vision"}],
-        annotations=[{"name": "example.com/owner", "value": "Ada Lovelace"}],
+LABELS = [{"name": "team", "value": "vision"}, {"name": "app.kubernetes.io/part-of", "value": "x"}]
+ANNOTATIONS = [{"name": "example.com/owner", "value": "Ada Lovelace"}]
+NEW_CLAIM = {"name": "work", "claimName": "work", "path": "/work", "claimInfo": {"size": "1Gi"}}
+PORTS = [{"name": "http", "container": 8080}]
+OWN_FIELDS = {"labels": LABELS, "annotations": ANNOTATIONS, "storage": {"pvc": [NEW_CLAIM]}}
+LABELLED: dict[str, dict[str, Any]] = {
+    "workspace": spec(**OWN_FIELDS, ports=PORTS),
+    "training": spec(**OWN_FIELDS, ports=PORTS),
+    "distributed": {
+        "master": spec(**OWN_FIELDS, ports=PORTS),
+        "worker": spec(**OWN_FIELDS, distributedFramework="PyTorch", numWorkers=2),
+    },
+    "inference": spec(**OWN_FIELDS),
+}
+
+
+COMPANIONS = {"PersistentVolumeClaim", "Service"}
+"""The kinds rendered beside a workload's resource, which hold no pods."""
+
+
+def pod_metadata(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The metadata of the pods a manifest describes: a Pod's own, or its pod templates'."""
+    if manifest["kind"] == "Pod":
+        return [manifest["metadata"]]
+    spec_ = manifest["spec"]
+    if "template" in spec_:
+        return [spec_["template"]["metadata"]]
+    replicas = next(value for key, value in spec_.items() if key.endswith("ReplicaSpecs"))
+    return [replica["template"]["metadata"] for replica in replicas.values()]
+
+
+@pytest.mark.parametrize("workload_type", list(LABELLED))
+def test_user_labels_go_on_every_object_and_annotations_on_pods(workload_type: str) -> None:
+    rendering = rendered(workload_type, LABELLED[workload_type])
+    expected = {"team": "vision", "app.kubernetes.io/part-of": "x"}
+    objects = {manifest["kind"] for manifest in rendering.manifests}
+    assert "PersistentVolumeClaim" in objects
+    assert "Service" in objects
+    for manifest in rendering.manifests:
+        metadata = manifest["metadata"]
+        assert expected.items() <= metadata["labels"].items(), manifest["kind"]
+        companion = manifest["apiVersion"] == "v1" and manifest["kind"] in COMPANIONS
+        pods = [] if companion else pod_metadata(manifest)
+        for pod in pods:
+            assert expected.items() <= pod["labels"].items()
+            assert pod["annotations"]["example.com/owner"] == "Ada Lovelace"
+        if manifest["kind"] != "Pod":
+            assert "example.com/owner" not in metadata.get("annotations", {}), manifest["kind"]
+
+
+def test_podwright_labels_keep_their_precedence() -> None:
+    labels = [
+        {"name": "kai.scheduler/queue", "value": "mine"},
+        {"name": "networking.knative.dev/visibility", "value": "public"},
+    ]
+    serving = {"container": 8080, "clusterLocalAccessOnly": True}
+    service = rendered("inference", spec(labels=labels, servingPort=serving)).manifests[0]
+    assert service["metadata"]["labels"]["networking.knative.dev/visibility"] == "cluster-local"
+    pod = main_pod(rendered("training", spec(labels=labels[:1]), profile=KAI_PROFILE))
+    assert pod["metadata"]["labels"]["kai.scheduler/queue"] == "research"  # the profile's
+
+
+def test_a_distributed_job_carries_both_roles_labels_which_must_agree() -> None:
+    master = spec(labels=[{"name": "team", "value": "a"}, {"name": "only-master", "value": "m"}])
+    worker = spec(
+        distributedFramework="PyTorch", numWorkers=1, labels=[{"name": "team", "value": "a"}]
     )
-    pod = main_pod(rendered("training", fields))
-    assert pod["metadata"]["labels"]["team"] == "vision"
-    assert pod["metadata"]["annotations"]["example.com/owner"] == "Ada Lovelace"
+    job = rendered("distributed", {"master": master, "worker": worker}).manifests[0]
+    assert job["metadata"]["labels"]["team"] == "a"
+    assert job["metadata"]["labels"]["only-master"] == "m"
+    replicas = job["spec"]["pytorchReplicaSpecs"]
+    assert "only-master" not in replicas["Worker"]["template"]["metadata"]["labels"]
+    worker["labels"] = [{"name": "team", "value": "b"}]
+    assert render_problems("distributed", {"master": master, "worker": worker}) == [
+        "master.labels[team]: the job carries one value of label 'team': worker gives 'b' and "
+        "master 'a'; give both roles the same value, or the label to one role only"
+    ]
 
 
 # -- lifecycle ------------------------------------------------------------------------------------

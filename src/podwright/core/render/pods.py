@@ -84,6 +84,8 @@ class RolePod:
     claims: tuple[Manifest, ...]
     knative_features: Mapping[str, str]
     knative_refusals: Mapping[str, str]
+    user_labels: Mapping[str, str]
+    """The role's ``labels``, which every object rendered for the workload carries."""
 
 
 def identity_labels(
@@ -130,6 +132,7 @@ def render_role(values: Values, context: RoleContext, problems: Problems) -> Rol
         claims=tuple(pod.storage.claims),
         knative_features=pod.knative_features,
         knative_refusals=pod.storage.knative_refusals,
+        user_labels=pod.user_labels,
     )
 
 
@@ -142,6 +145,7 @@ class _PodBuilder:
         self.profile = context.profile
         self.problems = problems
         self.labels: dict[str, str] = {}
+        self.user_labels: dict[str, str] = {}
         self.annotations: dict[str, str] = {}
         self.container: Manifest = {"name": context.container_name}
         self.spec: Manifest = {"containers": [self.container]}
@@ -180,6 +184,7 @@ class _PodBuilder:
                 if problem:
                     self.problems.add(entry.path(), f"{key!r}: {problem}")
                 target[key] = value
+        self.user_labels = dict(self.labels)
         context = self.context
         self.labels.update(identity_labels(profile, context.workload_name, context.workload_type))
         self.labels.update(selector_labels(context))
@@ -849,7 +854,7 @@ class _PodBuilder:
             name = base if len(by_type) == 1 else f"{base}-{service_type.lower()}"
             metadata: Manifest = {
                 "name": derived_label(name),
-                "labels": selector_labels(self.context),
+                "labels": {**self.user_labels, **selector_labels(self.context)},
             }
             if service_type in tools:
                 metadata["annotations"] = {
