@@ -27,20 +27,14 @@ from podwright.cli.inputs import (
     evaluate_workload,
     guard,
     load_catalogue,
-    read,
+    load_profile,
     read_submission,
     violation_line,
     workload_options,
 )
 from podwright.core.assets import EMPTY_CATALOGUE
 from podwright.core.policies import Scope
-from podwright.core.render import (
-    DEFAULT_PROFILE,
-    ClusterProfile,
-    RenderError,
-    Rendering,
-    profile_from_data,
-)
+from podwright.core.render import ClusterProfile, RenderError, Rendering
 from podwright.core.render import render as render_workload
 from podwright.core.workloads import Submission, check_runnable
 
@@ -148,7 +142,7 @@ def prepare_workload(preparation: Preparation, namespace: str | None) -> Prepare
             default_source=document.source,
         )
     catalogue = load_catalogue(assets_file, documents) if assets_file else EMPTY_CATALOGUE
-    profile = _load_profile(preparation.profile_file, documents)
+    profile = load_profile(preparation.profile_file, documents)
     name = preparation.name or submission.name
     if not name:
         raise BadInput("the workload has no name: give one in its file ('name:') or with --name")
@@ -201,10 +195,3 @@ def render_command(*, preparation: Preparation, namespace: str | None, output: s
         click.echo(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=2))
     else:
         click.echo("---\n".join(dump_yaml(manifest) for manifest in rendering.manifests), nl=False)
-
-
-def _load_profile(name: str | None, documents: dict[str, Document]) -> ClusterProfile:
-    if name is None:
-        return DEFAULT_PROFILE
-    document = read(name, documents)
-    return guard(lambda: profile_from_data(document.data, document.source), documents)

@@ -779,7 +779,8 @@ def test_data_volume_takes_the_asset_of_its_id() -> None:
         ("training", None, "podwright-low", "preemptible"),
         ("inference", None, "podwright-very-high", "non-preemptible"),
         ("training", "medium", "podwright-medium", "preemptible"),
-        ("workspace", "medium-high", "podwright-medium-high", "non-preemptible"),
+        ("workspace", "medium-high", "podwright-medium-high", "preemptible"),  # 90 < 100
+        ("training", "high", "podwright-high", "non-preemptible"),
     ],
 )
 def test_priority(
@@ -812,7 +813,7 @@ def test_a_priority_the_cluster_does_not_offer(given: bool) -> None:
 
 
 def test_priority_classes_keep_their_preemptibility() -> None:
-    classes = {**PERMISSIVE_PROFILE.priority_classes, "high": PriorityLevel("gold", True)}
+    classes = {**PERMISSIVE_PROFILE.priority_classes, "high": PriorityLevel("gold", 125, True)}
     profile = dataclasses.replace(PERMISSIVE_PROFILE, priority_classes=classes)
     pod = main_pod(rendered("workspace", spec(), profile=profile))
     assert pod["spec"]["priorityClassName"] == "gold"
