@@ -273,6 +273,7 @@ def _defaults_against_rules(
     policy was loaded)."""
     problems: list[FieldProblem] = []
     field_rules = {path: sourced.value for path, sourced in rules.items()}
+    values = {path: sourced.value for path, sourced in defaults.items()}
 
     def check(path: SchemaPath, value: object, default: Policy, location: FieldPath) -> None:
         rule = rules.get(path)
@@ -293,7 +294,6 @@ def _defaults_against_rules(
         fixed: Mapping[SchemaPath, object],
         default: Callable[[SchemaPath], tuple[Policy, FieldPath]],
     ) -> None:
-        values = {path: sourced.value for path, sourced in defaults.items()}
         for target, computed in computed_defaults(field_rules, values, fixed).items():
             if fixed and computed.origin not in fixed:
                 continue  # judged with the scope's plain defaults
