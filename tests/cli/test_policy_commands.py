@@ -62,6 +62,55 @@ def test_check_reports_every_problem_with_file_and_line(tmp_path: Path) -> None:
     ]
 
 
+def test_check_finds_a_default_that_default_from_computes_against_a_step(tmp_path: Path) -> None:
+    text = (
+        "apiVersion: podwright.dev/v1\n"
+        "kind: WorkloadPolicy\n"
+        "metadata: {name: halves}\n"
+        "spec:\n"
+        "  scope: {cluster: prod}\n"
+        "  workloadType: training\n"
+        "  defaults:\n"
+        "    compute: {cpuCoreLimit: 1.5}\n"
+        "  rules:\n"
+        "    compute:\n"
+        "      cpuCoreRequest:\n"
+        "        step: 0.5\n"
+        "        defaultFrom: {field: compute.cpuCoreLimit, factor: 0.5}\n"
+    )
+    halves = write(tmp_path, "halves.yaml", text)
+    result = run("policy", "check", halves)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"podwright: error: {halves}:8:15: spec.defaults.compute.cpuCoreLimit: this default makes "
+        "compute.cpuCoreRequest default to 0.75 (defaultFrom compute.cpuCoreLimit × 0.5), which "
+        "breaks this policy's own 'step' rule: 0.75 is not a multiple of the step 0.5 counted "
+        "from 0",
+    ]
+
+
+def test_a_catalogue_reports_its_envelope_with_its_assets(tmp_path: Path) -> None:
+    text = (
+        "apiVersion: podwright.dev/v1\n"
+        "kind: Catalog\n"
+        "assets:\n"
+        "  - name: data\n"
+        "    kind: pvc\n"
+        "    spec: {claimNam: data}\n"
+    )
+    catalogue = write(tmp_path, "assets.yaml", text)
+    result = run("policy", "check", *POLICIES, "--assets", catalogue)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"podwright: error: {catalogue}:2:1: kind: expected 'AssetCatalogue', got 'Catalog' "
+        "(string)",
+        f"podwright: error: {catalogue}:4:5: assets[0].id: expected a non-empty string, got None "
+        "(null)",
+        f"podwright: error: {catalogue}:6:12: assets[0].spec.claimNam: unknown field 'claimNam' "
+        "(did you mean 'claimName'?)",
+    ]
+
+
 def test_check_finds_a_rule_owned_by_another_scope(tmp_path: Path) -> None:
     project = write(
         tmp_path,
@@ -143,7 +192,8 @@ def test_evaluate_json_on_success() -> None:
     )
     # The project's warn-mode rule is reported on standard error, not in the JSON.
     assert (
-        "podwright: warning: nodePools: item 1, 'v100', is not among the options" in result.stderr
+        'podwright: warning: nodePools: item 1, \'v100\', of ["a100", "v100"] (submission) '
+        "is not among the options" in result.stderr
     )
 
 
@@ -174,7 +224,7 @@ def test_evaluate_violations_exit_1_with_compliance_issues(tmp_path: Path) -> No
             },
             {
                 "field": "compute.gpuDevicesRequest",
-                "details": "16 is above the maximum 8",
+                "details": "16 (submission) is above the maximum 8",
                 "rule": "max",
             },
         ]
@@ -299,5 +349,6 @@ def test_evaluate_audit_mode_is_silent_unless_asked(tmp_path: Path) -> None:
     assert quiet.stderr == ""
     shown = run(*arguments, "-o", "json", "--show-audited")
     assert shown.stderr.startswith(
-        "podwright: audit: nodePools: item 1, 'v100', is not among the options"
+        'podwright: audit: nodePools: item 1, \'v100\', of ["a100", "v100"] (submission) '
+        "is not among the options"
     )

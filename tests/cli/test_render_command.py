@@ -50,6 +50,41 @@ def test_without_policies_the_submission_renders_as_written(tmp_path: Path) -> N
     assert pod["spec"]["priorityClassName"] == "podwright-high"
 
 
+def test_without_policies_a_limit_below_its_request_is_bad_input(tmp_path: Path) -> None:
+    text = (
+        "type: training\n"
+        "name: tight\n"
+        "spec:\n"
+        "  image: busybox\n"
+        "  compute: {cpuCoreRequest: 2, cpuCoreLimit: 1, cpuMemoryRequest: 2Gi, "
+        "cpuMemoryLimit: 1Gi}\n"
+    )
+    workload = write(tmp_path, "tight.yaml", text)
+    result = run("--workload", workload)
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"podwright: error: {workload}:5:32: spec.compute.cpuCoreLimit: cpuCoreLimit 1 is below "
+        "cpuCoreRequest 2",
+        f"podwright: error: {workload}:5:72: spec.compute.cpuMemoryLimit: cpuMemoryLimit '1Gi' is "
+        "below cpuMemoryRequest '2Gi'",
+    ]
+
+
+def test_envelope_and_spec_problems_are_reported_together(tmp_path: Path) -> None:
+    text = "type: training\nname: Bad_Name\nlabels: {}\nspec:\n  imagePulPolicy: Always\n"
+    workload = write(tmp_path, "w.yaml", text)
+    result = run("--workload", workload)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"podwright: error: {workload}:3:1: labels: unknown field 'labels'",
+        f"podwright: error: {workload}:5:3: spec.imagePulPolicy: unknown field 'imagePulPolicy' "
+        "(did you mean 'imagePullPolicy'?)",
+        f"podwright: error: {workload}:2:1: name: 'Bad_Name' must consist of lower-case letters, "
+        "digits and '-', and start and end with a letter or digit",
+    ]
+
+
 def test_standard_input_name_and_type_options() -> None:
     result = run(
         "--workload", "-", "--type", "training", "--name", "from-cli", stdin="image: busybox\n"
@@ -95,7 +130,8 @@ def test_a_field_the_profile_cannot_honour_names_its_source(tmp_path: Path) -> N
     result = run("--workload", TRAINING, *POLICIES, ASSETS, "--profile", profile)
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
-        'podwright: warning: nodePools: item 1, \'v100\', is not among the options ["a100", "h100"] '
+        'podwright: warning: nodePools: item 1, \'v100\', of ["a100", "v100"] (submission) '
+        'is not among the options ["a100", "h100"] '
         "(rule options, policy 'vision-training' (project vision))",
         "podwright: error: cannot render on cluster profile 'lean':",
         "podwright: error: priorityClass: the cluster profile offers no PriorityClass for priority "

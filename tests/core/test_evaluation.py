@@ -369,7 +369,8 @@ def test_framework_specific_fields_need_their_framework() -> None:
     assert issues(refused) == [("worker.sshAuthMountPath", "distributedFramework")]
     assert (
         refused.violations[0].details
-        == "sshAuthMountPath applies only to MPI; the framework is PyTorch"
+        == "sshAuthMountPath '/ssh' (submission) applies only to MPI; "
+        "the framework is 'PyTorch' (submission)"
     )
 
 

@@ -1,7 +1,9 @@
 """Properties of evaluation over generated policies and submissions.
 
-- An accepted effective workload satisfies every rule (checked by an independent oracle, which
-  also predicts exactly which rules a rejected submission breaks).
+- An accepted effective workload satisfies every rule, whatever produced each value (submission,
+  policy or attribute default, default instance, ``defaultFrom``), and its limit is not below its
+  request (checked by an independent oracle, which also predicts exactly which rules a rejected
+  submission breaks, and which policies do not load).
 - Evaluation is deterministic.
 - A submission equal to the defaults is accepted whenever the defaults satisfy the rules.
 """
@@ -13,12 +15,15 @@ import dataclasses
 from decimal import Decimal
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from podwright.core.policies import PolicyError
 from podwright.core.quantities import parse
 from tests.policy_helpers import make_policy, run
+
+POLICY = "policy default (cluster prod)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +58,8 @@ FIELDS = [
 
 
 def amount(kind: str, value: Any) -> Decimal:
+    if isinstance(value, Decimal):
+        return value
     return parse(value) if kind == "quantity" else Decimal(repr(value))
 
 
@@ -288,3 +295,171 @@ def test_itemized_instances_follow_locked_and_can_add(scenario: Any) -> None:
             assert source == (
                 "policy default (cluster prod)" if label["name"] in default_keys else "submission"
             )
+
+
+LIMIT = FieldKind(("compute", "cpuCoreLimit"), "number", st.integers(0, 40).map(lambda n: n / 4))
+REQUEST = FieldKind(("compute", "cpuCoreRequest"), "number", LIMIT.values)
+
+
+@st.composite
+def default_from_scenarios(draw: st.DrawFn) -> dict[str, Any]:
+    """A request ruled by min, max and step that defaults from the limit; each of the two may
+    be submitted, defaulted by the policy, or neither."""
+    rules = draw(field_rules(REQUEST))
+    rules.pop("canEdit", None)
+    rules["defaultFrom"] = {
+        "field": "compute.cpuCoreLimit",
+        "factor": draw(st.sampled_from([0.25, 0.5, 1, 2])),
+    }
+    return {
+        "rules": rules,
+        "limit_default": draw(st.none() | LIMIT.values),
+        "request_default": draw(st.none() | REQUEST.values),
+        "limit": draw(st.none() | LIMIT.values),
+        "request": draw(st.none() | REQUEST.values),
+    }
+
+
+def computed(limit: Any, factor: Any) -> Decimal:
+    return Decimal(repr(limit)) * Decimal(repr(factor))
+
+
+@given(default_from_scenarios())
+def test_accepted_values_satisfy_every_rule_whatever_their_source(scenario: Any) -> None:
+    """The oracle predicts each final value and its source (submission, policy default or
+    defaultFrom), which rules it breaks, whether the limit ends below the request, and whether
+    the policy loads at all (a default computed from its own defaults must fit its rules)."""
+    rules, factor = scenario["rules"], scenario["rules"]["defaultFrom"]["factor"]
+    defaults: dict[str, Any] = {}
+    for name, value in (
+        ("cpuCoreLimit", scenario["limit_default"]),
+        ("cpuCoreRequest", scenario["request_default"]),
+    ):
+        if value is not None:
+            defaults[name] = value
+    body = {"defaults": {"compute": defaults}, "rules": {"compute": {"cpuCoreRequest": rules}}}
+    spec_compute = {
+        name: value
+        for name, value in (
+            ("cpuCoreLimit", scenario["limit"]),
+            ("cpuCoreRequest", scenario["request"]),
+        )
+        if value is not None
+    }
+    # The policy's own defaults, and what they compute, must fit its rules, or it does not load.
+    own = [scenario["request_default"]]
+    if scenario["limit_default"] is not None:
+        own.append(computed(scenario["limit_default"], factor))
+    if any(value is not None and breaks(REQUEST, rules, value) for value in own):
+        with pytest.raises(PolicyError):
+            make_policy(body)
+        return
+    evaluation = run([make_policy(body)], {"compute": spec_compute} if spec_compute else {})
+
+    limit = scenario["limit"] if scenario["limit"] is not None else scenario["limit_default"]
+    limit_source = "submission" if scenario["limit"] is not None else POLICY
+    if scenario["request"] is not None:
+        request, request_source = Decimal(repr(scenario["request"])), "submission"
+    elif limit is not None:
+        request = computed(limit, factor)
+        request_source = f"defaultFrom compute.cpuCoreLimit × {factor} (cluster prod)"
+    elif scenario["request_default"] is not None:
+        request, request_source = Decimal(repr(scenario["request_default"])), POLICY
+    else:
+        request, request_source = None, ""
+    expected: set[tuple[str, str]] = set()
+    if request is None:
+        if rules.get("required"):
+            expected.add(("compute.cpuCoreRequest", "required"))
+    else:
+        expected.update(
+            ("compute.cpuCoreRequest", rule) for rule in breaks(REQUEST, rules, request)
+        )
+        if limit is not None and Decimal(repr(limit)) < request:
+            expected.add(("compute.cpuCoreLimit", "consistency"))
+    assert {(issue.field, issue.rule) for issue in evaluation.violations} == expected
+    for issue in evaluation.violations:
+        if issue.field == "compute.cpuCoreRequest" and issue.rule != "required":
+            assert f"({request_source})" in issue.details
+    if evaluation.accepted:
+        values, sources = evaluation.values, evaluation.sources
+        if request is not None:
+            assert Decimal(repr(values["compute.cpuCoreRequest"])) == request
+            assert sources["compute.cpuCoreRequest"] == request_source
+            assert not breaks(REQUEST, rules, values["compute.cpuCoreRequest"])
+        if limit is not None:
+            assert sources["compute.cpuCoreLimit"] == limit_source
+            if request is not None:
+                assert Decimal(repr(values["compute.cpuCoreLimit"])) >= request
+
+
+PORT = FieldKind(("ports", "container"), "integer", st.integers(1, 12).map(lambda n: n * 1000))
+
+
+@st.composite
+def attribute_scenarios(draw: st.DrawFn) -> dict[str, Any]:
+    """Ports whose container port comes from a default instance, the attribute default, or
+    the submission, under min, max and step rules on the attribute."""
+    rules = {
+        name: rule
+        for name, rule in draw(field_rules(PORT)).items()
+        if name in {"min", "max", "step"}
+    }
+    return {
+        "rules": rules,
+        "attribute_default": draw(st.none() | PORT.values),
+        "instance": draw(st.none() | PORT.values),
+        "submitted": draw(st.lists(st.none() | PORT.values, max_size=3)),
+        "changed": draw(st.none() | PORT.values),
+    }
+
+
+@given(attribute_scenarios())
+def test_attribute_values_satisfy_their_rules_whatever_their_source(scenario: Any) -> None:
+    rules = scenario["rules"]
+    defaults: dict[str, Any] = {}
+    if scenario["attribute_default"] is not None:
+        defaults["attributes"] = {"container": scenario["attribute_default"]}
+    if scenario["instance"] is not None:
+        defaults["instances"] = [{"name": "d", "container": scenario["instance"]}]
+    body = {
+        "defaults": {"ports": defaults},
+        "rules": {"ports": {"attributes": {"container": rules}}},
+    }
+    policy_defaults = [scenario["attribute_default"], scenario["instance"]]
+    if any(value is not None and breaks(PORT, rules, value) for value in policy_defaults):
+        with pytest.raises(PolicyError):
+            make_policy(body)
+        return
+    submitted: list[dict[str, Any]] = [
+        {"name": f"s{index}", **({} if port is None else {"container": port})}
+        for index, port in enumerate(scenario["submitted"])
+    ]
+    if scenario["instance"] is not None and scenario["changed"] is not None:
+        submitted.append({"name": "d", "container": scenario["changed"]})
+    evaluation = run([make_policy(body)], {"ports": submitted} if submitted else {})
+    expected_values: dict[str, tuple[Any, str]] = {}
+    if scenario["instance"] is not None:
+        changed = scenario["changed"]
+        expected_values["ports[d].container"] = (
+            (scenario["instance"], POLICY) if changed is None else (changed, "submission")
+        )
+    for index, port in enumerate(scenario["submitted"]):
+        if port is not None:
+            expected_values[f"ports[s{index}].container"] = (port, "submission")
+        elif scenario["attribute_default"] is not None:
+            expected_values[f"ports[s{index}].container"] = (
+                scenario["attribute_default"],
+                "attribute default (cluster prod)",
+            )
+    expected = {
+        (where, rule)
+        for where, (value, _) in expected_values.items()
+        for rule in breaks(PORT, rules, value)
+    }
+    assert {(issue.field, issue.rule) for issue in evaluation.violations} == expected
+    if evaluation.accepted:
+        for where, (value, source) in expected_values.items():
+            assert evaluation.values[where] == value
+            assert evaluation.sources[where] == source
+            assert not breaks(PORT, rules, evaluation.values[where])

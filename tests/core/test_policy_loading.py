@@ -193,6 +193,86 @@ def problems_of(body: dict[str, Any], **options: Any) -> list[tuple[str, str]]:
             "spec.rules.compute.cpuCoreRequest.defaultFrom.factor",
             "expected a number",
         ),
+        (
+            {
+                "defaults": {"compute": {"cpuCoreLimit": 1.5}},
+                "rules": {
+                    "compute": {
+                        "cpuCoreRequest": {
+                            "step": 0.5,
+                            "defaultFrom": {"field": "compute.cpuCoreLimit", "factor": 0.5},
+                        }
+                    }
+                },
+            },
+            "spec.defaults.compute.cpuCoreLimit",
+            "this default makes compute.cpuCoreRequest default to 0.75 (defaultFrom "
+            "compute.cpuCoreLimit × 0.5), which breaks this policy's own 'step' rule: 0.75 is not "
+            "a multiple of the step 0.5 counted from 0",
+        ),
+        (
+            {
+                "defaults": {"compute": {"cpuMemoryLimit": "4Gi"}},
+                "rules": {
+                    "compute": {
+                        "cpuMemoryRequest": {
+                            "min": "3Gi",
+                            "defaultFrom": {"field": "cpuMemoryLimit", "factor": 0.5},
+                        }
+                    }
+                },
+            },
+            "spec.defaults.compute.cpuMemoryLimit",
+            "own 'min' rule: '2Gi' is below the minimum '3Gi'",
+        ),
+        (
+            {
+                "defaults": {"compute": {"cpuCoreLimit": 8}},
+                "rules": {
+                    "compute": {
+                        "cpuCoreRequest": {"defaultFrom": {"field": "cpuCoreLimit", "factor": 0.5}},
+                        "gpuDevicesRequest": {
+                            "max": 2,
+                            "defaultFrom": {"field": "cpuCoreRequest", "factor": 1},
+                        },
+                    }
+                },
+            },
+            "spec.defaults.compute.cpuCoreLimit",
+            "makes compute.gpuDevicesRequest default to 4 (defaultFrom compute.cpuCoreRequest × 1), "
+            "which breaks this policy's own 'max' rule",
+        ),
+        (
+            {
+                "defaults": {
+                    "ports": {"instances": [{"name": "web", "container": 8080, "external": 80}]}
+                },
+                "rules": {
+                    "ports": {
+                        "attributes": {
+                            "external": {"max": 9000, "defaultFrom": {"field": "container"}}
+                        }
+                    }
+                },
+            },
+            None,
+            None,
+        ),
+        (
+            {
+                "defaults": {"ports": {"instances": [{"name": "web", "container": 9090}]}},
+                "rules": {
+                    "ports": {
+                        "attributes": {
+                            "external": {"max": 9000, "defaultFrom": {"field": "container"}}
+                        }
+                    }
+                },
+            },
+            "spec.defaults.ports.instances.0.container",
+            "makes ports.external default to 9090 (defaultFrom ports.container × 1), which breaks "
+            "this policy's own 'max' rule",
+        ),
         ({"imposedAssets": "a1"}, "spec.imposedAssets", "expected a list of asset ids"),
         (
             {"enforcement": "strict"},
@@ -202,8 +282,13 @@ def problems_of(body: dict[str, Any], **options: Any) -> list[tuple[str, str]]:
         ({"extra": 1}, "spec.extra", "unknown field 'extra'"),
     ],
 )
-def test_problems_are_found_at_their_path(body: dict[str, Any], path: str, message: str) -> None:
+def test_problems_are_found_at_their_path(
+    body: dict[str, Any], path: str | None, message: str | None
+) -> None:
     options = {"workload_type": "inference"} if "backoffLimit" in str(body) else {}
+    if path is None:  # the row is a policy without problems
+        policy_from_data(policy_data(body, **options))
+        return
     found = problems_of(body, **options)
     assert any(where == path and message in text for where, text in found), found
 

@@ -219,5 +219,5 @@ def test_every_violation_is_reported_not_only_the_first() -> None:
         ("nodePools", "options"),
     ]
     details = {issue.field: issue.details for issue in evaluation.violations}
-    assert details["compute.gpuDevicesRequest"] == "4 is above the maximum 2"
-    assert details["compute.cpuCoreRequest"] == "0.5 is below the minimum 1"
+    assert details["compute.gpuDevicesRequest"] == "4 (submission) is above the maximum 2"
+    assert details["compute.cpuCoreRequest"] == "0.5 (submission) is below the minimum 1"

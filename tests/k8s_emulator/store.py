@@ -55,6 +55,14 @@ RESOURCE_TYPES = [
     ResourceType("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim"),
     ResourceType("", "v1", "resourcequotas", "ResourceQuota"),
     ResourceType("events.k8s.io", "v1", "events", "Event", status_subresource=False),
+    ResourceType(
+        "scheduling.k8s.io",
+        "v1",
+        "priorityclasses",
+        "PriorityClass",
+        namespaced=False,
+        status_subresource=False,
+    ),
     ResourceType("batch", "v1", "jobs", "Job"),
     ResourceType("serving.knative.dev", "v1", "services", "Service"),
     *(

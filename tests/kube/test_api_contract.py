@@ -3,7 +3,9 @@ marked ``cluster``, a real API server. Nothing here asserts what a real server w
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import uuid
 from typing import Any
 
 import pytest
@@ -303,3 +305,33 @@ def test_resource_quota_refuses_a_pod_over_its_hard_limit_with_403(api: ApiServe
         api.client.create(pod("second", api.namespace))
     assert caught.value.status == 403
     assert "exceeded quota: pods" in caught.value.message
+
+
+def test_a_priority_class_is_cluster_scoped_and_a_second_create_is_409(api: ApiServer) -> None:
+    """``podwright priority-classes --apply`` creates each class, and on 409 AlreadyExists reads
+    the existing one to compare (a create never replaces it). PriorityClasses are cluster-scoped:
+    no namespace in the path or the object (scheduling.k8s.io/v1, "Non-namespaced" in the API
+    reference). A class outlives the test's namespace, so it is deleted here."""
+    name = f"podwright-contract-{uuid.uuid4().hex[:8]}"
+    ref = ObjectRef("scheduling.k8s.io/v1", "PriorityClass", "", name)
+    body = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": 42,
+        "preemptionPolicy": "Never",
+        "globalDefault": False,
+    }
+    try:
+        created = api.client.create(body)
+        assert "namespace" not in created["metadata"]
+        with pytest.raises(AlreadyExistsError) as caught:
+            api.client.create({**body, "value": 43})
+        assert caught.value.status == 409
+        stored = api.client.get(ref)
+        assert (stored["value"], stored["preemptionPolicy"]) == (42, "Never")
+    finally:
+        with contextlib.suppress(NotFoundError):
+            api.client.delete(ref)
+    with pytest.raises(NotFoundError):
+        api.client.get(ref)

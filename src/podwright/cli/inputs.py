@@ -1,4 +1,5 @@
-"""Reading the inputs several commands share: policies, asset catalogues, workload files.
+"""Reading the inputs several commands share: policies, asset catalogues, cluster profiles and
+workload files.
 
 Each reader turns a core :class:`~podwright.core.problems.ProblemsError` into one
 ``file:line:column: path: message`` line per problem, so every command reports bad input alike.
@@ -21,6 +22,7 @@ from podwright.core.effective_policy import EffectivePolicy, effective_policy
 from podwright.core.evaluation import Evaluation, Violation, evaluate
 from podwright.core.policies import Policy, Scope, policy_from_data, scope_from_text
 from podwright.core.problems import ProblemsError
+from podwright.core.render import DEFAULT_PROFILE, ClusterProfile, profile_from_data
 from podwright.core.workload_fields import WorkloadType
 from podwright.core.workloads import Submission, submission_from_data
 
@@ -65,6 +67,14 @@ def load_catalogue(name: str, documents: dict[str, Document]) -> AssetCatalogue:
     """Read and check the asset catalogue file ``name``."""
     document = read(name, documents)
     return guard(lambda: catalogue_from_data(document.data, document.source), documents)
+
+
+def load_profile(name: str | None, documents: dict[str, Document]) -> ClusterProfile:
+    """Read and check the cluster profile file ``name``; without one, the safe defaults."""
+    if name is None:
+        return DEFAULT_PROFILE
+    document = read(name, documents)
+    return guard(lambda: profile_from_data(document.data, document.source), documents)
 
 
 def combine(

@@ -21,6 +21,7 @@ from podwright.cli.common import BadInput, ExitCode
 from podwright.cli.executor_command import executor_command
 from podwright.cli.fuse_proxy_commands import fuse_proxy_group
 from podwright.cli.policy_commands import policy_group
+from podwright.cli.priority_class_command import priority_classes_command
 from podwright.cli.render_command import render_command
 from podwright.cli.run_commands import (
     abort_command,
@@ -198,6 +199,7 @@ def pod_command(
 
 cli.add_command(policy_group)
 cli.add_command(render_command)
+cli.add_command(priority_classes_command)
 cli.add_command(fuse_proxy_group)
 cli.add_command(executor_command)
 for command in (run_command, list_command, status_command, logs_command, abort_command):

@@ -1,7 +1,9 @@
 """``podwright render``: an effective workload becomes the Kubernetes manifests to apply.
 
 With ``--policy`` files the workload is first evaluated (violations exit with status 1, as in
-``podwright policy evaluate``); without, the submission is rendered as written. The cluster
+``podwright policy evaluate``); without, the submission is rendered as written, after the same
+check of the workload as it will run that evaluation makes (a limit below its request is bad
+input, at its line in the file). The cluster
 profile (``--profile``) says how this cluster does what the workload leaves open; without one,
 the safe defaults apply. A field the profile cannot honour is bad input (exit status 2), named
 with where its value came from. ``podwright run`` shares these steps (:func:`prepare_workload`).
@@ -25,22 +27,16 @@ from podwright.cli.inputs import (
     evaluate_workload,
     guard,
     load_catalogue,
-    read,
+    load_profile,
     read_submission,
     violation_line,
     workload_options,
 )
 from podwright.core.assets import EMPTY_CATALOGUE
 from podwright.core.policies import Scope
-from podwright.core.render import (
-    DEFAULT_PROFILE,
-    ClusterProfile,
-    RenderError,
-    Rendering,
-    profile_from_data,
-)
+from podwright.core.render import ClusterProfile, RenderError, Rendering
 from podwright.core.render import render as render_workload
-from podwright.core.workloads import Submission
+from podwright.core.workloads import Submission, check_runnable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,10 +134,15 @@ def prepare_workload(preparation: Preparation, namespace: str | None) -> Prepare
             evaluation.values,
         )
     else:
-        _, submission = read_submission(workload_file, workload_type, documents)
+        document, submission = read_submission(workload_file, workload_type, documents)
         workload = submission.spec
+        guard(
+            lambda: check_runnable(submission.workload_type, workload, submission.spec_path),
+            documents,
+            default_source=document.source,
+        )
     catalogue = load_catalogue(assets_file, documents) if assets_file else EMPTY_CATALOGUE
-    profile = _load_profile(preparation.profile_file, documents)
+    profile = load_profile(preparation.profile_file, documents)
     name = preparation.name or submission.name
     if not name:
         raise BadInput("the workload has no name: give one in its file ('name:') or with --name")
@@ -194,10 +195,3 @@ def render_command(*, preparation: Preparation, namespace: str | None, output: s
         click.echo(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=2))
     else:
         click.echo("---\n".join(dump_yaml(manifest) for manifest in rendering.manifests), nl=False)
-
-
-def _load_profile(name: str | None, documents: dict[str, Document]) -> ClusterProfile:
-    if name is None:
-        return DEFAULT_PROFILE
-    document = read(name, documents)
-    return guard(lambda: profile_from_data(document.data, document.source), documents)

@@ -14,6 +14,8 @@ gets that storage instance, which the submission can neither change nor exclude:
         credentials: s3-reader       # an asset referencing credentials cannot be imposed
 
 The spec is checked against the storage field's attributes, like any other storage instance.
+Every problem is reported at once: the document's envelope (``apiVersion``, ``kind``, unknown
+keys), each asset's own fields, and its spec whenever its kind is known.
 """
 
 from __future__ import annotations
@@ -180,8 +182,8 @@ def _asset(
     if "kind" in strings and strings["kind"] not in kinds:
         problem((*path, "kind"), f"expected {one_of(kinds)}, got {describe(strings['kind'])}")
         return None
-    if len(strings) < 3:
-        return None
+    if "kind" not in strings:
+        return None  # the spec's attributes depend on the kind
     kind = AssetKind(strings["kind"])
     field = field_at(SCHEMAS[WorkloadType.WORKSPACE], ("storage", STORAGE_FIELDS[kind]))
     assert isinstance(field, Itemized)
@@ -193,7 +195,7 @@ def _asset(
     spec = checker.section(
         attributes, entry.get("spec", {}), (*path, "spec"), ("storage", STORAGE_FIELDS[kind])
     )
-    if spec is None:
+    if spec is None or "id" not in strings or "name" not in strings:
         return None
     return Asset(
         strings["id"],

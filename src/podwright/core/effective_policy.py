@@ -13,14 +13,15 @@ from the tenant down to that project:
 - every default, rule and asset records the policy (hence scope and enforcement) it came from.
 
 Combining also checks what no single policy could: a default from one scope that breaks a rule
-of another, and ``defaultFrom`` cycles across scopes.
+of another (directly, or through a ``defaultFrom`` that computes another field's default from
+it), and ``defaultFrom`` cycles across scopes.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Generic, TypeVar
 
 from podwright.core.field_paths import FieldPath
@@ -31,6 +32,8 @@ from podwright.core.policies import (
     PolicyError,
     SchemaPath,
     Scope,
+    computed_default_phrase,
+    computed_defaults,
     default_from_cycles,
     flatten,
     rule_breaches,
@@ -265,9 +268,12 @@ def _defaults_against_rules(
     instances: Mapping[SchemaPath, Mapping[str, Sourced[Mapping[str, object]]]],
     rules: Mapping[SchemaPath, Sourced[FieldRules]],
 ) -> list[FieldProblem]:
-    """A default of one scope that breaks a rule another scope owns (same-policy breaches
-    were refused when the policy was loaded)."""
+    """A default of one scope that breaks a rule another scope owns, itself or through the
+    defaults ``defaultFrom`` computes from it (breaches within one policy were refused when the
+    policy was loaded)."""
     problems: list[FieldProblem] = []
+    field_rules = {path: sourced.value for path, sourced in rules.items()}
+    values = {path: sourced.value for path, sourced in defaults.items()}
 
     def check(path: SchemaPath, value: object, default: Policy, location: FieldPath) -> None:
         rule = rules.get(path)
@@ -284,14 +290,58 @@ def _defaults_against_rules(
                 )
             )
 
+    def check_computed(
+        fixed: Mapping[SchemaPath, object],
+        default: Callable[[SchemaPath], tuple[Policy, FieldPath]],
+    ) -> None:
+        for target, computed in computed_defaults(field_rules, values, fixed).items():
+            if fixed and computed.origin not in fixed:
+                continue  # judged with the scope's plain defaults
+            owner, location = default(computed.origin)
+            if all(rules[path].policy is owner for path in computed.chain[1:]):
+                continue  # one policy's own defaults: refused when it was loaded
+            rule = rules[target]
+            field = field_at(root, target)
+            assert isinstance(field, Leaf)
+            for name, details in rule_breaches(field, rule.value, computed.value):
+                phrase = computed_default_phrase(target, computed, rule.value).replace(
+                    "this default", f"this default of {owner.scope}", 1
+                )
+                problems.append(
+                    FieldProblem(
+                        location,
+                        f"{phrase}, which breaks the {name!r} rule of {rule.policy.scope} "
+                        f"(policy {rule.policy.name!r}): {details}",
+                        owner.source,
+                    )
+                )
+
     for path, sourced in defaults.items():
         check(path, sourced.value, sourced.policy, document_path(sourced.policy, "defaults", path))
+
+    def at_default(origin: SchemaPath) -> tuple[Policy, FieldPath]:
+        owner = defaults[origin].policy
+        return owner, document_path(owner, "defaults", origin)
+
+    check_computed({}, at_default)
     for path, by_key in instances.items():
         for instance in by_key.values():
             location = (*document_path(instance.policy, "defaults", path), "instances")
             index = instance.policy.instances[path].index(instance.value)
+            fixed: dict[SchemaPath, object] = {}
             for attribute, value in flatten(instance.value):
+                fixed[(*path, *attribute)] = value
                 check((*path, *attribute), value, instance.policy, (*location, index, *attribute))
+
+            def in_instance(
+                origin: SchemaPath,
+                policy: Policy = instance.policy,
+                at: FieldPath = (*location, index),
+                prefix: int = len(path),
+            ) -> tuple[Policy, FieldPath]:
+                return policy, (*at, *origin[prefix:])
+
+            check_computed(fixed, in_instance)
     return problems
 
 

@@ -10,8 +10,12 @@ computed from a sibling (source × factor), or the scope's default. Rules then j
 - itemized ``locked`` keys (and imposed assets) cannot be excluded or changed, and with
   ``canAdd: false`` a submission cannot add instances of its own.
 
-Beyond the policy, a workload must be consistent (a limit not below its request, maximum
-replicas not below minimum ones) and a distributed-training field must suit the framework.
+Rules judge every value of the effective workload, whatever produced it: the submission, a
+policy or attribute default, an imposed asset, or a ``defaultFrom``; a violation names the value
+and where it came from. Beyond the policy, the final workload must be runnable
+(:func:`~podwright.core.workloads.inconsistencies`: a limit not below its request, maximum
+replicas not below minimum ones, no field of another distributed framework), the same check a
+submission rendered without policies gets.
 
 Every violation is reported, never only the first. Each carries the policy that owns the rule,
 whose enforcement mode decides its fate: ``enforce`` rejects, ``warn`` accepts with a warning,
@@ -22,9 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from decimal import ROUND_HALF_UP, Decimal
 
-from podwright.core import quantities
 from podwright.core.assets import AssetCatalogue
 from podwright.core.effective_policy import DefaultInstance, EffectivePolicy, instance_key
 from podwright.core.policies import (
@@ -34,12 +36,10 @@ from podwright.core.policies import (
     PolicyError,
     SchemaPath,
     flatten,
-    plain_number,
     rule_breaches,
     same_value,
-    shown,
 )
-from podwright.core.problems import FieldProblem
+from podwright.core.problems import FieldProblem, shown
 from podwright.core.workload_fields import (
     EXCLUDE,
     FRAMEWORK_FIELD,
@@ -48,29 +48,12 @@ from podwright.core.workload_fields import (
     Itemized,
     Leaf,
     Section,
-    ValueType,
     WorkloadType,
     field_at,
 )
-from podwright.core.workloads import Submission, numeric_value
+from podwright.core.workloads import Submission, inconsistencies
 
 SUBMISSION = "submission"
-
-CONSISTENT_PAIRS: Mapping[SchemaPath, tuple[tuple[str, str], ...]] = {
-    ("compute",): (
-        ("cpuCoreRequest", "cpuCoreLimit"),
-        ("cpuMemoryRequest", "cpuMemoryLimit"),
-        ("gpuPortionRequest", "gpuPortionLimit"),
-        ("gpuMemoryRequest", "gpuMemoryLimit"),
-    ),
-    ("autoscaling",): (("minReplicas", "maxReplicas"),),
-    (): (("minReplicas", "maxReplicas"),),
-}
-"""Within each section (below a role), (lower, upper) fields: upper may not be below lower."""
-
-_CONSISTENCY_SECTIONS = frozenset(
-    (*role, *path) for path in CONSISTENT_PAIRS for role in ((), *((name,) for name in ROLES))
-)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +64,8 @@ class Violation:
     rule: str
     details: str
     policy: Policy | None = None
-    """The policy that owns the rule; None for the workload's own consistency."""
+    """The policy that owns the rule; None for the workload's own consistency (always
+    enforced)."""
 
     @property
     def enforcement(self) -> Enforcement:
@@ -151,6 +135,8 @@ def evaluate(
     workload = evaluator.section(
         SCHEMAS[workload_type], submission.spec, (), "", instance=_NO_INSTANCE
     )
+    for problem in inconsistencies(workload_type, workload, evaluator.sources.get):
+        evaluator.violation(".".join(problem.path), problem.rule, problem.message, None)
     issues = evaluator.issues
     by_mode = {
         mode: tuple(issue for issue in issues if issue.enforcement is mode) for mode in Enforcement
@@ -349,8 +335,6 @@ class _Evaluator:
                 output[name] = value
                 if name == FRAMEWORK_FIELD and isinstance(value, str):
                     framework = value
-        if schema_path in _CONSISTENCY_SECTIONS:
-            self.consistency(schema_path, display, output, section)
         if not submitted or instance_defaults is not None:
             return output
         # Nested as submitted: the submission's fields first, in its order.
@@ -399,15 +383,14 @@ class _Evaluator:
         framework: str | None,
     ) -> object:
         rules, owner = self.prepared.policy.rule_entries.get(path, _UNRULED)
-        if field.frameworks and framework is not None and framework not in field.frameworks:
-            if given is not _ABSENT:
-                self.violation(
-                    where,
-                    FRAMEWORK_FIELD,
-                    f"{name} applies only to {' and '.join(sorted(field.frameworks))}; "
-                    f"the framework is {framework}",
-                    None,
-                )
+        if (
+            field.frameworks
+            and given is _ABSENT
+            and framework is not None
+            and framework not in field.frameworks
+        ):
+            # A policy's default for another framework's field does not apply; a submitted
+            # one is refused with the final workload's inconsistencies.
             return _ABSENT
         if given is not _ABSENT:
             value: object = given
@@ -445,7 +428,7 @@ class _Evaluator:
                     )
                 return _ABSENT
         if rules.judges_values:
-            for rule, details in rule_breaches(field, rules, value):
+            for rule, details in rule_breaches(field, rules, value, source or SUBMISSION):
                 self.violation(where, rule, details, owner)
         self.sources[where] = source or SUBMISSION
         self.values[where] = value
@@ -465,13 +448,9 @@ class _Evaluator:
             return instance.attributes[name], instance.source
         default_from = rules.default_from
         if default_from is not None and default_from.field[-1] in siblings:
-            amount = numeric_value(default_from.source_type, siblings[default_from.field[-1]])
             owner = self.prepared.policy.rule_entries[path][1]
-            computed = _as_value(field.value_type, amount * default_from.factor)
-            factor = plain_number(default_from.factor)
-            return computed, (
-                f"defaultFrom {'.'.join(default_from.field)} × {factor} ({owner.scope})"
-            )
+            computed = default_from.compute(siblings[default_from.field[-1]])
+            return computed, f"{default_from.describe()} ({owner.scope})"
         entry = self.prepared.policy.default_entries.get(path)
         return entry if entry is not None else (_ABSENT, None)
 
@@ -548,26 +527,6 @@ class _Evaluator:
             instances.append({field.key: key, **attributes})
         return instances
 
-    def consistency(
-        self, schema_path: SchemaPath, display: str, output: Mapping[str, object], section: Section
-    ) -> None:
-        unroled = schema_path[1:] if schema_path[:1] in (("master",), ("worker",)) else schema_path
-        for lower, upper in CONSISTENT_PAIRS.get(unroled, ()):
-            if lower not in output or upper not in output:
-                continue
-            field = section.fields[upper]
-            assert isinstance(field, Leaf)
-            if numeric_value(field.value_type, output[upper]) < numeric_value(
-                field.value_type, output[lower]
-            ):
-                prefix = f"{display}." if display else ""
-                self.violation(
-                    f"{prefix}{upper}",
-                    "consistency",
-                    f"{upper} {shown(output[upper])} is below {lower} {shown(output[lower])}",
-                    None,
-                )
-
 
 def _why_locked(default: DefaultInstance) -> str:
     if default.imposed:
@@ -593,15 +552,6 @@ def _changed_attributes(
         ):
             changed.append(".".join(path))
     return changed
-
-
-def _as_value(kind: ValueType, amount: Decimal) -> object:
-    """A computed amount as a value of ``kind`` (integers round half up)."""
-    if kind is ValueType.QUANTITY:
-        return quantities.format_quantity(amount)
-    if kind is ValueType.INTEGER:
-        return int(amount.to_integral_value(rounding=ROUND_HALF_UP))
-    return plain_number(amount)
 
 
 def _listed(keys: Mapping[str, object]) -> str:

@@ -14,24 +14,36 @@ An administrator writes a policy as a document::
       imposedAssets: [f12c965b-44e9-4ff6-8b43-01d8f9e630cc]
 
 The loader checks everything that can be checked in one policy, and reports every problem at its
-path: unknown fields, values of the wrong type, a rule its field's type cannot carry, ``min``
-above ``max``, a default its own rules forbid, a ``defaultFrom`` outside its section or in a
-cycle. The result is flattened by *schema path* (``("compute", "cpuCoreRequest")``; an itemized
-field's attributes lie beneath the field; distributed training starts with the role), which is
-what combining scopes and evaluating submissions work on.
+path, the envelope's (``apiVersion``, ``kind``, ``metadata.name``, unknown keys) together with
+the spec's (whose fields need a valid ``workloadType``): unknown fields, values of the wrong
+type, a rule its field's type cannot carry, ``min`` above ``max``, a default its own rules
+forbid (itself, or a default a ``defaultFrom`` computes from it), a ``defaultFrom`` outside its
+section or in a cycle. The result is flattened by *schema path*
+(``("compute", "cpuCoreRequest")``; an itemized field's attributes lie beneath the field;
+distributed training starts with the role), which is what combining scopes and evaluating
+submissions work on.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from enum import StrEnum
 from types import MappingProxyType
 from typing import TypeVar
 
+from podwright.core import quantities
 from podwright.core.field_paths import FieldPath
-from podwright.core.problems import FieldProblem, ProblemsError, describe, one_of, unknown_field
+from podwright.core.k8s_names import dns1123_subdomain_problem
+from podwright.core.problems import (
+    FieldProblem,
+    ProblemsError,
+    describe,
+    one_of,
+    shown,
+    unknown_field,
+)
 from podwright.core.workload_fields import (
     NUMERIC_TYPES,
     ROLES,
@@ -172,6 +184,22 @@ class DefaultFrom:
     factor: Decimal
     source_type: ValueType = ValueType.NUMBER
     """The value type of ``field`` (integer, number or quantity)."""
+    target_type: ValueType = ValueType.NUMBER
+    """The value type of the field that gets the default."""
+
+    def compute(self, source: object) -> object:
+        """The default for a ``source`` value: a quantity stays a quantity, an integer is
+        rounded half up."""
+        amount = numeric_value(self.source_type, source) * self.factor
+        if self.target_type is ValueType.QUANTITY:
+            return quantities.format_quantity(amount)
+        if self.target_type is ValueType.INTEGER:
+            return int(amount.to_integral_value(rounding=ROUND_HALF_UP))
+        return plain_number(amount)
+
+    def describe(self) -> str:
+        """``defaultFrom compute.cpuCoreLimit × 0.5``, as sources name it."""
+        return f"defaultFrom {'.'.join(self.field)} × {plain_number(self.factor)}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -299,31 +327,35 @@ def same_value(field: Leaf, left: object, right: object) -> bool:
     return left == right
 
 
-def rule_breaches(field: Leaf, rules: FieldRules, value: object) -> list[tuple[str, str]]:
+def rule_breaches(
+    field: Leaf, rules: FieldRules, value: object, origin: str | None = None
+) -> list[tuple[str, str]]:
     """The (rule, details) pairs of the value rules (min, max, step, options) ``value`` breaks.
 
     ``required`` and ``canEdit`` concern where a value came from, not the value, so the caller
-    checks them; ``step`` counts from ``min``, or from 0 when there is no ``min``.
+    checks them; ``step`` counts from ``min``, or from 0 when there is no ``min``. ``origin``
+    (where the value came from) is named after the value in the details.
     """
     breaches: list[tuple[str, str]] = []
     if not rules.judges_values:
         return breaches
     kind = field.value_type
+    subject = f"{shown(value)} ({origin})" if origin else shown(value)
     if kind in NUMERIC_TYPES:
         amount = numeric_value(kind, value)
         if rules.minimum_amount is not None and amount < rules.minimum_amount:
-            breaches.append(("min", f"{shown(value)} is below the minimum {shown(rules.minimum)}"))
+            breaches.append(("min", f"{subject} is below the minimum {shown(rules.minimum)}"))
         if rules.maximum_amount is not None and amount > rules.maximum_amount:
-            breaches.append(("max", f"{shown(value)} is above the maximum {shown(rules.maximum)}"))
+            breaches.append(("max", f"{subject} is above the maximum {shown(rules.maximum)}"))
         if rules.step is not None:
             base = rules.minimum_amount or Decimal(0)
             if (amount - base) % rules.step != 0:
-                start = "0" if rules.minimum is None else shown(rules.minimum)
+                start = "0" if rules.minimum is None else f"min {shown(rules.minimum)}"
                 breaches.append(
                     (
                         "step",
-                        f"{shown(value)} is not {start} plus a multiple of the step "
-                        f"{plain_number(rules.step)}",
+                        f"{subject} is not a multiple of the step {plain_number(rules.step)} "
+                        f"counted from {start}",
                     )
                 )
     if rules.options is not None:
@@ -332,23 +364,17 @@ def rule_breaches(field: Leaf, rules: FieldRules, value: object) -> list[tuple[s
             assert isinstance(value, list)
             for index, item in enumerate(value):
                 if item not in allowed:
+                    where = f" of {subject}" if origin else ""
                     breaches.append(
                         (
                             "options",
-                            f"item {index}, {shown(item)}, is not among the options "
+                            f"item {index}, {shown(item)},{where} is not among the options "
                             f"{shown(allowed)}",
                         )
                     )
         elif value not in allowed:
-            breaches.append(
-                ("options", f"{shown(value)} is not among the options {shown(allowed)}")
-            )
+            breaches.append(("options", f"{subject} is not among the options {shown(allowed)}"))
     return breaches
-
-
-def shown(value: object) -> str:
-    """A value as violations quote it: strings quoted, numbers and lists as written."""
-    return repr(value) if isinstance(value, str) else str(value).replace("'", '"')
 
 
 @dataclasses.dataclass
@@ -439,6 +465,10 @@ class _Loader:
             )
             return None
         name: str = metadata["name"]
+        if problem := dns1123_subdomain_problem(name):
+            # Policies become objects of the cluster (WorkloadPolicy) under this name.
+            self.problem(("metadata", "name"), f"{name!r} {problem}")
+            return None
         return name
 
     def _parsed(self, parse: Callable[[object], T], data: object, path: FieldPath) -> T | None:
@@ -787,7 +817,7 @@ class _Loader:
                 ),
             )
             return None
-        return DefaultFrom(source, factor, source_field.value_type)
+        return DefaultFrom(source, factor, source_field.value_type, field.value_type)
 
     # -- whole-policy checks ----------------------------------------------------------------
 
@@ -802,20 +832,44 @@ class _Loader:
                     self.default_paths[schema_path],
                     f"the default breaks this policy's own {rule!r} rule: {details}",
                 )
+        for target, computed in computed_defaults(self.rules, self.defaults).items():
+            self._computed_within_rules(root, target, computed, self.default_paths[computed.origin])
         for schema_path, instances in self.instances.items():
             field = field_at(root, schema_path)
             assert isinstance(field, Itemized)
             for index, instance in enumerate(instances):
+                location = (*self.instance_paths[schema_path], index)
+                fixed: dict[SchemaPath, object] = {}
                 for attribute_path, value in flatten(instance):
+                    fixed[(*schema_path, *attribute_path)] = value
                     rules = self.rules.get((*schema_path, *attribute_path))
                     attribute = field_at(field.attributes, attribute_path)
                     if rules is None or not isinstance(attribute, Leaf):
                         continue
                     for rule, details in rule_breaches(attribute, rules, value):
                         self.problem(
-                            (*self.instance_paths[schema_path], index, *attribute_path),
+                            (*location, *attribute_path),
                             f"the default breaks this policy's own {rule!r} rule: {details}",
                         )
+                # Defaults computed from the instance's own attributes (those computed from
+                # attribute defaults were judged above, for every instance at once).
+                for target, computed in computed_defaults(self.rules, self.defaults, fixed).items():
+                    if computed.origin in fixed:
+                        origin = computed.origin[len(schema_path) :]
+                        self._computed_within_rules(root, target, computed, (*location, *origin))
+
+    def _computed_within_rules(
+        self, root: Section, target: SchemaPath, computed: ComputedDefault, location: FieldPath
+    ) -> None:
+        field = field_at(root, target)
+        assert isinstance(field, Leaf)
+        rules = self.rules[target]
+        for rule, details in rule_breaches(field, rules, computed.value):
+            self.problem(
+                location,
+                f"{computed_default_phrase(target, computed, rules)}, which breaks this "
+                f"policy's own {rule!r} rule: {details}",
+            )
 
     def _default_from_cycles(self) -> None:
         for cycle in default_from_cycles(self.rules):
@@ -847,6 +901,63 @@ def default_from_cycles(rules: Mapping[SchemaPath, FieldRules]) -> list[list[Sch
             seen.add(current)
             path.append(current)
     return cycles
+
+
+@dataclasses.dataclass(frozen=True)
+class ComputedDefault:
+    """A default that ``defaultFrom`` computes when nothing is submitted, and how."""
+
+    value: object
+    chain: tuple[SchemaPath, ...]
+    """The fields it is computed through: the one holding a given value first (its
+    ``origin``), the field that gets the default last."""
+
+    @property
+    def origin(self) -> SchemaPath:
+        return self.chain[0]
+
+
+def computed_defaults(
+    rules: Mapping[SchemaPath, FieldRules],
+    defaults: Mapping[SchemaPath, object],
+    fixed: Mapping[SchemaPath, object] = MappingProxyType({}),
+) -> dict[SchemaPath, ComputedDefault]:
+    """What each ``defaultFrom`` target defaults to when nothing is submitted, as evaluation
+    computes it: ``fixed`` values (a default instance's own attributes) stand, a computed
+    default replaces a plain one of its field (in ``defaults``), and a source may itself be
+    computed. Targets whose source has no value are left out; cycles are broken (and reported
+    elsewhere)."""
+    computed: dict[SchemaPath, ComputedDefault] = {}
+
+    def value_of(path: SchemaPath, seen: frozenset[SchemaPath]) -> ComputedDefault | None:
+        if path in fixed:
+            return ComputedDefault(fixed[path], (path,))
+        if path in computed:
+            return computed[path]
+        default_from = rules[path].default_from if path in rules else None
+        if default_from is not None and path not in seen:
+            source = value_of(default_from.field, seen | {path})
+            if source is not None:
+                result = ComputedDefault(default_from.compute(source.value), (*source.chain, path))
+                computed[path] = result
+                return result
+        return ComputedDefault(defaults[path], (path,)) if path in defaults else None
+
+    for path, field_rules in rules.items():
+        if field_rules.default_from is not None and path not in fixed:
+            value_of(path, frozenset())
+    return computed
+
+
+def computed_default_phrase(
+    target: SchemaPath, computed: ComputedDefault, rules: FieldRules
+) -> str:
+    """``this default makes compute.cpuCoreRequest default to 0.75 (defaultFrom ...)``."""
+    assert rules.default_from is not None
+    return (
+        f"this default makes {'.'.join(target)} default to {shown(computed.value)} "
+        f"({rules.default_from.describe()})"
+    )
 
 
 def flatten(data: Mapping[str, object], prefix: SchemaPath = ()) -> list[tuple[SchemaPath, object]]:

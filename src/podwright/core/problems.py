@@ -68,6 +68,11 @@ def describe(value: object) -> str:
     return f"{shown} ({kind})"
 
 
+def shown(value: object) -> str:
+    """A value as messages quote it: strings quoted, numbers and lists as written."""
+    return repr(value) if isinstance(value, str) else str(value).replace("'", '"')
+
+
 def unknown_field(name: object, known: Iterable[str]) -> str:
     """``unknown field 'imagePullPolcy' (did you mean 'imagePullPolicy'?)``."""
     close = difflib.get_close_matches(str(name), list(known), n=1)

@@ -367,6 +367,23 @@ _WORKER_FIELDS: dict[str, Field] = {
 
 FRAMEWORK_FIELD = "distributedFramework"
 
+BOUNDED_PAIRS: Mapping[tuple[str, ...], tuple[tuple[str, str], ...]] = MappingProxyType(
+    {
+        ("compute",): (
+            ("cpuCoreRequest", "cpuCoreLimit"),
+            ("cpuMemoryRequest", "cpuMemoryLimit"),
+            ("gpuPortionRequest", "gpuPortionLimit"),
+            ("gpuMemoryRequest", "gpuMemoryLimit"),
+        ),
+        ("autoscaling",): (("minReplicas", "maxReplicas"),),
+        (): (("minReplicas", "maxReplicas"),),
+    }
+)
+"""Within each section (below a role for distributed), (lower, upper) fields: wherever both
+are set, whatever set them, the upper may not be below the lower (a limit below its request,
+fewer maximum replicas than minimum ones). Kubernetes, Knative and the KAI scheduler refuse or
+misread such a pod, so no workload with one is rendered."""
+
 
 def _for_type(field: Field, workload_type: WorkloadType) -> Field | None:
     """``field`` with only what ``workload_type`` supports, or None if it supports none of it."""

@@ -13,19 +13,38 @@ A submission is written either bare (the fields themselves) or wrapped, as podwr
     spec:
       image: pytorch/pytorch:2.4
       compute: {gpuDevicesRequest: 2}
+
+A wrapped file's problems are all reported together: those of its envelope (``type``, ``name``,
+unknown keys) and those of its ``spec``.
+
+Beyond each value on its own, a workload *as it will run* must be consistent:
+:func:`inconsistencies` finds the fields that contradict each other (a limit below its request,
+a field of another distributed framework). It judges the final values, whatever produced them,
+and every path to a running workload calls it: evaluation under policies, and rendering a
+submission taken as written.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 
 from podwright.core import quantities
 from podwright.core.field_paths import FieldPath
-from podwright.core.problems import FieldProblem, ProblemsError, describe, one_of, unknown_field
+from podwright.core.k8s_names import dns1123_label_problem
+from podwright.core.problems import (
+    FieldProblem,
+    ProblemsError,
+    describe,
+    one_of,
+    shown,
+    unknown_field,
+)
 from podwright.core.workload_fields import (
+    BOUNDED_PAIRS,
     EXCLUDE,
+    FRAMEWORK_FIELD,
     ROLES,
     SCHEMAS,
     Field,
@@ -34,10 +53,13 @@ from podwright.core.workload_fields import (
     Section,
     ValueType,
     WorkloadType,
+    field_at,
     supporting_types,
 )
 
 WRAPPED_FIELDS = ("type", "name", "spec")
+CONSISTENCY = "consistency"
+"""The rule an inconsistency between two bounded fields breaks."""
 
 
 class InvalidValue(ValueError):  # noqa: N818 (a value, not an error, is invalid)
@@ -55,6 +77,8 @@ class Submission:
     workload_type: WorkloadType
     spec: Mapping[str, object]
     name: str | None = None
+    spec_path: FieldPath = ()
+    """Where ``spec`` sits in the document it was read from: ``("spec",)`` when wrapped."""
 
 
 def parse_workload_type(value: object) -> WorkloadType:
@@ -67,7 +91,11 @@ def parse_workload_type(value: object) -> WorkloadType:
 
 
 def submission_from_data(data: object, workload_type: WorkloadType | None = None) -> Submission:
-    """Read a submission, bare or wrapped; ``workload_type`` is required unless the file says."""
+    """Read a submission, bare or wrapped; ``workload_type`` is required unless the file says.
+
+    Every problem is reported at once: the envelope's (an unknown key, a bad type or name) with
+    the spec's, which is checked whenever the workload type is known.
+    """
     if not isinstance(data, Mapping):
         raise WorkloadInputError(
             [FieldProblem((), f"expected a workload (a mapping), got {describe(data)}")]
@@ -109,11 +137,45 @@ def submission_from_data(data: object, workload_type: WorkloadType | None = None
     name = data.get("name")
     if name is not None and not isinstance(name, str):
         problems.append(FieldProblem(("name",), f"expected a string, got {describe(name)}"))
+    spec: dict[str, object] | None = None
+    if workload_type is not None:
+        checker = FieldChecker(workload_type, submission=True)
+        spec = checker.section(SCHEMAS[workload_type], data["spec"], ("spec",), ())
+        problems.extend(checker.problems)
+        if isinstance(name, str) and (
+            problem := workload_name_problem(name, workload_type, spec or {})
+        ):
+            problems.append(FieldProblem(("name",), f"{name!r} {problem}"))
     if problems:
         raise WorkloadInputError(problems)
     assert workload_type is not None
-    spec = check_spec(data["spec"], workload_type, ("spec",))
-    return Submission(workload_type, spec, name if isinstance(name, str) else None)
+    assert spec is not None
+    return Submission(
+        workload_type, spec, name if isinstance(name, str) else None, spec_path=("spec",)
+    )
+
+
+def workload_name_problem(
+    name: str, workload_type: WorkloadType, workload: Mapping[str, object]
+) -> str | None:
+    """Why ``name`` cannot name a workload of ``workload_type``, or None.
+
+    A workload's name names its resource and Services, and pods take it as their host name:
+    an RFC 1035 label (a letter first). The training operator appends ``-worker-<index>`` to a
+    distributed job's name for each replica's Service, so those names are shorter still.
+    """
+    limit = 63
+    if workload_type is WorkloadType.DISTRIBUTED:
+        worker = workload.get("worker")
+        workers = worker.get("numWorkers") if isinstance(worker, Mapping) else None
+        count = workers if isinstance(workers, int) and not isinstance(workers, bool) else 1
+        limit -= len("-worker-") + len(str(max(count - 1, 0)))
+    problem = dns1123_label_problem(name)
+    if problem is None and not name[0].isalpha():
+        problem = "must start with a letter (it names Services)"
+    if problem is None and len(name) > limit:
+        problem = f"must be at most {limit} characters for a {workload_type.value} workload"
+    return problem
 
 
 def check_spec(data: object, workload_type: WorkloadType, path: FieldPath) -> dict[str, object]:
@@ -354,3 +416,100 @@ def missing_field_message(
         return f"{name!r} belongs in the 'worker' section of distributed training"
     names = ", ".join(kind.value for kind in WorkloadType if kind in supported)
     return f"{name!r} is not supported for {workload_type.value} workloads (only for {names})"
+
+
+@dataclasses.dataclass(frozen=True)
+class Inconsistency:
+    """Fields of a workload that contradict each other, so that it cannot run as it is."""
+
+    path: tuple[str, ...]
+    """The field at fault, below the workload's root (``("worker", "slotsPerWorker")``)."""
+    rule: str
+    """:data:`CONSISTENCY` (a bound below its pair) or ``distributedFramework``."""
+    message: str
+
+
+Origin = Callable[[str], str | None]
+"""Where the value at a dotted path came from (``policy default (cluster prod)``), if known."""
+
+
+def inconsistencies(
+    workload_type: WorkloadType,
+    workload: Mapping[str, object],
+    origin: Origin | None = None,
+) -> list[Inconsistency]:
+    """Everything that keeps ``workload`` (of valid values) from running as it is.
+
+    ``workload`` is final: the submission as written, or the effective workload of an
+    evaluation, whatever produced each value. Wherever both fields of a
+    :data:`~podwright.core.workload_fields.BOUNDED_PAIRS` pair are set, the upper may not be
+    below the lower; a field of one distributed framework may not be set for another.
+    ``origin`` names where a value came from, for the messages.
+    """
+    root = SCHEMAS[workload_type]
+    roles: tuple[tuple[str, ...], ...] = (
+        tuple((role,) for role in ROLES) if workload_type is WorkloadType.DISTRIBUTED else ((),)
+    )
+    found: list[Inconsistency] = []
+
+    def described(path: tuple[str, ...], value: object) -> str:
+        source = origin(".".join(path)) if origin else None
+        return f"{shown(value)} ({source})" if source else shown(value)
+
+    for role in roles:
+        role_data = _mapping_at(workload, role)
+        for section_path, pairs in BOUNDED_PAIRS.items():
+            data = _mapping_at(role_data, section_path)
+            for lower, upper in pairs:
+                field = field_at(root, (*role, *section_path, upper))
+                if not isinstance(field, Leaf) or lower not in data or upper not in data:
+                    continue
+                if numeric_value(field.value_type, data[upper]) < numeric_value(
+                    field.value_type, data[lower]
+                ):
+                    at = (*role, *section_path)
+                    found.append(
+                        Inconsistency(
+                            (*at, upper),
+                            CONSISTENCY,
+                            f"{upper} {described((*at, upper), data[upper])} is below "
+                            f"{lower} {described((*at, lower), data[lower])}",
+                        )
+                    )
+        framework = role_data.get(FRAMEWORK_FIELD)
+        if not isinstance(framework, str):
+            continue
+        for name, value in role_data.items():
+            field = field_at(root, (*role, name))
+            if isinstance(field, Leaf) and field.frameworks and framework not in field.frameworks:
+                found.append(
+                    Inconsistency(
+                        (*role, name),
+                        FRAMEWORK_FIELD,
+                        f"{name} {described((*role, name), value)} applies only to "
+                        f"{' and '.join(sorted(field.frameworks))}; the framework is "
+                        f"{described((*role, FRAMEWORK_FIELD), framework)}",
+                    )
+                )
+    return found
+
+
+def check_runnable(
+    workload_type: WorkloadType, workload: Mapping[str, object], path: FieldPath = ()
+) -> None:
+    """Raise :class:`WorkloadInputError` with every :func:`inconsistencies` of ``workload``,
+    each at its field below ``path`` (where the workload sits in its document)."""
+    found = inconsistencies(workload_type, workload)
+    if found:
+        raise WorkloadInputError(
+            [FieldProblem((*path, *problem.path), problem.message) for problem in found]
+        )
+
+
+def _mapping_at(data: Mapping[str, object], path: tuple[str, ...]) -> Mapping[str, object]:
+    for name in path:
+        child = data.get(name)
+        if not isinstance(child, Mapping):
+            return {}
+        data = child
+    return data

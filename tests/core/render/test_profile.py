@@ -30,9 +30,46 @@ def test_an_empty_profile_is_the_safe_default() -> None:
     assert DEFAULT_PROFILE.scheduler_name == "default-scheduler"
     assert DEFAULT_PROFILE.authorization_types == {"public"}
     assert [DEFAULT_PROFILE.priority_classes[level] for level in ("low", "high")] == [
-        PriorityLevel("podwright-low", preemptible=True),
-        PriorityLevel("podwright-high", preemptible=False),
+        PriorityLevel("podwright-low", 40, preemptible=True),
+        PriorityLevel("podwright-high", 125, preemptible=False),
     ]
+
+
+def test_default_levels_follow_run_ai_values_and_kai_preemptibility() -> None:
+    levels = DEFAULT_PROFILE.priority_classes
+    assert [(level, levels[level]) for level in PRIORITY_LEVELS] == [
+        (level, PriorityLevel(f"podwright-{level}", value, value < 100))
+        for level, value in [
+            ("very-low", 25),
+            ("low", 40),
+            ("medium-low", 65),
+            ("medium", 80),
+            ("medium-high", 90),
+            ("high", 125),
+            ("very-high", 150),
+        ]
+    ]
+    policies = {level: priority.preemption_policy for level, priority in levels.items() if priority}
+    assert policies["low"] == "Never"  # preemptible work evicts nobody
+    assert policies["high"] == "PreemptLowerPriority"
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        ({"value": 150}, PriorityLevel("podwright-low", 150, preemptible=False)),
+        ({"value": 99}, PriorityLevel("podwright-low", 99, preemptible=True)),
+        ({"value": 150, "preemptible": True}, PriorityLevel("podwright-low", 150, True)),
+        ({"name": "train"}, PriorityLevel("train", 40, preemptible=True)),
+    ],
+)
+def test_a_level_may_name_its_value_and_preemptibility(
+    entry: dict[str, Any], expected: PriorityLevel
+) -> None:
+    assert (
+        profile_from_data(document(priorityClasses={"low": entry})).priority_classes["low"]
+        == expected
+    )
 
 
 def test_the_example_profile() -> None:
@@ -62,7 +99,7 @@ def test_a_level_set_to_null_is_not_offered() -> None:
         document(priorityClasses={"very-high": None, "low": {"name": "cheap"}})
     )
     assert profile.priority_classes["very-high"] is None
-    assert profile.priority_classes["low"] == PriorityLevel("cheap", preemptible=True)
+    assert profile.priority_classes["low"] == PriorityLevel("cheap", 40, preemptible=True)
 
 
 @pytest.mark.parametrize(
@@ -97,6 +134,24 @@ def test_a_level_set_to_null_is_not_offered() -> None:
         (
             document(priorityClasses={"low": {"name": "Low!"}}),
             "spec.priorityClasses.low.name: 'Low!'",
+        ),
+        (
+            document(priorityClasses={"low": {"name": "system-low"}}),
+            "spec.priorityClasses.low.name: 'system-low' starts with 'system-', which Kubernetes "
+            "keeps for its own classes",
+        ),
+        (
+            document(priorityClasses={"low": {"value": 2_000_000_000}}),
+            "spec.priorityClasses.low.value: expected an integer of at most 1000000000",
+        ),
+        (
+            document(priorityClasses={"low": {"value": "40"}}),
+            "spec.priorityClasses.low.value: expected an integer",
+        ),
+        (
+            document(priorityClasses={"high": {"name": "shared"}, "low": {"name": "shared"}}),
+            "spec.priorityClasses.high: PriorityClass 'shared' is also level low's, with another "
+            "value or preemptibility",
         ),
         (
             document(knative={"features": ["kubernetes.podspec-dryrun"]}),

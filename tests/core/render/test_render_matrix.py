@@ -105,28 +105,47 @@ def test_environment_problems(variable: dict[str, Any], problem: str) -> None:
     assert any(problem in line for line in lines), lines
 
 
-@pytest.mark.parametrize(
-    ("security", "create_home", "home"),
-    [
-        ({}, None, None),
-        ({"runAsUid": 1000}, None, "/home/podwright"),
-        ({"runAsUid": 1000}, False, None),
-        ({}, True, "/home/podwright"),
-    ],
-)
-def test_home_directory(
-    security: dict[str, Any], create_home: bool | None, home: str | None
-) -> None:
-    fields: dict[str, Any] = {"security": security}
+HOME_VARIABLES: dict[str, dict[str, Any] | None] = {
+    "no HOME": None,
+    "HOME set": {"name": "HOME", "value": "/u/ada"},
+    "HOME from a secret": {"name": "HOME", "secret": {"name": "s", "key": "home"}},
+}
+
+
+@pytest.mark.parametrize("home_variable", list(HOME_VARIABLES))
+@pytest.mark.parametrize("create_home", [None, True, False], ids=["default", "true", "false"])
+@pytest.mark.parametrize("uid", [None, 1000], ids=["image's user", "runAsUid"])
+def test_home_directory(uid: int | None, create_home: bool | None, home_variable: str) -> None:
+    """A temporary home only for a user the image does not know (runAsUid), or where the
+    workload names one with HOME; the image's own user keeps its home."""
+    fields: dict[str, Any] = {"security": {} if uid is None else {"runAsUid": uid}}
     if create_home is not None:
         fields["createHomeDir"] = create_home
-    pod = main_pod(rendered("training", spec(**fields)))
-    mounts = {
-        m["name"]: m["mountPath"] for m in pod["spec"]["containers"][0].get("volumeMounts", [])
-    }
-    assert mounts.get("home") == home
-    env = {v["name"]: v.get("value") for v in pod["spec"]["containers"][0].get("env", [])}
-    assert env.get("HOME") == home
+    variable = HOME_VARIABLES[home_variable]
+    if variable is not None:
+        fields["environmentVariables"] = [variable]
+    creates = create_home if create_home is not None else uid is not None
+    if creates and home_variable == "HOME from a secret":
+        (problem,) = render_problems("training", spec(**fields))
+        assert problem.startswith(
+            "environmentVariables[HOME]: a temporary home is mounted at $HOME (createHomeDir is "
+            "true"
+        )
+        return
+    container = main_container(rendered("training", spec(**fields)))
+    mounts = {m["name"]: m["mountPath"] for m in container.get("volumeMounts", [])}
+    env = {v["name"]: v.get("value", v.get("valueFrom")) for v in container.get("env", [])}
+    expected_home: str | None = None
+    if creates and home_variable == "HOME set":
+        expected_home = "/u/ada"
+    elif creates and home_variable == "no HOME" and uid is not None:
+        expected_home = "/home/podwright"
+    assert mounts.get("home") == expected_home
+    if expected_home is not None:
+        assert env["HOME"] == expected_home
+    elif variable is None:
+        assert "HOME" not in env  # the image's user's HOME stands
+    assert [v["name"] for v in container.get("env", [])].count("HOME") <= 1
 
 
 @pytest.mark.parametrize(
@@ -134,7 +153,7 @@ def test_home_directory(
     [
         (
             {
-                "createHomeDir": True,
+                "security": {"runAsUid": 1000},
                 "storage": {"emptyDir": [{"name": "h", "mountPath": "/home/podwright"}]},
             },
             "createHomeDir: needs /home/podwright, which is already the mount path of storage.emptyDir[h].mountPath",
@@ -166,13 +185,6 @@ def test_home_directory(
 def test_volumes_podwright_adds_do_not_clash(fields: dict[str, Any], problem: str) -> None:
     lines = render_problems("training", spec(**fields))
     assert any(line.startswith(problem) for line in lines), lines
-
-
-def test_home_directory_follows_a_given_home() -> None:
-    fields = {"createHomeDir": True, "environmentVariables": [{"name": "HOME", "value": "/u/ada"}]}
-    container = main_container(rendered("training", spec(**fields)))
-    assert {"name": "home", "mountPath": "/u/ada"} in container["volumeMounts"]
-    assert container["env"] == [{"name": "HOME", "value": "/u/ada"}]
 
 
 def test_readiness_probe() -> None:
@@ -767,7 +779,8 @@ def test_data_volume_takes_the_asset_of_its_id() -> None:
         ("training", None, "podwright-low", "preemptible"),
         ("inference", None, "podwright-very-high", "non-preemptible"),
         ("training", "medium", "podwright-medium", "preemptible"),
-        ("workspace", "medium-high", "podwright-medium-high", "non-preemptible"),
+        ("workspace", "medium-high", "podwright-medium-high", "preemptible"),  # 90 < 100
+        ("training", "high", "podwright-high", "non-preemptible"),
     ],
 )
 def test_priority(
@@ -800,7 +813,7 @@ def test_a_priority_the_cluster_does_not_offer(given: bool) -> None:
 
 
 def test_priority_classes_keep_their_preemptibility() -> None:
-    classes = {**PERMISSIVE_PROFILE.priority_classes, "high": PriorityLevel("gold", True)}
+    classes = {**PERMISSIVE_PROFILE.priority_classes, "high": PriorityLevel("gold", 125, True)}
     profile = dataclasses.replace(PERMISSIVE_PROFILE, priority_classes=classes)
     pod = main_pod(rendered("workspace", spec(), profile=profile))
     assert pod["spec"]["priorityClassName"] == "gold"
@@ -921,14 +934,83 @@ def test_category_is_a_label() -> None:
     assert pod["metadata"]["labels"]["podwright.dev/category"] == "hpo"
 
 
-def test_user_labels_and_annotations_go_on_the_pod() -> None:
-    fields = spec(
-        labels=[{"name": "team", "value": "vision"}],
-        annotations=[{"name": "example.com/owner", "value": "Ada Lovelace"}],
+LABELS = [{"name": "team", "value": "vision"}, {"name": "app.kubernetes.io/part-of", "value": "x"}]
+ANNOTATIONS = [{"name": "example.com/owner", "value": "Ada Lovelace"}]
+NEW_CLAIM = {"name": "work", "claimName": "work", "path": "/work", "claimInfo": {"size": "1Gi"}}
+PORTS = [{"name": "http", "container": 8080}]
+OWN_FIELDS = {"labels": LABELS, "annotations": ANNOTATIONS, "storage": {"pvc": [NEW_CLAIM]}}
+LABELLED: dict[str, dict[str, Any]] = {
+    "workspace": spec(**OWN_FIELDS, ports=PORTS),
+    "training": spec(**OWN_FIELDS, ports=PORTS),
+    "distributed": {
+        "master": spec(**OWN_FIELDS, ports=PORTS),
+        "worker": spec(**OWN_FIELDS, distributedFramework="PyTorch", numWorkers=2),
+    },
+    "inference": spec(**OWN_FIELDS),
+}
+
+
+COMPANIONS = {"PersistentVolumeClaim", "Service"}
+"""The kinds rendered beside a workload's resource, which hold no pods."""
+
+
+def pod_metadata(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The metadata of the pods a manifest describes: a Pod's own, or its pod templates'."""
+    if manifest["kind"] == "Pod":
+        return [manifest["metadata"]]
+    spec_ = manifest["spec"]
+    if "template" in spec_:
+        return [spec_["template"]["metadata"]]
+    replicas = next(value for key, value in spec_.items() if key.endswith("ReplicaSpecs"))
+    return [replica["template"]["metadata"] for replica in replicas.values()]
+
+
+@pytest.mark.parametrize("workload_type", list(LABELLED))
+def test_user_labels_go_on_every_object_and_annotations_on_pods(workload_type: str) -> None:
+    rendering = rendered(workload_type, LABELLED[workload_type])
+    expected = {"team": "vision", "app.kubernetes.io/part-of": "x"}
+    objects = {manifest["kind"] for manifest in rendering.manifests}
+    assert "PersistentVolumeClaim" in objects
+    assert "Service" in objects
+    for manifest in rendering.manifests:
+        metadata = manifest["metadata"]
+        assert expected.items() <= metadata["labels"].items(), manifest["kind"]
+        companion = manifest["apiVersion"] == "v1" and manifest["kind"] in COMPANIONS
+        pods = [] if companion else pod_metadata(manifest)
+        for pod in pods:
+            assert expected.items() <= pod["labels"].items()
+            assert pod["annotations"]["example.com/owner"] == "Ada Lovelace"
+        if manifest["kind"] != "Pod":
+            assert "example.com/owner" not in metadata.get("annotations", {}), manifest["kind"]
+
+
+def test_podwright_labels_keep_their_precedence() -> None:
+    labels = [
+        {"name": "kai.scheduler/queue", "value": "mine"},
+        {"name": "networking.knative.dev/visibility", "value": "public"},
+    ]
+    serving = {"container": 8080, "clusterLocalAccessOnly": True}
+    service = rendered("inference", spec(labels=labels, servingPort=serving)).manifests[0]
+    assert service["metadata"]["labels"]["networking.knative.dev/visibility"] == "cluster-local"
+    pod = main_pod(rendered("training", spec(labels=labels[:1]), profile=KAI_PROFILE))
+    assert pod["metadata"]["labels"]["kai.scheduler/queue"] == "research"  # the profile's
+
+
+def test_a_distributed_job_carries_both_roles_labels_which_must_agree() -> None:
+    master = spec(labels=[{"name": "team", "value": "a"}, {"name": "only-master", "value": "m"}])
+    worker = spec(
+        distributedFramework="PyTorch", numWorkers=1, labels=[{"name": "team", "value": "a"}]
     )
-    pod = main_pod(rendered("training", fields))
-    assert pod["metadata"]["labels"]["team"] == "vision"
-    assert pod["metadata"]["annotations"]["example.com/owner"] == "Ada Lovelace"
+    job = rendered("distributed", {"master": master, "worker": worker}).manifests[0]
+    assert job["metadata"]["labels"]["team"] == "a"
+    assert job["metadata"]["labels"]["only-master"] == "m"
+    replicas = job["spec"]["pytorchReplicaSpecs"]
+    assert "only-master" not in replicas["Worker"]["template"]["metadata"]["labels"]
+    worker["labels"] = [{"name": "team", "value": "b"}]
+    assert render_problems("distributed", {"master": master, "worker": worker}) == [
+        "master.labels[team]: the job carries one value of label 'team': worker gives 'b' and "
+        "master 'a'; give both roles the same value, or the label to one role only"
+    ]
 
 
 # -- lifecycle ------------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """Where each kind podwright handles lives in the REST API.
 
 The engine addresses objects by apiVersion and kind; the REST API by group, version and plural
-resource name. The kinds are those the renderer produces and the engine watches, so a static table
-replaces API discovery (one request fewer per start, and nothing to go stale).
+resource name. The kinds are those the renderer produces and the engine watches, and the
+PriorityClasses ``podwright priority-classes --apply`` creates, so a static table replaces API
+discovery (one request fewer per start, and nothing to go stale).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ _RESOURCES = [
     RestResource("v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
     RestResource("v1", "ResourceQuota", "resourcequotas"),
     RestResource("events.k8s.io/v1", "Event", "events"),
+    RestResource("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", namespaced=False),
     RestResource("batch/v1", "Job", "jobs"),
     RestResource("serving.knative.dev/v1", "Service", "services"),
     *(

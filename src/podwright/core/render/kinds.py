@@ -8,12 +8,19 @@
 
 New claims come first in the output (a pod waits for its claim), then the workload's resource,
 then its Services. The output depends only on the inputs, in a stable order, so it diffs cleanly.
+
+The workload's ``labels`` go on every object rendered for it: the resource, its pod templates,
+its Services and its new claims (for distributed training, the job and the claims carry both
+roles' labels, which must agree on a key both give; each role's pods and Services carry its
+own). Its ``annotations`` go on the pods only: they are the pod's, as in the workload spec, and
+annotations steer controllers per kind (a load balancer's, an autoscaler's), so copying a pod's
+onto a Service or a claim could turn on what nobody asked for.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from podwright.core.assets import EMPTY_CATALOGUE, AssetCatalogue
 from podwright.core.k8s_names import dns1123_label_problem
@@ -29,7 +36,7 @@ from podwright.core.render.pods import (
 from podwright.core.render.profile import DEFAULT_PROFILE, ClusterProfile
 from podwright.core.render.storage import Manifest, add_claim
 from podwright.core.workload_fields import FRAMEWORK_FIELD, WorkloadType
-from podwright.core.workloads import check_spec
+from podwright.core.workloads import check_runnable, check_spec, workload_name_problem
 
 MAIN_ROLE = "main"
 """The role name of the single pod template of a workspace, training or inference workload."""
@@ -87,12 +94,16 @@ def render(
     """Render an effective workload (as :func:`~podwright.core.evaluation.evaluate` returns it).
 
     Raises :class:`~podwright.core.workloads.WorkloadInputError` when ``workload`` is not a valid
-    workload of its type, and :class:`~podwright.core.render.fields.RenderError` with every
-    field the profile cannot honour.
+    workload of its type or cannot run as it is (a limit below its request: the checks of
+    :func:`~podwright.core.workloads.inconsistencies`, which evaluation under policies makes
+    too), and :class:`~podwright.core.render.fields.RenderError` with every field the profile
+    cannot honour.
     """
     checked = check_spec(workload, workload_type, ())
+    check_runnable(workload_type, checked)
     problems = Problems()
-    _check_name(name, workload_type, checked, problems)
+    if problem := workload_name_problem(name, workload_type, checked):
+        problems.add("name", f"{name!r} {problem}")
     if namespace is not None and (problem := dns1123_label_problem(namespace)):
         problems.add("namespace", f"{namespace!r} {problem}")
     problems.raise_if_any()  # every object's name and labels derive from these
@@ -105,26 +116,6 @@ def render(
             assert isinstance(metadata, dict)
             metadata["namespace"] = namespace
     return Rendering(workload_type, name, templates, tuple(manifests))
-
-
-def _check_name(
-    name: str, workload_type: WorkloadType, workload: Mapping[str, object], problems: Problems
-) -> None:
-    # Names become Service and pod host names (DNS-1035 labels: a letter first); the training
-    # operator appends "-worker-<index>" to a job's name for each replica's Service.
-    limit = 63
-    if workload_type is WorkloadType.DISTRIBUTED:
-        worker = workload.get("worker")
-        workers = worker.get("numWorkers") if isinstance(worker, Mapping) else None
-        index_digits = len(str(max(int(workers or 1) - 1, 0)))
-        limit -= len("-worker-") + index_digits
-    problem = dns1123_label_problem(name)
-    if problem is None and not name[0].isalpha():
-        problem = "must start with a letter (it names Services)"
-    if problem is None and len(name) > limit:
-        problem = f"must be at most {limit} characters for a {workload_type.value} workload"
-    if problem:
-        problems.add("name", f"{name!r} {problem}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,10 +133,13 @@ class _Job:
         )
         return render_role(values, context, self.problems)
 
-    def metadata(self, workload_type: WorkloadType, **annotations: str) -> Manifest:
+    def metadata(
+        self, workload_type: WorkloadType, labels: Mapping[str, str], **annotations: str
+    ) -> Manifest:
+        """The resource's metadata: its name, podwright's labels and the workload's."""
         metadata: Manifest = {
             "name": self.name,
-            "labels": identity_labels(self.profile, self.name, workload_type),
+            "labels": {**identity_labels(self.profile, self.name, workload_type), **labels},
         }
         if annotations:
             metadata["annotations"] = annotations
@@ -198,7 +192,8 @@ def _render_workspace(values: Values, job: _Job) -> tuple[list[Manifest], dict[s
             template, annotations={**(template.annotations or {}), **annotations}
         )
     pod = template.to_k8s_pod(name=job.name)
-    return [*role.claims, pod, *role.services], {MAIN_ROLE: template}
+    claims = _labelled(role.claims, role.user_labels)
+    return [*claims, pod, *role.services], {MAIN_ROLE: template}
 
 
 def _render_training(values: Values, job: _Job) -> tuple[list[Manifest], dict[str, PodTemplate]]:
@@ -241,10 +236,11 @@ def _render_training(values: Values, job: _Job) -> tuple[list[Manifest], dict[st
     manifest: Manifest = {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": job.metadata(WorkloadType.TRAINING),
+        "metadata": job.metadata(WorkloadType.TRAINING, role.user_labels),
         "spec": spec,
     }
-    return [*role.claims, manifest, *role.services], {MAIN_ROLE: template}
+    claims = _labelled(role.claims, role.user_labels)
+    return [*claims, manifest, *role.services], {MAIN_ROLE: template}
 
 
 def _render_distributed(values: Values, job: _Job) -> tuple[list[Manifest], dict[str, PodTemplate]]:
@@ -279,6 +275,7 @@ def _render_distributed(values: Values, job: _Job) -> tuple[list[Manifest], dict
     if run_policy:
         spec["runPolicy"] = run_policy
     spec.update(_framework_fields(worker, framework, workers or 0, job))
+    labels = _job_labels(roles, {"master": master, "worker": worker}, job)
     if job.problems or workers is None:
         return [], {}
     replicas: Manifest = {}
@@ -300,12 +297,32 @@ def _render_distributed(values: Values, job: _Job) -> tuple[list[Manifest], dict
     manifest: Manifest = {
         "apiVersion": KUBEFLOW_API_VERSION,
         "kind": framework.kind,
-        "metadata": job.metadata(WorkloadType.DISTRIBUTED, **annotations),
+        "metadata": job.metadata(WorkloadType.DISTRIBUTED, labels, **annotations),
         "spec": spec,
     }
     claims = [claim for role in roles.values() for claim in role.claims]
     services = [service for role in roles.values() for service in role.services]
-    return [*_unique_claims(claims, job), manifest, *services], templates
+    return [*_labelled(_unique_claims(claims, job), labels), manifest, *services], templates
+
+
+def _job_labels(
+    roles: Mapping[str, RolePod], sections: Mapping[str, Values], job: _Job
+) -> dict[str, str]:
+    """The labels of a distributed job: both roles', which must agree on a key both give."""
+    labels: dict[str, str] = {}
+    given_by: dict[str, str] = {}
+    for name, role in sorted(roles.items(), key=lambda item: item[0] != "worker"):
+        for key, value in role.user_labels.items():
+            if key not in labels:
+                labels[key], given_by[key] = value, name
+            elif labels[key] != value:
+                job.problems.add(
+                    sections[name].path(f"labels[{key}]"),
+                    f"the job carries one value of label {key!r}: {given_by[key]} gives "
+                    f"{labels[key]!r} and {name} {value!r}; give both roles the same value, or "
+                    "the label to one role only",
+                )
+    return labels
 
 
 def _run_policy(master: Values, worker: Values, framework: Framework, job: _Job) -> Manifest:
@@ -370,6 +387,18 @@ def _framework_fields(worker: Values, framework: Framework, workers: int, job: _
     return fields
 
 
+def _labelled(claims: Sequence[Manifest], labels: Mapping[str, str]) -> list[Manifest]:
+    """New claims carrying the workload's labels."""
+    if not labels:
+        return list(claims)
+    labelled = []
+    for claim in claims:
+        metadata = claim["metadata"]
+        assert isinstance(metadata, dict)
+        labelled.append({**claim, "metadata": {**metadata, "labels": dict(labels)}})
+    return labelled
+
+
 def _unique_claims(claims: list[Manifest], job: _Job) -> list[Manifest]:
     """New claims of both roles, once each; one name asked twice differently is an error."""
     unique: list[Manifest] = []
@@ -432,7 +461,7 @@ def _render_inference(values: Values, job: _Job) -> tuple[list[Manifest], dict[s
     if configuration.has("requestTimeoutSeconds"):
         pod_spec["timeoutSeconds"] = configuration.count("requestTimeoutSeconds")
     pod_metadata.setdefault("annotations", {}).update(template_annotations)
-    metadata = job.metadata(WorkloadType.INFERENCE, **annotations)
+    metadata = job.metadata(WorkloadType.INFERENCE, role.user_labels, **annotations)
     metadata_labels = metadata["labels"]
     assert isinstance(metadata_labels, dict)
     metadata_labels.update(labels)
@@ -442,7 +471,7 @@ def _render_inference(values: Values, job: _Job) -> tuple[list[Manifest], dict[s
         "metadata": metadata,
         "spec": {"template": pod},
     }
-    return [*role.claims, manifest], {MAIN_ROLE: role.template}
+    return [*_labelled(role.claims, role.user_labels), manifest], {MAIN_ROLE: role.template}
 
 
 def _inference_access(serving: Values, job: _Job) -> tuple[dict[str, str], dict[str, str]]:

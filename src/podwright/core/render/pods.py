@@ -84,6 +84,8 @@ class RolePod:
     claims: tuple[Manifest, ...]
     knative_features: Mapping[str, str]
     knative_refusals: Mapping[str, str]
+    user_labels: Mapping[str, str]
+    """The role's ``labels``, which every object rendered for the workload carries."""
 
 
 def identity_labels(
@@ -130,6 +132,7 @@ def render_role(values: Values, context: RoleContext, problems: Problems) -> Rol
         claims=tuple(pod.storage.claims),
         knative_features=pod.knative_features,
         knative_refusals=pod.storage.knative_refusals,
+        user_labels=pod.user_labels,
     )
 
 
@@ -142,12 +145,15 @@ class _PodBuilder:
         self.profile = context.profile
         self.problems = problems
         self.labels: dict[str, str] = {}
+        self.user_labels: dict[str, str] = {}
         self.annotations: dict[str, str] = {}
         self.container: Manifest = {"name": context.container_name}
         self.spec: Manifest = {"containers": [self.container]}
         self.knative_features: dict[str, str] = {}
         self.ports: list[tuple[Values, str, int]] = []
         self.storage = Storage()
+        self.home: str | None = None
+        """Where a temporary home directory is mounted, if one is."""
 
     def need(self, feature: str, field: str) -> None:
         self.knative_features.setdefault(feature, field)
@@ -178,6 +184,7 @@ class _PodBuilder:
                 if problem:
                     self.problems.add(entry.path(), f"{key!r}: {problem}")
                 target[key] = value
+        self.user_labels = dict(self.labels)
         context = self.context
         self.labels.update(identity_labels(profile, context.workload_name, context.workload_type))
         self.labels.update(selector_labels(context))
@@ -294,16 +301,43 @@ class _PodBuilder:
                     kind: {"name": reference.text("name"), "key": reference.text("key")}
                 }
             variables.append(variable)
-        if self.creates_home_directory() and "HOME" not in names:
-            variables.append({"name": "HOME", "value": HOME_DIRECTORY})
+        self.home = self.home_directory()
+        if self.home is not None and "HOME" not in names:
+            variables.append({"name": "HOME", "value": self.home})
         if variables:
             self.container["env"] = variables
 
-    def creates_home_directory(self) -> bool:
-        """``createHomeDir``; it defaults to true when the workload names its user."""
-        if self.values.has("createHomeDir"):
-            return self.values.flag("createHomeDir")
-        return self.values.section("security").has("runAsUid")
+    def home_directory(self) -> str | None:
+        """Where ``createHomeDir`` mounts a temporary home (an emptyDir), or None for none.
+
+        The reference: the flag creates "a temporary home directory for the user", and "when
+        runAsUser is set, this flag defaults to true". A uid chosen here (``runAsUid``) has no
+        entry in the image's passwd, so no home (the runtime sets ``HOME=/``): it gets one at
+        the ``HOME`` the workload sets, else at ``/home/podwright`` with ``HOME`` set. The
+        image's own user has a home already, which is left alone: without ``runAsUid`` a home
+        is created only where the workload names it with a ``HOME`` variable.
+        """
+        values = self.values
+        runs_as_uid = values.section("security").has("runAsUid")
+        explicit = values.has("createHomeDir")
+        if not (values.flag("createHomeDir") if explicit else runs_as_uid):
+            return None
+        home = next(
+            (entry for entry in values.instances("environmentVariables") if entry.key() == "HOME"),
+            None,
+        )
+        if home is None:
+            return HOME_DIRECTORY if runs_as_uid else None
+        plain = not any(home.has(field) for field in ("secret", "configMap", "podFieldRef"))
+        if not plain:
+            why = "createHomeDir is true" if explicit else "createHomeDir is true with runAsUid"
+            self.problems.add(
+                home.path(),
+                f"a temporary home is mounted at $HOME ({why}), so HOME needs a plain value "
+                "that says where; or set createHomeDir: false",
+            )
+            return None
+        return home.text("value") or ""
 
     # -- compute --------------------------------------------------------------------------------
 
@@ -530,19 +564,11 @@ class _PodBuilder:
             and "runAsUser" not in security,
         )
         storage = render_storage(self.values.section("storage"), context)
-        if self.creates_home_directory():
-            home = next(
-                (
-                    entry.text("value")
-                    for entry in self.values.instances("environmentVariables")
-                    if entry.key() == "HOME" and entry.text("value")
-                ),
-                None,
-            )
+        if self.home is not None:
             self.internal_volume(
                 storage,
                 {"name": "home", "emptyDir": {}},
-                home or HOME_DIRECTORY,
+                self.home,
                 self.values.path("createHomeDir"),
             )
         compute = self.values.section("compute")
@@ -828,7 +854,7 @@ class _PodBuilder:
             name = base if len(by_type) == 1 else f"{base}-{service_type.lower()}"
             metadata: Manifest = {
                 "name": derived_label(name),
-                "labels": selector_labels(self.context),
+                "labels": {**self.user_labels, **selector_labels(self.context)},
             }
             if service_type in tools:
                 metadata["annotations"] = {

@@ -12,7 +12,7 @@ The profile says so, once per cluster, with safe defaults (no FUSE, the default 
       scheduler: {type: kai, name: kai-scheduler, queue: research}
       nodeLabels: {nodeType: podwright.dev/node-type, nodePool: podwright.dev/node-pool}
       priorityClasses:                      # level -> PriorityClass (null: not offered here)
-        low: {name: podwright-low, preemptible: true}
+        low: {name: podwright-low, value: 40, preemptible: true}
       fuse: {grant: privileged}             # none | device-plugin | privileged | proxy
       git: {image: docker.io/alpine/git:v2.47.2}
       s3: {adapter: s3fs, image: docker.io/efrecon/s3fs:1.94}
@@ -20,6 +20,17 @@ The profile says so, once per cluster, with safe defaults (no FUSE, the default 
       authorizationTypes: [public]          # URL access the cluster's gateway can enforce
 
 Reading a profile reports every problem at its path, like every other reader in the core.
+
+**Priority levels.** The workload spec names seven levels, very-low to very-high; by default each
+is the PriorityClass ``podwright-<level>``, which ``podwright priority-classes`` creates (see
+:mod:`.priority_classes`). Their values are Run:ai's priority dictionary (very-low 25, low 40,
+medium-low 65, medium 80, medium-high 90, high 125, very-high 150), the platform the workload
+spec comes from, so a cluster moving between the two keeps its ordering. A level is preemptible
+when its value is below 100: that is the KAI scheduler's rule (its own classes are train 50 and
+build-preemptible 75, build 100 and inference 125), so the KAI preemptibility label podwright
+writes and the value KAI would judge by agree. Training (low) is preemptible, and workspaces
+(high) and inference (very-high) are not, as in Run:ai. A profile may name other classes, and
+give a level another ``value`` (and ``preemptible``, which then defaults from the value).
 """
 
 from __future__ import annotations
@@ -43,6 +54,25 @@ KIND = "ClusterProfile"
 
 PRIORITY_LEVELS = ("very-low", "low", "medium-low", "medium", "medium-high", "high", "very-high")
 """The workload spec's priority levels, lowest first."""
+
+PRIORITY_VALUES: Mapping[str, int] = MappingProxyType(
+    {
+        "very-low": 25,
+        "low": 40,
+        "medium-low": 65,
+        "medium": 80,
+        "medium-high": 90,
+        "high": 125,
+        "very-high": 150,
+    }
+)
+"""Each level's PriorityClass value by default: Run:ai's priority dictionary."""
+
+NON_PREEMPTIBLE_VALUE = 100
+"""The KAI scheduler's rule: a PriorityClass of this value or more is not preemptible."""
+
+HIGHEST_USER_PRIORITY = 1_000_000_000
+"""The highest value Kubernetes allows a PriorityClass that is not a system one."""
 
 AUTHORIZATION_TYPES = ("public", "authenticatedUsers", "authorizedUsersOrGroups")
 
@@ -99,17 +129,28 @@ class PriorityLevel:
 
     class_name: str
     """The PriorityClass pods of this level name."""
+    value: int
+    """The PriorityClass's value: the higher, the sooner its pods are scheduled."""
     preemptible: bool
-    """Whether the KAI scheduler may preempt them (its ``kai.scheduler/preemptibility``)."""
+    """Whether its pods may be preempted (the KAI scheduler's ``kai.scheduler/preemptibility``)."""
+
+    @property
+    def preemption_policy(self) -> str:
+        """The PriorityClass's ``preemptionPolicy``: preemptible work never preempts others.
+
+        A preemptible level is ``Never``: its pods go ahead of lower ones in the queue but evict
+        nobody, so training does not kill other training's progress (the use Kubernetes
+        documents for non-preempting classes). The other levels (workspaces, inference)
+        ``PreemptLowerPriority``: they take their place from preemptible work.
+        """
+        return "Never" if self.preemptible else "PreemptLowerPriority"
 
 
 def _default_priority_classes() -> Mapping[str, PriorityLevel | None]:
-    # Levels below medium-high may be preempted, as training (low) is and workspaces (high) and
-    # inference (very-high) are not in the platform the workload spec comes from.
     return MappingProxyType(
         {
-            level: PriorityLevel(f"podwright-{level}", index < PRIORITY_LEVELS.index("medium-high"))
-            for index, level in enumerate(PRIORITY_LEVELS)
+            level: PriorityLevel(f"podwright-{level}", value, value < NON_PREEMPTIBLE_VALUE)
+            for level, value in PRIORITY_VALUES.items()
         }
     )
 
@@ -317,6 +358,7 @@ def _priority_classes(
 ) -> Mapping[str, PriorityLevel | None]:
     priority_classes = dict(_default_priority_classes())
     levels = reader.mapping(data, (*path, "priorityClasses"), PRIORITY_LEVELS)
+    named: dict[str, tuple[str, PriorityLevel]] = {}
     for level, entry in levels.items():
         level_path = (*path, "priorityClasses", level)
         if level not in PRIORITY_LEVELS:
@@ -324,17 +366,50 @@ def _priority_classes(
         if entry is None:
             priority_classes[level] = None
             continue
-        fields = reader.mapping(entry, level_path, ("name", "preemptible"))
+        fields = reader.mapping(entry, level_path, ("name", "value", "preemptible"))
         default = priority_classes[level]
         assert default is not None
         class_name = reader.text(
-            fields, "name", level_path, default.class_name, dns1123_subdomain_problem
+            fields, "name", level_path, default.class_name, _priority_class_name_problem
         )
-        preemptible = fields.get("preemptible", default.preemptible)
+        value = fields.get("value", PRIORITY_VALUES[level])
+        if not _is_priority_value(value):
+            reader.problem(
+                (*level_path, "value"),
+                f"expected an integer of at most {HIGHEST_USER_PRIORITY}, got {describe(value)}",
+            )
+            value = PRIORITY_VALUES[level]
+        assert isinstance(value, int)
+        preemptible = fields.get("preemptible", value < NON_PREEMPTIBLE_VALUE)
         if not isinstance(preemptible, bool):
             reader.problem(
                 (*level_path, "preemptible"), f"expected true or false, got {describe(preemptible)}"
             )
-            preemptible = default.preemptible
-        priority_classes[level] = PriorityLevel(class_name, preemptible)
+            preemptible = value < NON_PREEMPTIBLE_VALUE
+        priority_classes[level] = PriorityLevel(class_name, value, preemptible)
+    for level in PRIORITY_LEVELS:
+        chosen = priority_classes[level]
+        if chosen is None:
+            continue
+        first = named.setdefault(chosen.class_name, (level, chosen))
+        if first[1] != chosen:
+            reader.problem(
+                (*path, "priorityClasses", level),
+                f"PriorityClass {chosen.class_name!r} is also level {first[0]}'s, with another "
+                "value or preemptibility; one class has one value",
+            )
     return MappingProxyType(priority_classes)
+
+
+def _priority_class_name_problem(name: str) -> str | None:
+    if name.startswith("system-"):
+        return "starts with 'system-', which Kubernetes keeps for its own classes"
+    return dns1123_subdomain_problem(name)
+
+
+def _is_priority_value(value: object) -> bool:
+    return (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and -(2**31) <= value <= HIGHEST_USER_PRIORITY
+    )
