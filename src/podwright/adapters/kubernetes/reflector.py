@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from podwright.adapters.kubernetes.client import KubernetesClient
 from podwright.core.lifecycle.objects import JsonObject, parse_time, section, text
+from podwright.core.lifecycle.pod_status import scheduler_message
 from podwright.engine.backoff import jittered_delay
 from podwright.engine.event_index import EventIndex, EventKey, ObjectEvent
 from podwright.engine.kubernetes_port import GoneError, KubernetesError, ThrottledError
@@ -67,6 +68,8 @@ class Reflector:
         # Observable for tests and metrics.
         self.lists = 0
         self.watches = 0
+        self.error = ""
+        """Why the last list or watch failed, until one succeeds again ("" while it works)."""
 
     def start(self) -> Reflector:
         self._thread.start()
@@ -100,6 +103,7 @@ class Reflector:
             except KubernetesError as exc:
                 if self._stop.is_set():
                     return
+                self.error = exc.message
                 delay = jittered_delay(
                     failures, timedelta(seconds=0.2), self._max_backoff, self._rng
                 )
@@ -118,6 +122,7 @@ class Reflector:
             field_selector=self._field_selector,
         )
         self.lists += 1
+        self.error = ""
         self._handler.replace(items)
         self.resource_version = version
         self._synced.set()
@@ -139,6 +144,7 @@ class Reflector:
         for event in events:
             if self._stop.is_set():
                 return
+            self.error = ""
             obj = event.get("object") or {}
             version = section(obj, "metadata").get("resourceVersion")
             if event.get("type") != "BOOKMARK":
@@ -219,12 +225,13 @@ def object_event(obj: Mapping[str, Any]) -> ObjectEvent | None:
         or parse_time(obj.get("deprecatedFirstTimestamp"))
         or created
     )
+    reason, note = text(obj, "reason"), text(obj, "note")
     return ObjectEvent(
         uid=uid,
         created=created,
         recorded=recorded,
-        reason=text(obj, "reason"),
-        note=text(obj, "note"),
+        reason=reason,
+        note=scheduler_message(note) if reason == "FailedScheduling" else note,
         type=text(obj, "type") or "Normal",
     )
 
