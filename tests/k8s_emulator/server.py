@@ -303,6 +303,10 @@ class _Handler(BaseHTTPRequestHandler):
         body: Any,
     ) -> tuple[int, Any]:
         store = self.store
+        if subresource == "binding" and resource.kind == "Pod" and method == "POST" and name:
+            if not isinstance(body, dict):
+                raise ApiError(400, "BadRequest", "POST takes a Binding in the body")
+            return 201, store.bind(namespace, name, body)
         if subresource not in (None, "status") or (
             subresource == "status" and not resource.status_subresource
         ):
@@ -343,6 +347,7 @@ class _Handler(BaseHTTPRequestHandler):
             name,
             preconditions=options.get("preconditions"),
             grace_period_seconds=None if grace is None else int(grace),
+            propagation=options.get("propagationPolicy", query.get("propagationPolicy")),
         )
 
     def _watch(self, resource: ResourceType, namespace: str | None, query: dict[str, str]) -> None:

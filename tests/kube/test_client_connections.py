@@ -59,7 +59,7 @@ def hanging_up_server() -> Iterator[str]:
             except TimeoutError:
                 continue
             with connection:
-                connection.recv(65536)
+                _read_request(connection)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
@@ -69,6 +69,24 @@ def hanging_up_server() -> Iterator[str]:
         stop.set()
         thread.join(5)
         listener.close()
+
+
+def _read_request(connection: socket.socket) -> None:
+    """Read a whole HTTP request (closing with some of it unread would reset the connection)."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        received += connection.recv(65536)
+    head, _, body = received.partition(b"\r\n\r\n")
+    length = next(
+        (
+            int(line.split(b":", 1)[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        ),
+        0,
+    )
+    while len(body) < length:
+        body += connection.recv(65536)
 
 
 def test_a_refused_connection_names_the_server_and_did_not_reach_it(closed_port: int) -> None:
