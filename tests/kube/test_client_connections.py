@@ -254,10 +254,12 @@ def test_concurrent_requests_reuse_at_most_pool_size_connections(
                 thread.start()
             for thread in threads:
                 thread.join(60)
+        opened = client.connections_opened()
         client.close()
         assert failures == []
         assert emulator.requests("get") == 20 * pool_size
         assert emulator.connections() <= pool_size
+        assert 1 <= opened <= pool_size
     assert not [r for r in caplog.records if "Connection pool is full" in r.getMessage()]
 
 

@@ -217,37 +217,60 @@ def test_finalize_without_a_finalizer_leaves_the_object(engine: Engine) -> None:
     assert engine.api.client.get(engine.manager.object_ref(task))["metadata"]["name"] == "task-1"
 
 
+def _event(
+    api: ApiServer, pod: dict[str, Any], name: str, reason: str, note: str
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": api.namespace},
+        "eventTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "reportingController": "podwright.dev/tests",
+        "reportingInstance": "tests",
+        "action": "Binding" if reason == "Scheduled" else "Scheduling",
+        "reason": reason,
+        "type": "Normal" if reason == "Scheduled" else "Warning",
+        "note": note,
+        "regarding": {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": pod["metadata"]["name"],
+            "namespace": api.namespace,
+            "uid": pod["metadata"]["uid"],
+        },
+    }
+
+
 def test_kubernetes_events_are_attached(engine: Engine) -> None:
     api, task = engine.api, _task(engine.api)
     engine.round(task)
     pod = api.client.get(engine.manager.object_ref(task))
-    api.client.create(
-        {
-            "apiVersion": "events.k8s.io/v1",
-            "kind": "Event",
-            "metadata": {"name": "task-1.scheduled", "namespace": api.namespace},
-            "eventTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-            "reportingController": "podwright.dev/tests",
-            "reportingInstance": "tests",
-            "action": "Binding",
-            "reason": "Scheduled",
-            "type": "Normal",
-            "note": "assigned to node-1",
-            "regarding": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "name": "task-1",
-                "namespace": api.namespace,
-                "uid": pod["metadata"]["uid"],
-            },
-        }
-    )
+    api.client.create(_event(api, pod, "task-1.scheduled", "Scheduled", "assigned to node-1"))
 
     def attached() -> list[str]:
         return [reason.reason for reason in engine.round(task).info.additional_reasons]
 
     assert eventually(attached) == ["Scheduled: assigned to node-1"]
     assert engine.round(task).info.additional_reasons == ()
+
+
+def test_a_failed_scheduling_event_is_attached_without_the_schedulers_stray_not_found(
+    engine: Engine,
+) -> None:
+    # The note a v1.36 scheduler writes for a pod whose claim does not exist yet: FitError's
+    # PreFilter message, then DynamicResources' PostFilter error on its missing cycle state.
+    api, task = engine.api, _task(engine.api)
+    engine.round(task)
+    pod = api.client.get(engine.manager.object_ref(task))
+    unschedulable = '0/1 nodes are available: persistentvolumeclaim "nb-work" not found.'
+    api.client.create(
+        _event(api, pod, "task-1.unschedulable", "FailedScheduling", f"{unschedulable} not found")
+    )
+
+    def attached() -> list[str]:
+        return [reason.reason for reason in engine.round(task).info.additional_reasons]
+
+    assert eventually(attached) == [f"FailedScheduling: {unschedulable}"]
 
 
 # Emulator-only: faults a real server cannot be made to show on demand. --------------------------

@@ -129,6 +129,12 @@ class KubernetesClient:
         """The API server's URL."""
         return str(self._api.configuration.host)
 
+    def connections_opened(self) -> int:
+        """The connections opened so far (each reused connection counted once): compared with
+        the requests made, it tells whether the pool fits the load."""
+        pools = self._api.rest_client.pool_manager.pools
+        return sum(int(pools[key].num_connections) for key in pools.keys())
+
     def server_version(
         self,
         *,
