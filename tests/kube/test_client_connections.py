@@ -201,6 +201,12 @@ def _unresolvable() -> BaseException:
             id="closed-without-answer",
         ),
         pytest.param(
+            urllib3.exceptions.ProtocolError("Response ended prematurely"),
+            "the connection broke mid-answer (Response ended prematurely)",
+            True,
+            id="cut-short",
+        ),
+        pytest.param(
             OSError(errno.EHOSTUNREACH, "No route to host"),
             "no route to host",
             True,

@@ -12,8 +12,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+import urllib3
 
-from podwright.adapters.kubernetes import EventWatcher, Reflector, WatchCache
+from podwright.adapters.kubernetes import EventWatcher, KubernetesClient, Reflector, WatchCache
 from podwright.core.lifecycle import ManagerPhase, Phase
 from podwright.engine.config import FINALIZER, MANAGED_BY, MANAGED_BY_LABEL, LifecycleConfig
 from podwright.engine.event_index import EventIndex
@@ -21,7 +22,7 @@ from podwright.engine.kubernetes_port import NotFoundError, PatchType
 from podwright.engine.plugin import TaskContext
 from podwright.engine.plugin_manager import PluginManager, Transition
 from podwright.engine.plugins import PodPlugin
-from tests.k8s_emulator import Fault
+from tests.k8s_emulator import Emulator, Fault
 from tests.kube.support import UNSCHEDULABLE, ApiServer, eventually
 
 
@@ -377,3 +378,20 @@ def test_engine_restart_in_the_middle_of_a_launch(emulated_engine: Engine) -> No
     assert transition.state.manager_phase is ManagerPhase.STARTED
     pods, _ = engine.api.client.list_objects("v1", "Pod", namespace=engine.api.namespace)
     assert [p["metadata"]["name"] for p in pods] == ["task-1"]
+
+
+def test_a_reflector_whose_server_went_away_stops_cleanly() -> None:
+    emulator = Emulator().start()
+    client = KubernetesClient.for_host(emulator.url)
+    reflector = Reflector(client, "v1", "Pod", WatchCache(), namespace="default").start()
+    try:
+        assert reflector.wait_synced(20)
+        eventually(lambda: reflector.watches > 0)
+        emulator.stop()  # the watch stream breaks; the reflector backs off and retries
+        eventually(lambda: reflector.error.startswith("cannot reach the Kubernetes API server"))
+        # Stopping while the stream it last held is closed already (a race the executor met).
+        reflector._streams.append(urllib3.HTTPResponse(body=b"", preload_content=False))
+    finally:
+        reflector.stop()
+        client.close()
+        emulator.stop()

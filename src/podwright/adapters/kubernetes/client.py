@@ -133,7 +133,8 @@ class KubernetesClient:
         """The connections opened so far (each reused connection counted once): compared with
         the requests made, it tells whether the pool fits the load."""
         pools = self._api.rest_client.pool_manager.pools
-        return sum(int(pools[key].num_connections) for key in pools.keys())
+        # urllib3's RecentlyUsedContainer refuses iteration; keys() is its thread-safe copy.
+        return sum(int(pools[key].num_connections) for key in pools.keys())  # noqa: SIM118
 
     def server_version(
         self,

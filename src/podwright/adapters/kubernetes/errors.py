@@ -111,8 +111,11 @@ def _cause(exc: BaseException) -> tuple[str, bool]:
         return f"the TLS handshake failed ({exc})", False
     if isinstance(exc, urllib3.exceptions.ReadTimeoutError):
         return "no answer before the read timeout", True
-    if isinstance(exc, urllib3.exceptions.ProtocolError) and len(exc.args) > 1:
-        return _cause(exc.args[1])
+    if isinstance(exc, urllib3.exceptions.ProtocolError):
+        inner = exc.args[1] if len(exc.args) > 1 else None
+        if isinstance(inner, BaseException):
+            return _cause(inner)
+        return f"the connection broke mid-answer ({exc.args[0] if exc.args else exc})", True
     if isinstance(exc, http.client.RemoteDisconnected):
         return "the server closed the connection without answering", True
     if isinstance(exc, http.client.IncompleteRead | urllib3.exceptions.IncompleteRead):

@@ -9,6 +9,7 @@ small), :class:`EventWatcher` feeds Kubernetes events into the engine's ``EventI
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import threading
@@ -82,7 +83,10 @@ class Reflector:
     def stop(self) -> None:
         self._stop.set()
         for stream in list(self._streams):
-            stream.shutdown()
+            # A stream already closed, or whose connection went back to the pool, has nothing
+            # left to shut down (urllib3 says so with a ValueError or a RuntimeError).
+            with contextlib.suppress(ValueError, RuntimeError, OSError):
+                stream.shutdown()
         self._thread.join(timeout=10)
 
     def _run(self) -> None:
@@ -141,16 +145,19 @@ class Reflector:
             timeout_seconds=self._watch_timeout,
             stream_holder=self._streams,
         )
-        for event in events:
-            if self._stop.is_set():
-                return
-            self.error = ""
-            obj = event.get("object") or {}
-            version = section(obj, "metadata").get("resourceVersion")
-            if event.get("type") != "BOOKMARK":
-                self._handler.apply(str(event.get("type")), obj)
-            if version:
-                self.resource_version = str(version)
+        try:
+            for event in events:
+                if self._stop.is_set():
+                    return
+                self.error = ""
+                obj = event.get("object") or {}
+                version = section(obj, "metadata").get("resourceVersion")
+                if event.get("type") != "BOOKMARK":
+                    self._handler.apply(str(event.get("type")), obj)
+                if version:
+                    self.resource_version = str(version)
+        finally:
+            self._streams.clear()
 
 
 class WatchCache:
