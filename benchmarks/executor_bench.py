@@ -5,8 +5,10 @@
    each pod, runs it and lets it succeed. The lifecycle is the full one: podwright's finalizer
    injected, removed at finalization, the pod deleted. Reported: throughput (tasks/s from the
    first submit to the last finalize), the executor's API requests per task by verb (counted by
-   its own client, so the kubelet's are not in them), round latency, and the executor's memory
-   (peak RSS growth over the run, store, watch caches and event index included).
+   its own client, so the kubelet's are not in them), the connections its client opened (per
+   request: a pool that fits the executor's workers and watches reuses a handful), round latency,
+   and the executor's memory (peak RSS growth over the run, store, watch caches and event index
+   included).
 2. **Local**: 50 tasks on the local backend (each a ``sleep 1`` pod run as a process), submitted at
    once; reported: the submit-to-Running latency per task.
 
@@ -32,7 +34,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from podwright.adapters.kubernetes import KubernetesClient  # noqa: E402
-from podwright.adapters.kubernetes.cluster_port import ClusterPort  # noqa: E402
+from podwright.adapters.kubernetes.cluster_port import (  # noqa: E402
+    ClusterPort,
+    connection_pool_size,
+)
 from podwright.adapters.local.cluster import LocalCluster  # noqa: E402
 from podwright.adapters.sqlite_store import SQLiteTaskStore  # noqa: E402
 from podwright.core.lifecycle.phases import Phase  # noqa: E402
@@ -43,6 +48,7 @@ from podwright.engine.plugins import default_plugins  # noqa: E402
 from podwright.engine.task_store import NewTask  # noqa: E402
 
 NAMESPACE = "bench"
+CONCURRENCY = 16
 KUBELET = """
 import sys, time
 from tests.k8s_emulator.kubelet import FakeKubelet
@@ -121,7 +127,9 @@ def bench_cluster(count: int, workdir: Path) -> dict[str, Any]:
         store = SQLiteTaskStore(workdir / "cluster.db")
         events = EventIndex(ttl=timedelta(hours=1), max_per_object=50)
         client = KubernetesClient.for_host(
-            url, observer=lambda verb, code: requests.update([(verb, code)])
+            url,
+            observer=lambda verb, code: requests.update([(verb, code)]),
+            pool_size=connection_pool_size(CONCURRENCY, default_plugins()),
         )
         port = ClusterPort(client, default_plugins(), events, namespace=NAMESPACE)
         rounds = _Rounds()
@@ -129,7 +137,9 @@ def bench_cluster(count: int, workdir: Path) -> dict[str, Any]:
             store,
             port,
             ExecutorConfig(
-                backend="kubernetes/bench", concurrency=16, round_interval=timedelta(seconds=0.5)
+                backend="kubernetes/bench",
+                concurrency=CONCURRENCY,
+                round_interval=timedelta(seconds=0.5),
             ),
             LifecycleConfig(inject_finalizer=True, delete_resource_on_finalize=True),
             clock=lambda: datetime.now(UTC),
@@ -149,6 +159,7 @@ def bench_cluster(count: int, workdir: Path) -> dict[str, Any]:
         elapsed = time.perf_counter() - started
         phases = Counter(record.phase.value for record in store.list_tasks())
         memory = _max_rss_bytes() - rss_before
+        connections = client.connections_opened()
         executor.close()
         port.close()
         store.close()
@@ -172,6 +183,8 @@ def bench_cluster(count: int, workdir: Path) -> dict[str, Any]:
         "requests_per_task": sum(by_verb.values()) / count,
         "requests_per_task_by_verb": {verb: n / count for verb, n in sorted(by_verb.items())},
         "requests_by_code": dict(Counter(code for (_verb, code) in requests.elements())),
+        "connections_opened": connections,
+        "connections_per_request": connections / max(1, sum(by_verb.values())),
         "rounds": len(rounds.reports),
         "round_p50_seconds": _percentile(busy, 0.5),
         "round_p95_seconds": _percentile(busy, 0.95),
@@ -244,6 +257,10 @@ def main() -> None:
         f"{ {verb: round(n, 2) for verb, n in cluster['requests_per_task_by_verb'].items()} }"
     )
     print(f"  answers by code:       {cluster['requests_by_code']}")
+    print(
+        f"  connections opened:    {cluster['connections_opened']} "
+        f"({cluster['connections_per_request']:.4f} per request)"
+    )
     print(
         f"  round latency:         p50 {cluster['round_p50_seconds'] * 1000:.0f} ms, "
         f"p95 {cluster['round_p95_seconds'] * 1000:.0f} ms, "

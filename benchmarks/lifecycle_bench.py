@@ -9,7 +9,9 @@ delete-on-finalize. Reported:
 * API requests per task made by the engine over each task's life (target: create, delete, and at
   most one finalizer patch), and per steady-state reconcile round (target: zero);
 * the time of one reconcile round over all tasks (target: < 1 s);
-* memory per task, watch cache, event index and plugin state included (target: < 20 KB).
+* memory per task, watch cache, event index and plugin state included (target: < 20 KB);
+* the connections the engine's client opened over the run (target: about one per worker and
+  watch, whatever the number of tasks).
 
 Run: ``python benchmarks/lifecycle_bench.py [--tasks 5000]``.
 """
@@ -256,6 +258,7 @@ def run(url: str, count: int) -> dict[str, Any]:
     finalize_seconds = time.perf_counter() - started
     pods.stop()
     events.stop()
+    connections = client.connections_opened()
 
     # Take away the kubelet's requests (an event and two statuses per pod) and the namespace.
     engine = _requests(url)
@@ -274,6 +277,7 @@ def run(url: str, count: int) -> dict[str, Any]:
         "requests_per_task": engine_total / count,
         "requests_per_task_by_verb": {verb: n / count for verb, n in sorted(engine.items()) if n},
         "memory_per_task_bytes": memory / count,
+        "connections_opened": connections,
     }
     _print(results)
     return results
@@ -300,6 +304,10 @@ def _print(results: dict[str, Any]) -> None:
     )
     print(
         f"  memory per task (cache, events, state): {results['memory_per_task_bytes'] / 1024:.1f} KiB (target < 20 KB)"
+    )
+    print(
+        f"  connections the engine opened:        {results['connections_opened']} "
+        f"({WORKERS} workers and 2 watches)"
     )
 
 

@@ -119,3 +119,17 @@ def test_readiness_needs_synced_watches_a_round_and_a_readable_store(
 
 def test_other_paths_are_404(server: StatusServer) -> None:
     assert get(server, "/")[0] == 404
+
+
+def test_an_unreachable_api_server_shows_in_readiness_and_a_gauge(
+    metrics: ExecutorMetrics, server: StatusServer, synced: list[bool]
+) -> None:
+    synced[0] = True
+    unreachable = "cannot reach the Kubernetes API server https://10.0.0.1:6443: connection refused"
+    metrics.round_finished(report(errors=1, connection_error=unreachable))
+    assert get(server, "/readyz") == (503, f"{unreachable}\n")
+    gauge = 'podwright_executor_api_unreachable{backend="local"}'
+    assert f"{gauge} 1.0" in get(server, "/metrics")[1].splitlines()
+    metrics.round_finished(report())
+    assert get(server, "/readyz") == (200, "ready\n")
+    assert f"{gauge} 0.0" in get(server, "/metrics")[1].splitlines()

@@ -1,7 +1,8 @@
 """An in-memory Kubernetes port: the emulator's store, called directly instead of over HTTP.
 
-It counts calls by verb, can fail the next calls of a verb with given errors, and has a perfect
-watch cache (``cached`` sees every object at once) that tests can switch off.
+It counts calls by verb, records what it created in order, can fail the next calls of a verb with
+given errors, and has a perfect watch cache (``cached`` sees every object at once) that tests can
+switch off.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ class FakeKubernetes:
     def __init__(self, store: ApiStore | None = None) -> None:
         self.store = store or ApiStore()
         self.calls: Counter[str] = Counter()
+        self.created: list[str] = []
+        """``Kind/name`` of every object created, in order."""
         self.failures: defaultdict[str, list[KubernetesError]] = defaultdict(list)
         self.cache_enabled = True
 
@@ -48,7 +51,11 @@ class FakeKubernetes:
     def create(self, obj: JsonObject) -> dict[str, Any]:
         resource = resource_of(obj["apiVersion"], obj["kind"])
         namespace = obj["metadata"].get("namespace", "")
-        return self._call("create", lambda: self.store.create(resource, namespace, obj))  # type: ignore[no-any-return]
+        created: dict[str, Any] = self._call(
+            "create", lambda: self.store.create(resource, namespace, obj)
+        )
+        self.created.append(f"{obj['kind']}/{created['metadata']['name']}")
+        return created
 
     def get(self, ref: ObjectRef) -> dict[str, Any]:
         resource = resource_of(ref.api_version, ref.kind)
@@ -77,7 +84,10 @@ class FakeKubernetes:
 
     def delete(self, ref: ObjectRef, *, propagation: str = "Background") -> None:
         resource = resource_of(ref.api_version, ref.kind)
-        self._call("delete", lambda: self.store.delete(resource, ref.namespace, ref.name))
+        self._call(
+            "delete",
+            lambda: self.store.delete(resource, ref.namespace, ref.name, propagation=propagation),
+        )
 
     def set_status(self, ref: ObjectRef, status: dict[str, Any]) -> None:
         """Drive the object's status, as its controller or kubelet would."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -75,6 +76,14 @@ def test_config_defaults_are_documented_values() -> None:
     assert config.pod.image_pull_backoff_grace == timedelta(minutes=3)
     assert config.pod.pod_pending_timeout is None
     assert config.default_annotations == {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+    # A launch gives up after 6 attempts, waiting 1 + 2 + 4 + 8 + 16 s (each jittered down to
+    # half) in between: about half a minute.
+    assert config.launch_attempts == 6
+    assert (config.launch_backoff_base, config.launch_backoff_max) == (
+        timedelta(seconds=1),
+        timedelta(seconds=16),
+    )
+    assert config.abort_margin == timedelta(seconds=30)
 
 
 def test_config_from_data() -> None:
@@ -84,8 +93,17 @@ def test_config_from_data() -> None:
             "gracePeriods": {"imagePullBackOff": "1m30s"},
             "podPendingTimeout": "1h",
             "events": {"ttl": "10m", "maxPerObject": 5},
+            "launchAttempts": 4,
+            "launchBackoff": {"base": "500ms", "max": "5s"},
+            "abortMargin": "1m",
         }
     )
+    assert config.launch_attempts == 4
+    assert (config.launch_backoff_base, config.launch_backoff_max) == (
+        timedelta(seconds=0.5),
+        timedelta(seconds=5),
+    )
+    assert config.abort_margin == timedelta(minutes=1)
     assert config.inject_finalizer
     assert config.pod.image_pull_backoff_grace == timedelta(seconds=90)
     assert config.pod.create_container_error_grace == timedelta(minutes=3)
@@ -105,10 +123,16 @@ def test_config_from_data() -> None:
         ),
         ({"events": {"maxPerObject": 0}}, "events.maxPerObject: expected an integer of at least 1"),
         ({"defaultLabels": {"a": 1}}, "defaultLabels: expected a mapping of strings to strings"),
+        ({"launchBackoff": {"cap": "1m"}}, "launchBackoff.cap: unknown field; allowed: base, max"),
+        (
+            {"launchBackoff": {"base": "10s", "max": "1s"}},
+            "launchBackoff.max: must be at least launchBackoff.base (10s), got 1s",
+        ),
+        ({"abortMargin": "a while"}, "abortMargin: expected a duration"),
     ],
 )
 def test_config_errors_name_the_field(data: dict[str, object], message: str) -> None:
-    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+    with pytest.raises(ConfigError, match=re.escape(message)):
         config_from_data(data)
 
 

@@ -245,7 +245,7 @@ def submit_manifests(store: SQLiteTaskStore, task_id: str, *manifests: dict[str,
     )
 
 
-def test_companions_are_created_owned_by_the_resource_and_go_with_it(
+def test_a_claim_is_created_before_the_pod_and_outlives_it_a_service_goes_with_it(
     store: SQLiteTaskStore, cluster: LocalCluster, events: EventIndex
 ) -> None:
     claim = {
@@ -254,21 +254,35 @@ def test_companions_are_created_owned_by_the_resource_and_go_with_it(
         "metadata": {"name": "work"},
         "spec": {"resources": {"requests": {"storage": "1Gi"}}},
     }
-    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "nb"}, "spec": {}}
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "nb"},
+        "spec": {"selector": {"podwright.dev/workload": "nb"}},
+    }
     submit_manifests(store, "nb", claim, pod("sleep 0.5"), service)
     engine = executor(store, cluster, events)
     run_until(engine, lambda: store.get("nb").phase is not Phase.UNDEFINED)
-    owner = cluster.get(ObjectRef("v1", "Pod", "research", "nb"))
-    for kind, name in (("PersistentVolumeClaim", "work"), ("Service", "nb")):
-        companion = cluster.get(ObjectRef("v1", kind, "research", name))
-        assert companion["metadata"]["ownerReferences"] == [
-            {"apiVersion": "v1", "kind": "Pod", "name": "nb", "uid": owner["metadata"]["uid"]}
-        ]
-        assert companion["metadata"]["labels"] == {"podwright.dev/task-id": "nb"}
+    pod_created = cluster.get(ObjectRef("v1", "Pod", "research", "nb"))
+    work = cluster.get(ObjectRef("v1", "PersistentVolumeClaim", "research", "work"))
+    assert int(work["metadata"]["resourceVersion"]) < int(
+        pod_created["metadata"]["resourceVersion"]
+    )
+    assert "ownerReferences" not in work["metadata"]
+    assert work["metadata"]["labels"] == {"podwright.dev/task-id": "nb"}
+    run_until(engine, lambda: store.get("nb").phase is Phase.RUNNING)
+    exposed = cluster.get(ObjectRef("v1", "Service", "research", "nb"))
+    assert exposed["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Pod", "name": "nb", "uid": pod_created["metadata"]["uid"]}
+    ]
+    assert exposed["spec"]["selector"] == {
+        "podwright.dev/workload": "nb",
+        "podwright.dev/task-id": "nb",
+    }
     run_until(engine, lambda: finalized(store, "nb"))
     assert store.get("nb").phase is Phase.SUCCESS
-    for kind, name in (("PersistentVolumeClaim", "work"), ("Service", "nb")):
-        assert cluster.cached(ObjectRef("v1", kind, "research", name)) is None
+    assert cluster.cached(ObjectRef("v1", "Service", "research", "nb")) is None
+    assert cluster.cached(ObjectRef("v1", "PersistentVolumeClaim", "research", "work"))
 
 
 def test_a_companion_created_by_an_earlier_executor_is_not_an_error(

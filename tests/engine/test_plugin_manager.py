@@ -31,10 +31,10 @@ from podwright.engine.plugin import (
 )
 from podwright.engine.plugin_manager import PluginManager, Transition
 from podwright.engine.plugins import JobPlugin, PodPlugin
+from tests.engine.conftest import NAMESPACE
 from tests.engine.fake_kubernetes import FakeKubernetes, resource_of
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
-NAMESPACE = "team"
 
 
 def podresource_of(**annotations: str) -> dict[str, Any]:
@@ -55,13 +55,6 @@ def podresource_of(**annotations: str) -> dict[str, Any]:
 
 def task(task_id: str = "task-1", **kwargs: Any) -> TaskContext:
     return TaskContext(task_id, NAMESPACE, kwargs.pop("resource", podresource_of()), **kwargs)
-
-
-@pytest.fixture
-def kube() -> FakeKubernetes:
-    fake = FakeKubernetes()
-    fake.namespace(NAMESPACE)
-    return fake
 
 
 class Harness:
@@ -231,10 +224,10 @@ def test_create_refusals(kube: FakeKubernetes, error: Exception, phase: Phase, c
     assert transition.state.manager_phase is ManagerPhase.NOT_STARTED
 
 
-def test_system_errors_are_retried_with_backoff_then_fail_after_three_in_a_row(
+def test_system_errors_are_retried_with_backoff_then_fail_after_the_configured_attempts(
     kube: FakeKubernetes,
 ) -> None:
-    harness = Harness(kube)
+    harness = Harness(kube, LifecycleConfig(launch_attempts=3))
     kube.fail(
         "create",
         ServerError("etcd", status=500),

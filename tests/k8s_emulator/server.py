@@ -3,8 +3,10 @@ test-side controls (faults, dropped watches, request counts)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import socket
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
@@ -49,6 +51,7 @@ class Controls:
     lock: threading.Lock = field(default_factory=threading.Lock)
     bookmark_every: float = 1.0
     pod_logs: dict[tuple[str, str, str], list[tuple[str, str]]] = field(default_factory=dict)
+    connections: int = 0
 
     def take_fault(self, method: str, path: str) -> Fault | None:
         with self.lock:
@@ -66,6 +69,37 @@ def serve_forever(port: int = 0) -> None:
     threading.Event().wait()
 
 
+class _Server(ThreadingHTTPServer):
+    """Counts the connections it accepts (tests check that clients reuse theirs), and closes
+    those still open when it stops, as a server that goes away does."""
+
+    controls: Controls
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self.controls.lock:
+            self.controls.connections += 1
+        with self._open_lock:
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        with self._open_lock:
+            still_open, self._open = self._open, set()
+        for connection in still_open:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+
+
 class Emulator:
     """An API-server emulator listening on 127.0.0.1 (a free port), for ``with`` blocks."""
 
@@ -73,7 +107,8 @@ class Emulator:
         self.store = store or ApiStore()
         self.controls = Controls()
         handler = type("Handler", (_Handler,), {"store": self.store, "controls": self.controls})
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self._server = _Server(("127.0.0.1", port), handler)
+        self._server.controls = self.controls
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -90,6 +125,7 @@ class Emulator:
         self.drop_watches()
         self._server.shutdown()
         self._server.server_close()
+        self._server.close_connections()
         self._thread.join(timeout=5)
 
     def __enter__(self) -> Emulator:
@@ -126,9 +162,15 @@ class Emulator:
                 return sum(self.controls.requests.values())
             return self.controls.requests[verb]
 
+    def connections(self) -> int:
+        """Connections accepted so far (a client that reuses its connections opens few)."""
+        with self.controls.lock:
+            return self.controls.connections
+
     def reset_counts(self) -> None:
         with self.controls.lock:
             self.controls.requests.clear()
+            self.controls.connections = 0
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -165,6 +207,10 @@ class _Handler(BaseHTTPRequestHandler):
             if url.path == "/_emulator/requests":
                 with self.controls.lock:
                     self._send(200, dict(self.controls.requests))
+                return
+            if url.path == "/_emulator/connections":
+                with self.controls.lock:
+                    self._send(200, {"connections": self.controls.connections})
                 return
             if url.path == "/version":
                 self._send(200, {"major": "1", "minor": "34", "gitVersion": "v1.34.0-emulator"})
@@ -257,6 +303,10 @@ class _Handler(BaseHTTPRequestHandler):
         body: Any,
     ) -> tuple[int, Any]:
         store = self.store
+        if subresource == "binding" and resource.kind == "Pod" and method == "POST" and name:
+            if not isinstance(body, dict):
+                raise ApiError(400, "BadRequest", "POST takes a Binding in the body")
+            return 201, store.bind(namespace, name, body)
         if subresource not in (None, "status") or (
             subresource == "status" and not resource.status_subresource
         ):
@@ -297,6 +347,7 @@ class _Handler(BaseHTTPRequestHandler):
             name,
             preconditions=options.get("preconditions"),
             grace_period_seconds=None if grace is None else int(grace),
+            propagation=options.get("propagationPolicy", query.get("propagationPolicy")),
         )
 
     def _watch(self, resource: ResourceType, namespace: str | None, query: dict[str, str]) -> None:

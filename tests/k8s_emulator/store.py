@@ -1,4 +1,22 @@
-"""The emulator's object store: the API server's storage and admission semantics, without HTTP."""
+"""The emulator's object store: the API server's storage and admission semantics, without HTTP.
+
+Deletion follows the registry's (``staging/src/k8s.io/apiserver/pkg/registry/generic/registry/
+store.go``, ``Delete`` and ``updateForGracefulDeletionAndFinalizers``; ``rest.BeforeDelete``):
+
+* a Pod is deleted gracefully (``CheckGracefulDelete`` in ``pkg/registry/core/pod/strategy.go``):
+  its grace period is the request's ``gracePeriodSeconds``, else its spec's
+  ``terminationGracePeriodSeconds`` (30 when unset, as defaulting sets it), and 0 when it is not
+  bound to a node or is already Succeeded or Failed. With a period above 0 it stays, with
+  ``deletionTimestamp`` (now + the period) and ``deletionGracePeriodSeconds``, until a delete with
+  a shorter period (the kubelet's, 0, once its containers stopped) and no finalizer is left;
+* a ``propagationPolicy`` of Foreground adds the ``foregroundDeletion`` finalizer (Orphan:
+  ``orphan``; Background removes both), which the garbage collector removes once the dependents
+  are gone: the emulator has no garbage collector, so a test plays it;
+* an object with finalizers stays, marked as deleting (``deletionTimestamp`` now, grace 0), and
+  goes once the last finalizer is removed.
+
+Pods are bound to nodes through the ``binding`` subresource, as the scheduler does.
+"""
 
 from __future__ import annotations
 
@@ -76,6 +94,9 @@ _DNS1123_SUBDOMAIN = re.compile(
 )
 _GENERATED_CHARACTERS = "bcdfghjklmnpqrstvwxz2456789"
 _QUOTA_RESOURCES = ("requests.cpu", "requests.memory", "limits.cpu", "limits.memory")
+DEFAULT_POD_GRACE_SECONDS = 30
+FOREGROUND_DELETION = "foregroundDeletion"
+ORPHAN = "orphan"
 
 
 def rfc3339(moment: datetime) -> str:
@@ -266,6 +287,7 @@ class ApiStore:
         *,
         preconditions: Mapping[str, Any] | None = None,
         grace_period_seconds: int | None = None,
+        propagation: str | None = None,
     ) -> Obj:
         with self._changed:
             current = self._existing(resource, namespace, name)
@@ -281,29 +303,93 @@ class ApiStore:
                         f"object meta: {metadata[field]}",
                     )
             key = (resource, namespace if resource.namespaced else "", name)
-            graceful = (
-                resource.kind == "Pod"
-                and resource.group == ""
-                and (current.get("spec") or {}).get("nodeName")
-                and (grace_period_seconds is None or grace_period_seconds > 0)
-            )
             if resource.kind == "Namespace":
                 self._delete_namespace_contents(name)
-            if metadata.get("finalizers") or graceful:
-                if metadata.get("deletionTimestamp"):
+            updated = copy.deepcopy(current)
+            meta = updated["metadata"]
+            now = self._clock()
+            graceful = False
+            if _is_pod(resource):
+                if meta.get("deletionTimestamp"):
+                    pending = meta.get("deletionGracePeriodSeconds") or 0
+                    if pending > 0:
+                        if grace_period_seconds is None or grace_period_seconds >= pending:
+                            return copy.deepcopy(current)  # graceful deletion is pending
+                        # Only a shorter grace period may be given: the deadline moves closer.
+                        started = _parse_time(meta["deletionTimestamp"]) - timedelta(
+                            seconds=pending
+                        )
+                        meta["deletionTimestamp"] = rfc3339(
+                            started + timedelta(seconds=grace_period_seconds)
+                        )
+                        meta["deletionGracePeriodSeconds"] = grace_period_seconds
+                        graceful = True
+                else:
+                    period = _pod_grace_period(current, grace_period_seconds)
+                    meta["deletionTimestamp"] = rfc3339(now + timedelta(seconds=period))
+                    meta["deletionGracePeriodSeconds"] = period
+                    _bump_generation(meta)
+                    graceful = True
+            _gc_finalizers(meta, propagation)
+            if meta.get("finalizers"):
+                if not graceful:
+                    # markAsDeleting: deleting now, with a grace period of 0.
+                    if not meta.get("deletionTimestamp"):
+                        _bump_generation(meta)
+                        meta["deletionTimestamp"] = rfc3339(now)
+                    meta["deletionGracePeriodSeconds"] = 0
+                if updated == current:
                     return copy.deepcopy(current)
-                updated = copy.deepcopy(current)
-                grace = 0
-                if graceful:
-                    grace = grace_period_seconds or int(
-                        (current.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
-                    )
-                updated["metadata"]["deletionTimestamp"] = rfc3339(
-                    self._clock() + timedelta(seconds=grace)
-                )
-                updated["metadata"]["deletionGracePeriodSeconds"] = grace
                 return self._store(resource, key, updated, "MODIFIED", current)
-            return self._remove(resource, key, current)
+            if graceful and meta["deletionGracePeriodSeconds"] > 0:
+                return self._store(resource, key, updated, "MODIFIED", current)
+            return self._remove(resource, key, updated)
+
+    def bind(self, namespace: str, name: str, binding: Mapping[str, Any]) -> Obj:
+        """Bind a pod to a node (``POST pods/<name>/binding``): ``spec.nodeName`` and the
+        PodScheduled condition, as the scheduler's binding does (``assignPod`` in
+        ``pkg/registry/core/pod/storage/storage.go``); a pod bound already, or being deleted,
+        is a conflict."""
+        node = (binding.get("target") or {}).get("name")
+        if not node:
+            raise ApiError(422, "Invalid", "Binding.target.name: Required value")
+        resource = resource_type("", "pods")
+        with self._changed:
+            current = self._existing(resource, namespace, name)
+            spec = current.get("spec") or {}
+            refused = f'Operation cannot be fulfilled on pods/binding "{name}": pod {name}'
+            if current["metadata"].get("deletionTimestamp"):
+                raise ApiError(
+                    409, "Conflict", f"{refused} is being deleted, cannot be assigned to a host"
+                )
+            if spec.get("nodeName"):
+                raise ApiError(
+                    409, "Conflict", f'{refused} is already assigned to node "{spec["nodeName"]}"'
+                )
+            updated = copy.deepcopy(current)
+            updated.setdefault("spec", {})["nodeName"] = node
+            status = updated.setdefault("status", {})
+            conditions = [
+                c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"
+            ]
+            conditions.append(
+                {
+                    "type": "PodScheduled",
+                    "status": "True",
+                    "lastProbeTime": None,
+                    "lastTransitionTime": rfc3339(self._clock()),
+                }
+            )
+            status["conditions"] = conditions
+            key = (resource, namespace, name)
+            self._store(resource, key, updated, "MODIFIED", current)
+            return {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Success",
+                "code": 201,
+            }
 
     # Watching -----------------------------------------------------------------------------
 
@@ -478,10 +564,14 @@ class ApiStore:
         key = (resource, metadata.get("namespace", ""), metadata["name"])
         if updated == current:
             return copy.deepcopy(current)
-        if metadata.get("deletionTimestamp") and not updated["metadata"].get("finalizers"):
-            graceful = resource.kind == "Pod" and metadata.get("deletionGracePeriodSeconds")
-            if not graceful:
-                return self._remove(resource, key, updated)
+        # ShouldDeleteDuringUpdate: the last finalizer of an object deleted with a grace period of
+        # 0 is gone (a pod still in its grace period waits for the kubelet's delete).
+        if (
+            metadata.get("deletionTimestamp")
+            and not updated["metadata"].get("finalizers")
+            and not metadata.get("deletionGracePeriodSeconds")
+        ):
+            return self._remove(resource, key, updated)
         return self._store(resource, key, updated, "MODIFIED", current)
 
     def _store(
@@ -563,6 +653,49 @@ class ApiStore:
                     f"limited: {_listing(hard, sorted(over))}",
                     details={"name": pod["metadata"]["name"], "kind": "pods"},
                 )
+
+
+def _is_pod(resource: ResourceType) -> bool:
+    return resource.kind == "Pod" and resource.group == ""
+
+
+def _pod_grace_period(pod: Mapping[str, Any], requested: int | None) -> int:
+    """A pod's deletion grace period, as ``CheckGracefulDelete`` decides it."""
+    spec = pod.get("spec") or {}
+    period = requested
+    if period is None:
+        period = int(spec.get("terminationGracePeriodSeconds", DEFAULT_POD_GRACE_SECONDS))
+    if not spec.get("nodeName") or (pod.get("status") or {}).get("phase") in (
+        "Succeeded",
+        "Failed",
+    ):
+        period = 0
+    return 1 if period < 0 else period
+
+
+def _gc_finalizers(metadata: dict[str, Any], propagation: str | None) -> None:
+    """The garbage collector's finalizers a delete asks for (``deletionFinalizersFor
+    GarbageCollection``): Foreground adds ``foregroundDeletion``, Orphan ``orphan``, Background
+    removes both; no policy changes nothing."""
+    if propagation is None:
+        return
+    wanted = {"Foreground": FOREGROUND_DELETION, "Orphan": ORPHAN}.get(propagation)
+    finalizers = [
+        f for f in metadata.get("finalizers") or [] if f not in (FOREGROUND_DELETION, ORPHAN)
+    ]
+    if wanted is not None:
+        finalizers.append(wanted)
+    if finalizers != (metadata.get("finalizers") or []):
+        metadata["finalizers"] = finalizers
+
+
+def _bump_generation(metadata: dict[str, Any]) -> None:
+    if metadata.get("generation", 0) > 0:
+        metadata["generation"] += 1
+
+
+def _parse_time(value: str) -> datetime:
+    return datetime.fromisoformat(value)
 
 
 def _listing(amounts: Mapping[str, Decimal], names: list[str]) -> str:

@@ -16,13 +16,17 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pytest
+from kubernetes import client as k8s_client
 
 from podwright.adapters.kubernetes import KubernetesClient, connect
 from podwright.engine.kubernetes_port import NotFoundError, ObjectRef
 from tests.k8s_emulator import Emulator
+from tests.k8s_emulator.kubelet import bind_pod
 
 KUBECONFIG_VARIABLE = "PODWRIGHT_TEST_KUBECONFIG"
 UNSCHEDULABLE = "podwright-test-no-such-scheduler"
+ABSENT_NODE = "podwright-test-no-such-node"
+"""A node name no node has: a pod bound to it is never run (no kubelet picks it up)."""
 T = TypeVar("T")
 
 
@@ -33,6 +37,8 @@ class ApiServer:
     client: KubernetesClient
     namespace: str
     emulator: Emulator | None
+    api_client: k8s_client.ApiClient
+    """The official client's, for the requests podwright itself never makes (a binding)."""
 
     @property
     def is_real(self) -> bool:
@@ -40,6 +46,10 @@ class ApiServer:
 
     def ref(self, kind: str, name: str, api_version: str = "v1") -> ObjectRef:
         return ObjectRef(api_version, kind, self.namespace, name)
+
+    def bind(self, pod_name: str, node: str = ABSENT_NODE) -> None:
+        """Bind a pod of the test's namespace to a node, as the scheduler would."""
+        bind_pod(self.api_client, self.namespace, pod_name, node)
 
 
 def pod(name: str, namespace: str, **labels: str) -> dict[str, Any]:
@@ -80,11 +90,15 @@ def eventually(check: Callable[[], T], *, timeout: float = 20.0, interval: float
         time.sleep(interval)
 
 
-def cluster_client() -> KubernetesClient:
+def cluster_kubeconfig() -> str:
     kubeconfig = os.environ.get(KUBECONFIG_VARIABLE)
     if not kubeconfig:
         pytest.skip(f"{KUBECONFIG_VARIABLE} does not name a kubeconfig of a real cluster")
-    return KubernetesClient(connect(kubeconfig))
+    return kubeconfig
+
+
+def cluster_client() -> KubernetesClient:
+    return KubernetesClient(connect(cluster_kubeconfig()))
 
 
 def cluster_namespace(client: KubernetesClient) -> Iterator[str]:
@@ -102,17 +116,21 @@ def cluster_namespace(client: KubernetesClient) -> Iterator[str]:
 def emulated() -> Iterator[ApiServer]:
     with Emulator() as emulator:
         client = KubernetesClient.for_host(emulator.url)
+        raw = k8s_client.ApiClient(k8s_client.Configuration(host=emulator.url))
         client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "test"}})
         try:
-            yield ApiServer(client, "test", emulator)
+            yield ApiServer(client, "test", emulator, raw)
         finally:
             client.close()
+            raw.close()
 
 
 def real() -> Iterator[ApiServer]:
     client = cluster_client()
+    raw = connect(cluster_kubeconfig())
     try:
         for namespace in cluster_namespace(client):
-            yield ApiServer(client, namespace, None)
+            yield ApiServer(client, namespace, None, raw)
     finally:
         client.close()
+        raw.close()

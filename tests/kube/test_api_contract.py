@@ -15,12 +15,13 @@ from podwright.engine.kubernetes_port import (
     ConflictError,
     GoneError,
     InvalidError,
+    NamespaceNotFoundError,
     NotFoundError,
     ObjectRef,
     PatchType,
     QuotaExceededError,
 )
-from tests.kube.support import ApiServer, config_map, eventually, pod
+from tests.kube.support import ABSENT_NODE, ApiServer, config_map, eventually, pod
 
 
 def test_create_assigns_uid_resource_version_and_creation_time(api: ApiServer) -> None:
@@ -335,3 +336,97 @@ def test_a_priority_class_is_cluster_scoped_and_a_second_create_is_409(api: ApiS
             api.client.delete(ref)
     with pytest.raises(NotFoundError):
         api.client.get(ref)
+
+
+def test_a_create_in_a_namespace_that_does_not_exist_is_404_naming_it(api: ApiServer) -> None:
+    # The NamespaceLifecycle admission plugin: NewNotFound(Resource("namespaces"), namespace)
+    # (plugin/pkg/admission/namespace/lifecycle/admission.go).
+    missing = f"{api.namespace}-missing"
+    with pytest.raises(NamespaceNotFoundError) as caught:
+        api.client.create(config_map("a", missing))
+    assert caught.value.status == 404
+    assert caught.value.namespace == missing
+    assert caught.value.details["kind"] == "namespaces"
+    assert caught.value.message == f'namespaces "{missing}" not found'
+
+
+def _bound_pod(api: ApiServer, name: str, **spec: Any) -> ObjectRef:
+    body = pod(name, api.namespace)
+    body["spec"].update({"nodeName": ABSENT_NODE, **spec})
+    api.client.create(body)
+    return api.ref("Pod", name)
+
+
+def test_binding_assigns_a_pod_to_a_node_once(api: ApiServer) -> None:
+    # The scheduler's binding subresource (BindingREST.assignPod in
+    # pkg/registry/core/pod/storage/storage.go): spec.nodeName and PodScheduled; a second is 409.
+    api.client.create(pod("p", api.namespace))
+    api.bind("p")
+    bound = api.client.get(api.ref("Pod", "p"))
+    assert bound["spec"]["nodeName"] == ABSENT_NODE
+    scheduled = [c for c in bound["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert [c["status"] for c in scheduled] == ["True"]
+    with pytest.raises(ConflictError):
+        api.bind("p", "another-node")
+
+
+def test_a_bound_pod_is_deleted_gracefully_until_the_kubelet_confirms(api: ApiServer) -> None:
+    # CheckGracefulDelete (pkg/registry/core/pod/strategy.go) and rest.BeforeDelete: the pod
+    # stays with deletionTimestamp and deletionGracePeriodSeconds; only a shorter grace period
+    # changes them; the kubelet's delete with a grace period of 0 removes it. Removing the last
+    # finalizer does not remove a pod still in its grace period.
+    ref = _bound_pod(api, "p", terminationGracePeriodSeconds=30)
+    api.client.patch(
+        ref, {"metadata": {"finalizers": ["podwright.dev/test-hold"]}}, PatchType.MERGE
+    )
+    api.client.delete(ref)
+    held = api.client.get(ref)["metadata"]
+    assert held["deletionTimestamp"]
+    assert held["deletionGracePeriodSeconds"] == 30
+    api.client.delete(ref, grace_period_seconds=60)  # longer: ignored
+    assert api.client.get(ref)["metadata"]["deletionTimestamp"] == held["deletionTimestamp"]
+    api.client.patch(ref, {"metadata": {"finalizers": []}}, PatchType.MERGE)
+    assert api.client.get(ref)["metadata"]["deletionGracePeriodSeconds"] == 30
+    api.client.delete(ref, grace_period_seconds=0)
+    eventually(lambda: _gone(api, ref))
+
+
+def test_a_pod_not_bound_finished_or_without_grace_is_deleted_at_once(api: ApiServer) -> None:
+    unbound = api.ref("Pod", "unbound")
+    api.client.create(pod("unbound", api.namespace))
+    finished = _bound_pod(api, "finished")
+    api.client.patch_status(finished, {"status": {"phase": "Failed"}}, PatchType.MERGE)
+    graceless = _bound_pod(api, "graceless", terminationGracePeriodSeconds=0)
+    for ref in (unbound, finished, graceless):
+        api.client.delete(ref)
+        assert _gone(api, ref), ref
+
+
+def test_a_foreground_delete_keeps_the_object_until_its_dependents_are_gone(
+    api: ApiServer,
+) -> None:
+    # deletionFinalizersForGarbageCollection (apiserver's registry/generic/registry/store.go)
+    # adds foregroundDeletion; the garbage collector removes it once the dependents that block
+    # their owner's deletion are gone. This dependent is held by a finalizer of the test's.
+    owner = api.client.create(config_map("owner", api.namespace))
+    dependent = config_map("dependent", api.namespace)
+    dependent["metadata"]["finalizers"] = ["podwright.dev/test-hold"]
+    dependent["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "name": "owner",
+            "uid": owner["metadata"]["uid"],
+            "blockOwnerDeletion": True,
+        }
+    ]
+    api.client.create(dependent)
+    try:
+        api.client.delete(api.ref("ConfigMap", "owner"), propagation="Foreground")
+        held = api.client.get(api.ref("ConfigMap", "owner"))["metadata"]
+        assert held["deletionTimestamp"]
+        assert "foregroundDeletion" in held["finalizers"]
+    finally:
+        api.client.patch(
+            api.ref("ConfigMap", "dependent"), {"metadata": {"finalizers": []}}, PatchType.MERGE
+        )

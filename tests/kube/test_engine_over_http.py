@@ -12,8 +12,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+import urllib3
 
-from podwright.adapters.kubernetes import EventWatcher, Reflector, WatchCache
+from podwright.adapters.kubernetes import EventWatcher, KubernetesClient, Reflector, WatchCache
 from podwright.core.lifecycle import ManagerPhase, Phase
 from podwright.engine.config import FINALIZER, MANAGED_BY, MANAGED_BY_LABEL, LifecycleConfig
 from podwright.engine.event_index import EventIndex
@@ -21,7 +22,7 @@ from podwright.engine.kubernetes_port import NotFoundError, PatchType
 from podwright.engine.plugin import TaskContext
 from podwright.engine.plugin_manager import PluginManager, Transition
 from podwright.engine.plugins import PodPlugin
-from tests.k8s_emulator import Fault
+from tests.k8s_emulator import Emulator, Fault
 from tests.kube.support import UNSCHEDULABLE, ApiServer, eventually
 
 
@@ -217,37 +218,60 @@ def test_finalize_without_a_finalizer_leaves_the_object(engine: Engine) -> None:
     assert engine.api.client.get(engine.manager.object_ref(task))["metadata"]["name"] == "task-1"
 
 
+def _event(
+    api: ApiServer, pod: dict[str, Any], name: str, reason: str, note: str
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": api.namespace},
+        "eventTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "reportingController": "podwright.dev/tests",
+        "reportingInstance": "tests",
+        "action": "Binding" if reason == "Scheduled" else "Scheduling",
+        "reason": reason,
+        "type": "Normal" if reason == "Scheduled" else "Warning",
+        "note": note,
+        "regarding": {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": pod["metadata"]["name"],
+            "namespace": api.namespace,
+            "uid": pod["metadata"]["uid"],
+        },
+    }
+
+
 def test_kubernetes_events_are_attached(engine: Engine) -> None:
     api, task = engine.api, _task(engine.api)
     engine.round(task)
     pod = api.client.get(engine.manager.object_ref(task))
-    api.client.create(
-        {
-            "apiVersion": "events.k8s.io/v1",
-            "kind": "Event",
-            "metadata": {"name": "task-1.scheduled", "namespace": api.namespace},
-            "eventTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-            "reportingController": "podwright.dev/tests",
-            "reportingInstance": "tests",
-            "action": "Binding",
-            "reason": "Scheduled",
-            "type": "Normal",
-            "note": "assigned to node-1",
-            "regarding": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "name": "task-1",
-                "namespace": api.namespace,
-                "uid": pod["metadata"]["uid"],
-            },
-        }
-    )
+    api.client.create(_event(api, pod, "task-1.scheduled", "Scheduled", "assigned to node-1"))
 
     def attached() -> list[str]:
         return [reason.reason for reason in engine.round(task).info.additional_reasons]
 
     assert eventually(attached) == ["Scheduled: assigned to node-1"]
     assert engine.round(task).info.additional_reasons == ()
+
+
+def test_a_failed_scheduling_event_is_attached_without_the_schedulers_stray_not_found(
+    engine: Engine,
+) -> None:
+    # The note a v1.36 scheduler writes for a pod whose claim does not exist yet: FitError's
+    # PreFilter message, then DynamicResources' PostFilter error on its missing cycle state.
+    api, task = engine.api, _task(engine.api)
+    engine.round(task)
+    pod = api.client.get(engine.manager.object_ref(task))
+    unschedulable = '0/1 nodes are available: persistentvolumeclaim "nb-work" not found.'
+    api.client.create(
+        _event(api, pod, "task-1.unschedulable", "FailedScheduling", f"{unschedulable} not found")
+    )
+
+    def attached() -> list[str]:
+        return [reason.reason for reason in engine.round(task).info.additional_reasons]
+
+    assert eventually(attached) == [f"FailedScheduling: {unschedulable}"]
 
 
 # Emulator-only: faults a real server cannot be made to show on demand. --------------------------
@@ -313,11 +337,12 @@ def test_5xx_burst_on_create_is_retried_then_fails(emulated_engine: Engine) -> N
     assert engine.round(task).info.phase is Phase.NOT_READY
     assert engine.round(task).info.phase is Phase.NOT_READY
     assert engine.round(task).info.phase is Phase.QUEUED
-    emulator.inject(Fault(500, times=3, method="POST"))
+    attempts = LifecycleConfig().launch_attempts
+    emulator.inject(Fault(500, times=attempts, method="POST"))
     other = _task(engine.api, "doomed")
     engine.state = None
-    phases = [engine.round(other).info.phase for _ in range(3)]
-    assert phases == [Phase.NOT_READY, Phase.NOT_READY, Phase.SYSTEM_RETRYABLE_FAILURE]
+    phases = [engine.round(other).info.phase for _ in range(attempts)]
+    assert phases == [Phase.NOT_READY] * (attempts - 1) + [Phase.SYSTEM_RETRYABLE_FAILURE]
 
 
 def test_5xx_burst_on_the_watch_is_survived(emulated_engine: Engine) -> None:
@@ -353,3 +378,20 @@ def test_engine_restart_in_the_middle_of_a_launch(emulated_engine: Engine) -> No
     assert transition.state.manager_phase is ManagerPhase.STARTED
     pods, _ = engine.api.client.list_objects("v1", "Pod", namespace=engine.api.namespace)
     assert [p["metadata"]["name"] for p in pods] == ["task-1"]
+
+
+def test_a_reflector_whose_server_went_away_stops_cleanly() -> None:
+    emulator = Emulator().start()
+    client = KubernetesClient.for_host(emulator.url)
+    reflector = Reflector(client, "v1", "Pod", WatchCache(), namespace="default").start()
+    try:
+        assert reflector.wait_synced(20)
+        eventually(lambda: reflector.watches > 0)
+        emulator.stop()  # the watch stream breaks; the reflector backs off and retries
+        eventually(lambda: reflector.error.startswith("cannot reach the Kubernetes API server"))
+        # Stopping while the stream it last held is closed already (a race the executor met).
+        reflector._streams.append(urllib3.HTTPResponse(body=b"", preload_content=False))
+    finally:
+        reflector.stop()
+        client.close()
+        emulator.stop()

@@ -135,11 +135,18 @@ def test_run_on_a_cluster_shows_the_workspace_to_success_with_its_companions(
     services, _ = client.list_objects("v1", "Service", namespace=NAMESPACE)
     client.close()
     owner = {"apiVersion": "v1", "kind": "Pod", "name": task_id, "uid": pod["metadata"]["uid"]}
+    # The claim keeps the user's name and outlives the task; the Service is the task's own.
     assert [c["metadata"]["name"] for c in claims] == ["notebook-ada-work"]
-    assert [s["metadata"]["name"] for s in services] == ["notebook-ada"]
+    assert "ownerReferences" not in claims[0]["metadata"]
+    assert [s["metadata"]["name"] for s in services] == [task_id]
+    assert services[0]["metadata"]["ownerReferences"] == [owner]
+    assert services[0]["spec"]["selector"] == {
+        "podwright.dev/workload": "notebook-ada",
+        "podwright.dev/task-id": task_id,
+    }
     for companion in (claims[0], services[0]):
-        assert companion["metadata"]["ownerReferences"] == [owner]
         assert companion["metadata"]["labels"]["podwright.dev/task-id"] == task_id
+    assert pod["metadata"]["labels"]["podwright.dev/task-id"] == task_id
     assert "podwright.dev/finalizer" not in (pod["metadata"].get("finalizers") or [])
 
     listing = CliRunner().invoke(cli, ["list", "--home", str(home)])

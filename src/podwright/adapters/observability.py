@@ -7,8 +7,12 @@ requests (by verb and status code) in its own Prometheus registry, so two execut
 * ``/metrics``: the registry, in the Prometheus text format;
 * ``/healthz``: 200 while the reconcile loop is alive (a round finished within the allowed
   silence), 503 otherwise: for a liveness probe;
-* ``/readyz``: 200 once the executor's watches have listed and its last round could read the task
-  store, 503 otherwise: for a readiness probe.
+* ``/readyz``: 200 once the executor's watches have listed, its last round could read the task
+  store and got an answer from the Kubernetes API server for every request, 503 otherwise (saying
+  which): for a readiness probe.
+
+``podwright_executor_api_unreachable`` is 1 while the last round had a request that got no answer
+from the API server.
 """
 
 from __future__ import annotations
@@ -72,9 +76,16 @@ class ExecutorMetrics:
             ["verb", "code"],
             registry=self.registry,
         )
+        self._unreachable = Gauge(
+            "podwright_executor_api_unreachable",
+            "1 while the last round had a request that got no answer from the API server.",
+            ["backend"],
+            registry=self.registry,
+        )
         self._lock = threading.Lock()
         self.last_round_at: float | None = None
         self.last_round_read_store = False
+        self.last_connection_error = ""
 
     def round_finished(self, report: RoundReport) -> None:
         labels = {"backend": self._backend}
@@ -86,9 +97,11 @@ class ExecutorMetrics:
             self._active.labels(backend=self._backend, phase=phase.value).set(count)
         for phase_name, count in report.finalized_by_phase.items():
             self._finalized.labels(backend=self._backend, phase=phase_name).inc(count)
+        self._unreachable.labels(**labels).set(1 if report.connection_error else 0)
         with self._lock:
             self.last_round_at = self._monotonic()
             self.last_round_read_store = report.store_read
+            self.last_connection_error = report.connection_error
 
     def api_request(self, verb: str, code: str) -> None:
         self._requests.labels(verb=verb, code=code).inc()
@@ -151,6 +164,8 @@ class StatusServer:
             return False, "no round finished yet"
         if not self._metrics.last_round_read_store:
             return False, "the last round could not read the task store"
+        if self._metrics.last_connection_error:
+            return False, self._metrics.last_connection_error
         return True, "ready"
 
     def metrics_text(self) -> bytes:

@@ -38,6 +38,12 @@ class LifecycleConfig:
     ``inject_finalizer`` adds ``podwright.dev/finalizer`` so no resource disappears before its task
     is finalized; ``delete_resource_on_finalize`` deletes the resource once its task is finalized
     (otherwise it stays for inspection, and Kubernetes' own TTLs apply).
+
+    A launch that meets a system error (a 5xx, an API server that cannot be reached) tries again
+    after ``launch_backoff_base``, doubling up to ``launch_backoff_max`` (each delay jittered down
+    to half), and fails the task after ``launch_attempts`` attempts in a row: about half a minute
+    by default. An aborted resource is given its pods' termination grace period plus
+    ``abort_margin`` to confirm it stopped before the abort is recorded anyway.
     """
 
     inject_finalizer: bool = False
@@ -52,8 +58,11 @@ class LifecycleConfig:
     quota_backoff_base: timedelta = timedelta(seconds=10)
     quota_backoff_max: timedelta = timedelta(minutes=5)
     system_error_backoff_base: timedelta = timedelta(seconds=1)
-    launch_attempts: int = 3
+    launch_attempts: int = 6
+    launch_backoff_base: timedelta = timedelta(seconds=1)
+    launch_backoff_max: timedelta = timedelta(seconds=16)
     finalize_attempts: int = 5
+    abort_margin: timedelta = timedelta(seconds=30)
 
 
 class ConfigError(ValueError):
@@ -87,7 +96,9 @@ _KEYS = {
     "events",
     "quotaBackoff",
     "launchAttempts",
+    "launchBackoff",
     "finalizeAttempts",
+    "abortMargin",
 }
 _GRACE_KEYS = {"createContainerError", "createContainerConfigError", "imagePullBackOff"}
 
@@ -102,6 +113,8 @@ def config_from_data(data: Mapping[str, Any]) -> LifecycleConfig:
     _check_keys(events, {"ttl", "maxPerObject"}, "events.")
     backoff = _mapping(data, "quotaBackoff")
     _check_keys(backoff, {"base", "max"}, "quotaBackoff.")
+    launch_backoff = _mapping(data, "launchBackoff")
+    _check_keys(launch_backoff, {"base", "max"}, "launchBackoff.")
     pending = data.get("podPendingTimeout")
     pod = PodPhaseConfig(
         create_container_error_grace=_duration(
@@ -120,7 +133,7 @@ def config_from_data(data: Mapping[str, Any]) -> LifecycleConfig:
         if pending is None
         else parse_duration(pending, "podPendingTimeout"),
     )
-    return LifecycleConfig(
+    config = LifecycleConfig(
         inject_finalizer=_flag(data, "injectFinalizer", base.inject_finalizer),
         delete_resource_on_finalize=_flag(
             data, "deleteResourceOnFinalize", base.delete_resource_on_finalize
@@ -134,8 +147,25 @@ def config_from_data(data: Mapping[str, Any]) -> LifecycleConfig:
         quota_backoff_base=_duration(backoff, "base", base.quota_backoff_base, "quotaBackoff."),
         quota_backoff_max=_duration(backoff, "max", base.quota_backoff_max, "quotaBackoff."),
         launch_attempts=_count(data, "launchAttempts", base.launch_attempts, ""),
+        launch_backoff_base=_duration(
+            launch_backoff, "base", base.launch_backoff_base, "launchBackoff."
+        ),
+        launch_backoff_max=_duration(
+            launch_backoff, "max", base.launch_backoff_max, "launchBackoff."
+        ),
         finalize_attempts=_count(data, "finalizeAttempts", base.finalize_attempts, ""),
+        abort_margin=_duration(data, "abortMargin", base.abort_margin, ""),
     )
+    for name, low, high in (
+        ("quotaBackoff", config.quota_backoff_base, config.quota_backoff_max),
+        ("launchBackoff", config.launch_backoff_base, config.launch_backoff_max),
+    ):
+        if high < low:
+            raise ConfigError(
+                f"{name}.max: must be at least {name}.base "
+                f"({low.total_seconds():g}s), got {high.total_seconds():g}s"
+            )
+    return config
 
 
 def _check_keys(data: Mapping[str, Any], allowed: set[str], prefix: str) -> None:

@@ -4,30 +4,35 @@ A round takes the active tasks of the executor's backend that are due, and handl
 ``concurrency`` at once):
 
 * an abort was requested and the task is not terminal: the plugin manager aborts the resource
-  (its override, else a delete) and the task is written as Aborted;
+  (its override, else a delete), and the task keeps its phase, its reason saying what the abort
+  waits for, until the plugin manager sees the resource has really stopped (or its grace period
+  and a margin are over); then the task is written as Aborted;
 * the task is terminal and not finalized: the plugin manager finalizes it (removes podwright's
   finalizer, deletes the resource when configured), then the task leaves the active set;
 * otherwise one plugin manager round, whose outcome (plugin state, phase, attached events) is
   written to the store, conditional on the task's revision, before anything else is done for the
   task. A crash between a create and its write is harmless: the next round's create finds the
-  object already there and carries on with it.
+  object already there, carrying the task's id, and carries on with it.
 
-A task's other manifests (a workspace's PersistentVolumeClaim and Service) are its resource's
-*companions*: once the resource exists they are created with an ownerReference to it, so Kubernetes'
-garbage collector removes them with it; an AlreadyExists answer means an earlier executor created
-them. A terminal task whose resource carries the renderer's ``ttl-seconds-after-finished``
-annotation is finalized, and its resource deleted, that long after it ended.
+A task's other manifests (a workspace's PersistentVolumeClaim and Service) are its *companions*,
+made the task's own (``core.lifecycle.companions``): what its pods need (claims) is created before
+the resource and outlives the task; what depends on it (Services, named and selecting per task) is
+created once it exists, owned by it, so Kubernetes' garbage collector removes it with it. A
+terminal task whose resource carries the renderer's ``ttl-seconds-after-finished`` annotation is
+finalized, and its resource deleted, that long after it ended. A task whose resource provably
+never existed (never started; every create refused or never sent) is aborted and finalized without
+a request, so an unreachable API server leaves no task unfinished.
 
 A task's next round is due after the round interval, after the plugin manager's ``retry_after``
 when it asks for more, or after a per-task backoff that grows with consecutive errors (the store
 or the API unavailable); a write that lost a race (:class:`StaleRevisionError`) is retried at
-once on a fresh read in the next round. The wall clock and sleeping are the caller's: it passes
-``clock`` and ``sleep`` (and ``run`` waits on its stop event).
+once on a fresh read in the next round. A round's report says when the API server could not be
+reached. The wall clock and sleeping are the caller's: it passes ``clock`` and ``sleep`` (and
+``run`` waits on its stop event).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import random
 import threading
@@ -38,16 +43,22 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from podwright.core.lifecycle import phases
+from podwright.core.lifecycle.companions import task_companions, task_label_value
 from podwright.core.lifecycle.names import task_object_name
 from podwright.core.lifecycle.objects import section
-from podwright.core.lifecycle.phases import Phase
-from podwright.core.lifecycle.plugin_state import ManagerPhase, decode_state, encode_state
+from podwright.core.lifecycle.phases import Phase, PhaseInfo
+from podwright.core.lifecycle.plugin_state import (
+    CorruptedPluginStateError,
+    ManagerPhase,
+    PluginState,
+    decode_state,
+    encode_state,
+)
 from podwright.engine.backoff import QuotaBackoff, exponential_delay
 from podwright.engine.config import LifecycleConfig
 from podwright.engine.event_index import EventIndex
 from podwright.engine.kubernetes_port import (
-    AlreadyExistsError,
+    ApiConnectionError,
     KubernetesError,
     KubernetesPort,
     ObjectRef,
@@ -100,6 +111,10 @@ class RoundReport:
     """The tasks this round finalized, by their terminal phase."""
     store_read: bool = True
     """False when the round could not list the store's tasks (and so did nothing)."""
+    connection_error: str = ""
+    """The last request of the round that got no answer from the API server ("cannot reach the
+    Kubernetes API server https://10.0.0.1:6443: connection refused"), if any: the server is
+    unreachable, or was for a moment. (A cluster port's watches report their own.)"""
 
 
 class RoundObserver(Protocol):
@@ -114,6 +129,7 @@ class _Outcome:
     finalized: Phase | None = None
     error: bool = False
     delay: timedelta | None = None
+    connection_error: str = ""
 
 
 class Executor:
@@ -152,7 +168,6 @@ class Executor:
         self._managers: dict[tuple[str, str], PluginManager] = {}
         self._due: dict[str, datetime] = {}
         self._errors: dict[str, int] = {}
-        self._companions_created: set[str] = set()
         self._observer = observer
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(config.concurrency, thread_name_prefix="reconcile")
@@ -199,8 +214,8 @@ class Executor:
             for task_id in set(self._due) - known:
                 self._due.pop(task_id, None)
                 self._errors.pop(task_id, None)
-                self._companions_created.discard(task_id)
         finalized = [outcome.finalized for outcome in outcomes if outcome.finalized is not None]
+        unanswered = [outcome.connection_error for outcome in outcomes if outcome.connection_error]
         return self._report(
             RoundReport(
                 due=len(due),
@@ -210,6 +225,7 @@ class Executor:
                 seconds=time.monotonic() - started,
                 active_by_phase=Counter(record.phase.value for record in mine),
                 finalized_by_phase=Counter(phase.value for phase in finalized),
+                connection_error=unanswered[-1] if unanswered else "",
             )
         )
 
@@ -234,8 +250,10 @@ class Executor:
             outcome = self._step(record, now)
         except StaleRevisionError:
             outcome = _Outcome(delay=timedelta(0))
-        except (TaskStoreError, KubernetesError, PluginError):
+        except (TaskStoreError, KubernetesError, PluginError) as exc:
             outcome = _Outcome(error=True)
+            if isinstance(exc, ApiConnectionError):
+                outcome.connection_error = exc.message
             with self._lock:
                 failures = self._errors.get(record.task_id, 0)
                 self._errors[record.task_id] = failures + 1
@@ -255,41 +273,68 @@ class Executor:
         if record.phase.is_terminal:
             return self._finalize(record, task, manager, now)
         if record.abort_requested:
-            manager.abort(task)
-            state = decode_state(record.plugin_state)
-            info = phases.aborted(now, "aborted on request")
-            info = dataclasses.replace(info, version=record.phase_version + 1)
-            aborted_state = dataclasses.replace(
-                state, phase=Phase.ABORTED, phase_version=info.version, reason=info.reason
-            )
-            self.store.advance(
-                record.task_id, record.revision, encode_state(aborted_state), info, now
-            )
-            return _Outcome(advanced=True, delay=timedelta(0))
+            return self._abort(record, task, manager, now)
         transition = manager.handle(task, record.plugin_state, now)
         changed = transition.state_changed or is_new_phase(record, transition.info)
         if changed:
             self.store.advance(
                 record.task_id, record.revision, transition.encoded_state(), transition.info, now
             )
-        if (
-            transition.state.manager_phase is ManagerPhase.STARTED
-            and not transition.info.phase.is_terminal
-            and record.task_id not in self._companions_created
-        ):
-            self._create_companions(record, task, manager)
         delay = None
         if transition.info.phase.is_terminal:
-            if transition.info.cleanup_on_failure:
+            if transition.info.cleanup_on_failure and not transition.state.never_created:
                 manager.abort(task)
             delay = timedelta(0)  # finalize in the next round, after the write
         elif transition.retry_after is not None:
             delay = max(transition.retry_after, self.config.round_interval)
-        return _Outcome(advanced=changed, delay=delay)
+        error = transition.api_error
+        unanswered = error.message if isinstance(error, ApiConnectionError) else ""
+        return _Outcome(advanced=changed, delay=delay, connection_error=unanswered)
+
+    def _abort(
+        self, record: TaskRecord, task: TaskContext, manager: PluginManager, now: datetime
+    ) -> _Outcome:
+        """Stop the task's resource, and record the task Aborted once it has stopped."""
+        state = _state(record)
+        if state.never_created:
+            reason = "aborted on request; its resource was never created"
+            return self._write_abort(record, state, PhaseInfo(Phase.ABORTED, reason=reason), now)
+        since = state.aborting_since
+        if since is None:
+            manager.abort(task)
+            since = now
+        progress = manager.abort_progress(task, since, now)
+        state = dataclasses.replace(state, aborting_since=since)
+        phase = Phase.ABORTED if progress.stopped else record.phase
+        outcome = self._write_abort(record, state, PhaseInfo(phase, reason=progress.reason), now)
+        if progress.error is not None:
+            raise progress.error  # written first: the wait's bound counts from the delete
+        return outcome
+
+    def _write_abort(
+        self, record: TaskRecord, state: PluginState, info: PhaseInfo, now: datetime
+    ) -> _Outcome:
+        """Write an abort's progress: Aborted, or the phase the task had with the reason it
+        waits for, versioned as a new report when either changed."""
+        changed = (info.phase, info.reason) != (record.phase, record.reason)
+        version = record.phase_version + 1 if changed else record.phase_version
+        info = dataclasses.replace(info, version=version, occurred_at=now)
+        new_state = dataclasses.replace(
+            state, phase=info.phase, phase_version=version, reason=info.reason
+        )
+        if changed or encode_state(new_state) != record.plugin_state:
+            self.store.advance(record.task_id, record.revision, encode_state(new_state), info, now)
+        if info.phase is Phase.ABORTED:
+            return _Outcome(advanced=True, delay=timedelta(0))  # finalize in the next round
+        return _Outcome(advanced=changed)
 
     def _finalize(
         self, record: TaskRecord, task: TaskContext, manager: PluginManager, now: datetime
     ) -> _Outcome:
+        if _state(record).never_created:
+            # Nothing was ever created: nothing to clean up, and no request to make.
+            self.store.mark_finalized(record.task_id, record.revision, now)
+            return _Outcome(finalized=record.phase)
         ttl = _ttl_after_finished(task.resource, self._lifecycle.label_domain)
         if ttl is not None:
             ends_at = record.updated_at + ttl
@@ -300,22 +345,6 @@ class Executor:
             manager.delete(task)
         self.store.mark_finalized(record.task_id, record.revision, now)
         return _Outcome(finalized=record.phase)
-
-    def _create_companions(
-        self, record: TaskRecord, task: TaskContext, manager: PluginManager
-    ) -> None:
-        """Create the task's other manifests, owned by its resource (once it is readable)."""
-        companions = companion_manifests(record, self._plugins)
-        if companions:
-            ref = manager.object_ref(task)
-            owner = self._kubernetes.cached(ref) or self._kubernetes.get(ref)
-            uid = section(owner, "metadata").get("uid")
-            for manifest in companions:
-                body = _owned_by(manifest, ref, str(uid), task)
-                with contextlib.suppress(AlreadyExistsError):
-                    self._kubernetes.create(body)
-        with self._lock:
-            self._companions_created.add(record.task_id)
 
     def resource_ref(self, record: TaskRecord) -> ObjectRef:
         """The object the task's resource is created as."""
@@ -338,7 +367,7 @@ class Executor:
                     rng=self._rng,
                 )
                 self._managers[key] = manager
-        return _context(record, resource, self._lifecycle), manager
+        return task_context(record, self._plugins, self._lifecycle), manager
 
 
 def workload_resource(
@@ -359,24 +388,6 @@ def companion_manifests(
     return [manifest for manifest in record.task.manifests if manifest is not resource]
 
 
-def _owned_by(
-    manifest: Mapping[str, Any], owner: ObjectRef, uid: str, task: TaskContext
-) -> dict[str, Any]:
-    body = dict(manifest)
-    metadata = dict(section(manifest, "metadata"))
-    metadata.setdefault("namespace", owner.namespace)
-    metadata["labels"] = {**section(metadata, "labels"), **task.labels}
-    reference = {
-        "apiVersion": owner.api_version,
-        "kind": owner.kind,
-        "name": owner.name,
-        "uid": uid,
-    }
-    metadata["ownerReferences"] = [*(metadata.get("ownerReferences") or []), reference]
-    body["metadata"] = metadata
-    return body
-
-
 def _ttl_after_finished(resource: Mapping[str, Any], label_domain: str) -> timedelta | None:
     """The renderer's ``ttl-seconds-after-finished`` annotation, if the resource carries one.
 
@@ -395,20 +406,50 @@ def resource_ref(
     record: TaskRecord, plugins: Mapping[tuple[str, str], Plugin], lifecycle: LifecycleConfig
 ) -> ObjectRef:
     """The object a task's resource is created as (whether or not it exists now)."""
-    resource = workload_resource(record, plugins)
-    plugin = plugin_for(resource, plugins)
-    name = task_object_name(record.task_id, plugin.properties.generated_name_max_length)
-    return plugin.build_identity(_context(record, resource, lifecycle), name)
+    plugin = plugin_for(workload_resource(record, plugins), plugins)
+    return plugin.build_identity(
+        task_context(record, plugins, lifecycle), _object_name(record, plugin)
+    )
 
 
-def _context(
-    record: TaskRecord, resource: Mapping[str, Any], lifecycle: LifecycleConfig
+def task_context(
+    record: TaskRecord, plugins: Mapping[tuple[str, str], Plugin], lifecycle: LifecycleConfig
 ) -> TaskContext:
-    labels = {f"{lifecycle.label_domain}/{TASK_ID_LABEL_SUFFIX}": _label(record.task_id)}
-    return TaskContext(record.task_id, record.task.namespace, resource, labels=labels)
+    """The task as the plugin manager launches it: its resource, its labels, and its companions
+    made its own (``core.lifecycle.companions``)."""
+    resource = workload_resource(record, plugins)
+    labels = {f"{lifecycle.label_domain}/{TASK_ID_LABEL_SUFFIX}": task_label_value(record.task_id)}
+    companions = task_companions(
+        companion_manifests(record, plugins),
+        object_name=_object_name(record, plugin_for(resource, plugins)),
+        workload_name=record.task.name,
+        namespace=record.task.namespace,
+        labels=labels,
+    )
+    return TaskContext(
+        record.task_id,
+        record.task.namespace,
+        resource,
+        labels=labels,
+        needs=companions.needed,
+        dependents=companions.dependent,
+    )
 
 
-def _label(value: str) -> str:
-    """A task id as a label value (at most 63 characters of the allowed ones)."""
-    cleaned = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in value)[:63]
-    return cleaned.strip("-_.") or "task"
+def _object_name(record: TaskRecord, plugin: Plugin) -> str:
+    return task_object_name(record.task_id, plugin.properties.generated_name_max_length)
+
+
+def _state(record: TaskRecord) -> PluginState:
+    """The task's plugin state; one that cannot be read counts as a started task's (its
+    resource may exist), in the phase the record shows."""
+    try:
+        return decode_state(record.plugin_state)
+    except CorruptedPluginStateError:
+        return PluginState(
+            ManagerPhase.STARTED,
+            record.phase,
+            record.phase_version,
+            record.reason,
+            maybe_created=True,
+        )

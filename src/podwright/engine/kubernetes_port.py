@@ -56,17 +56,35 @@ class KubernetesPort(Protocol):
 
 
 class KubernetesError(Exception):
-    """A request to the Kubernetes API failed. ``status`` and ``reason`` are the API's."""
+    """A request to the Kubernetes API failed. ``status``, ``reason`` and ``details`` (the
+    ``Status`` object's ``details``: the ``name`` and ``kind`` it is about) are the API's."""
 
-    def __init__(self, message: str, *, status: int | None = None, reason: str = "") -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        reason: str = "",
+        details: Mapping[str, Any] | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
         self.reason = reason
+        self.details: Mapping[str, Any] = details or {}
 
 
 class NotFoundError(KubernetesError):
     """404: the object does not exist."""
+
+
+class NamespaceNotFoundError(NotFoundError):
+    """404 from the NamespaceLifecycle admission plugin: the object's namespace does not exist
+    (``details.kind`` is ``namespaces``, ``details.name`` the namespace)."""
+
+    @property
+    def namespace(self) -> str:
+        return str(self.details.get("name") or "")
 
 
 class GoneError(KubernetesError):
@@ -101,9 +119,15 @@ class ThrottledError(KubernetesError):
     """429: the API server asks the client to slow down, for ``retry_after`` seconds if given."""
 
     def __init__(
-        self, message: str, *, status: int | None = 429, reason: str = "", retry_after: float | None
+        self,
+        message: str,
+        *,
+        status: int | None = 429,
+        reason: str = "",
+        details: Mapping[str, Any] | None = None,
+        retry_after: float | None,
     ) -> None:
-        super().__init__(message, status=status, reason=reason)
+        super().__init__(message, status=status, reason=reason, details=details)
         self.retry_after = retry_after
 
 
@@ -112,4 +136,19 @@ class ServerError(KubernetesError):
 
 
 class ApiConnectionError(KubernetesError):
-    """The API server could not be reached, or the connection broke."""
+    """The API server could not be reached, or the connection broke before an answer.
+
+    ``server`` is the API server's URL and ``cause`` what went wrong ("connection refused").
+    ``may_have_reached`` says whether the request can have reached the server: not when the
+    connection was refused, the name did not resolve or TLS failed (nothing was sent, so nothing
+    was done); perhaps when the connection broke or timed out after the request was sent (a
+    create may then have created its object).
+    """
+
+    def __init__(
+        self, message: str, *, server: str = "", cause: str = "", may_have_reached: bool = True
+    ) -> None:
+        super().__init__(message)
+        self.server = server
+        self.cause = cause
+        self.may_have_reached = may_have_reached

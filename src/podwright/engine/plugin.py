@@ -1,10 +1,11 @@
 """What a plugin tells the plugin manager about one Kubernetes resource kind.
 
-A plugin builds the resource for a task, names the object the manager reads back, decides the task's
-phase from what it observes, and says how it differs from the defaults (a kind that must not carry
-owner references or finalizers, a name length its controller needs room within, an abort that
-patches instead of deleting). Everything else (names, labels, finalizers, creation, events,
-cleanup) is the manager's, written once for every kind.
+A plugin builds the resource for a task, names the object the manager reads back, finds the pod
+templates inside it, decides the task's phase from what it observes and whether an aborted resource
+has stopped, and says how it differs from the defaults (a kind that must not carry owner references
+or finalizers, a name length its controller needs room within, an abort that patches instead of
+deleting, a deletion that need not wait for dependents). Everything else (names, labels,
+finalizers, creation, companions, events, cleanup) is the manager's, written once for every kind.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ import enum
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from podwright.core.lifecycle import PhaseInfo, PluginState
+from podwright.core.lifecycle.objects import section
+from podwright.core.lifecycle.termination import dependents_deleted, grace_period
 from podwright.engine.config import LifecycleConfig
 from podwright.engine.kubernetes_port import JsonObject, ObjectRef, PatchType
 
@@ -29,6 +32,9 @@ class PluginProperties:
     # The longest object name the kind's controllers leave room for (they derive names from it).
     generated_name_max_length: int = 63
     disable_delete_on_finalize: bool = False
+    # How an abort deletes the resource: in the foreground, the object stays (with the
+    # foregroundDeletion finalizer) until the pods it made are gone, which tells when it stopped.
+    abort_propagation: str = "Foreground"
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +59,10 @@ class OwnerReference:
 
 @dataclass(frozen=True)
 class TaskContext:
-    """One task as the plugin manager sees it: its id, where it runs, and its rendered resource."""
+    """One task as the plugin manager sees it: its id, where it runs, its rendered resource, and
+    its companions (``core.lifecycle.companions``): ``needs``, created before the resource and
+    never owned by it, and ``dependents``, created once it exists, owned by it. ``labels`` go on
+    the resource, its pods and its companions, and tell the task's objects from others'."""
 
     task_id: str
     namespace: str
@@ -61,6 +70,8 @@ class TaskContext:
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
     owner: OwnerReference | None = None
+    needs: tuple[JsonObject, ...] = ()
+    dependents: tuple[JsonObject, ...] = ()
 
 
 class AbortAction(enum.StrEnum):
@@ -93,6 +104,8 @@ class Plugin(ABC):
     api_version: str
     kind: str
     properties: PluginProperties = PluginProperties()
+    stop_subject: str = "its pods"
+    """What an abort waits for to stop, as the task's reason says it."""
 
     @property
     def plugin_id(self) -> str:
@@ -122,6 +135,19 @@ class Plugin(ABC):
     def abort_override(self, task: TaskContext, ref: ObjectRef) -> AbortOverride | None:
         """How to abort instead of deleting, or None to delete."""
         return None
+
+    def pod_templates(self, resource: JsonObject) -> list[dict[str, Any]]:
+        """The pod templates inside ``resource`` (the objects themselves, so the manager can
+        label the pods the resource will make): none by default."""
+        return []
+
+    def stopped(self, observed: JsonObject) -> bool:
+        """Whether the deleted resource has stopped: its dependents (pods) are gone."""
+        return dependents_deleted(observed)
+
+    def stop_grace(self, resource: JsonObject) -> timedelta:
+        """How long the resource's pods may take to stop once deleted."""
+        return grace_period([section(t, "spec") for t in self.pod_templates(resource)])
 
     def trim(self, observed: JsonObject) -> dict[str, Any]:
         """What the watch cache keeps of an observed object: what :meth:`phase` and the manager

@@ -1,20 +1,30 @@
 """The plugin manager: one task's Kubernetes resource, from launch to cleanup.
 
 Each reconcile round calls :meth:`PluginManager.handle` with the task's persisted state. A task not
-yet started is launched: its resource is built by the plugin, given a name derived from the task id,
-podwright's labels and annotations, an owner reference and (when configured) podwright's finalizer,
-and created. A started task is checked: its object is read from the watch cache (a direct GET
-only when the cache has not seen it yet), the plugin decides its phase, and Kubernetes events that
-arrived since the last round are attached. The state that comes back is written only when it
-changed.
+yet started is launched: first what its pods need (its claims: ``TaskContext.needs``), then its
+resource, built by the plugin, given a name derived from the task id, podwright's labels and
+annotations (the task's labels on its pod templates too), an owner reference and (when configured)
+podwright's finalizer. A started task is checked: its object is read from the watch cache (a
+direct GET only when the cache has not seen it yet), the plugin decides its phase (never going
+back to an earlier one without a cause the plugin names: ``phases.hold_progress``), what depends
+on the resource (its Services: ``TaskContext.dependents``) is created once, owned by it, and
+Kubernetes events that arrived since the last round are attached. The state that comes back is
+written only when it changed.
 
-:meth:`abort` stops a task (the plugin's override, else a delete); :meth:`finalize` removes
-podwright's finalizer and, when configured, deletes the resource. Both are safe to repeat.
+:meth:`abort` stops a task (the plugin's override, else a delete in the foreground, or in the
+background for a Pod); :meth:`abort_progress` then tells whether the resource has really stopped;
+:meth:`finalize` removes podwright's finalizer and, when configured, deletes the resource. All are
+safe to repeat. A claim a task needed is left alone by all three: it outlives the task.
 
-How each create refusal is classified (Flyte's rules, extended):
+How each create refusal is classified (Flyte's rules, extended), for the resource and what its
+pods need alike:
 
 =====================================  =============================================================
-AlreadyExists                          success: a restarted engine relaunches the same name
+AlreadyExists, the task's own object   success: a restarted engine relaunches the same name
+AlreadyExists, another's resource      PermanentFailure ResourceNameTaken
+AlreadyExists, another's claim         success: claims are shared by name; the task uses it, and
+                                       an attached reason says so
+404 namespace not found                PermanentFailure NamespaceNotFound, naming the namespace
 quota exceeded                         WaitingForResources, backing off per (kind, namespace);
                                        PermanentFailure ResourceRequestsExceedLimits when the
                                        request alone exceeds the quota's hard limit
@@ -23,16 +33,28 @@ other 403                              RetryableFailure (the user's permissions 
 400, 422                               PermanentFailure BadTaskSpecification
 413                                    PermanentFailure EntityTooLarge
 429                                    NotReady, retried after Retry-After (not counted)
-anything else                          NotReady, retried with jittered backoff; after
+no answer (ApiConnectionError)         NotReady, retried after ``launch_backoff_base`` doubling up
+                                       to ``launch_backoff_max``, jittered; after
                                        ``launch_attempts`` in a row, SystemRetryableFailure
+                                       ApiServerUnreachable, naming the server and the cause
+anything else (5xx...)                 the same, failing as SystemRetryableFailure LaunchFailed
 =====================================  =============================================================
+
+A create that may have reached the server unanswered (a 5xx, a connection broken after the request
+was sent) may have created the resource: the state says so (``maybe_created``). A task that was
+never started and whose creates were all refused or never sent provably has no resource: its
+cleanup needs no request (``PluginState.never_created``).
+
+A dependent (a Service) that cannot be created fails the task permanently when the API refuses it
+(CompanionRefused) or another object holds its name (CompanionNameTaken), cleaning the resource up;
+a quota refusal or a system error is retried in a later round.
 """
 
 from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -49,8 +71,10 @@ from podwright.core.lifecycle import (
     encode_state,
     phases,
 )
+from podwright.core.lifecycle.companions import carries
 from podwright.core.lifecycle.names import task_object_name
-from podwright.core.lifecycle.objects import section
+from podwright.core.lifecycle.objects import JsonObject, section, text
+from podwright.core.lifecycle.phases import hold_progress
 from podwright.core.lifecycle.quota import parse_quota_refusal
 from podwright.engine.backoff import BackoffKey, QuotaBackoff, jittered_delay
 from podwright.engine.config import (
@@ -63,16 +87,19 @@ from podwright.engine.config import (
 from podwright.engine.event_index import EventIndex, EventKey
 from podwright.engine.kubernetes_port import (
     AlreadyExistsError,
+    ApiConnectionError,
     ConflictError,
     ForbiddenError,
     GoneError,
     InvalidError,
     KubernetesError,
     KubernetesPort,
+    NamespaceNotFoundError,
     NotFoundError,
     ObjectRef,
     PatchType,
     QuotaExceededError,
+    ServerError,
     ThrottledError,
     TooLargeError,
 )
@@ -81,16 +108,32 @@ from podwright.engine.plugin import AbortAction, Plugin, TaskContext
 
 @dataclass(frozen=True, slots=True)
 class Transition:
-    """The outcome of one round: the phase to report, the state to persist, and how long to wait
-    at least before the next round (a backoff, a Retry-After), if any."""
+    """The outcome of one round: the phase to report, the state to persist, how long to wait
+    at least before the next round (a backoff, a Retry-After), if any, and the error the round
+    met and carried on from (the executor reports an unreachable API server)."""
 
     info: PhaseInfo
     state: PluginState
     state_changed: bool
     retry_after: timedelta | None = None
+    api_error: KubernetesError | None = None
 
     def encoded_state(self) -> dict[str, Any]:
         return encode_state(self.state)
+
+
+@dataclass(frozen=True, slots=True)
+class AbortProgress:
+    """Whether an aborted resource has stopped, the reason to report either way, and the error
+    that kept the resource from being read this time (the wait goes on)."""
+
+    stopped: bool
+    reason: str
+    error: KubernetesError | None = None
+
+
+class _NameTakenError(Exception):
+    """An object of the name the task needs exists, and is not the task's."""
 
 
 class PluginManager:
@@ -134,61 +177,169 @@ class PluginManager:
             info = phases.permanent_failure(
                 now, "CorruptedPluginState", str(exc), kind=ErrorKind.SYSTEM, cleanup=True
             )
-            broken = PluginState(ManagerPhase.STARTED, info.phase, 1, info.reason)
+            broken = PluginState(
+                ManagerPhase.STARTED, info.phase, 1, info.reason, maybe_created=True
+            )
             return Transition(replace(info, version=1), broken, state_changed=True)
         if state.phase.is_terminal:
             info = PhaseInfo(state.phase, state.phase_version, state.reason)
             return Transition(info, state, state_changed=False)
         if state.manager_phase is ManagerPhase.NOT_STARTED:
-            return self._launch(task, state, now)
-        return self._check(task, state, now)
+            transition = self._launch(task, state, now)
+        else:
+            transition = self._check(task, state, now)
+        return replace(transition, state_changed=transition.state != state)
 
     def _launch(self, task: TaskContext, state: PluginState, now: datetime) -> Transition:
         ref = self.object_ref(task)
-        backoff_key = BackoffKey(ref.kind, ref.namespace)
-        blocked_until = self._quota_backoff.blocked_until(backoff_key, now)
+        blocked_until = self._quota_backoff.blocked_until(BackoffKey(ref.kind, ref.namespace), now)
         if blocked_until is not None:
             info = phases.waiting_for_resources(
                 now, f"the quota for {ref.kind} in namespace {ref.namespace} is full; waiting"
             )
             return self._settle(state, info, now, retry_after=blocked_until - now)
-        resource = self._prepare(task, ref)
+        notes: list[ReasonInfo] = []
+        creating = ref
         try:
-            self._kubernetes.create(resource)
+            if not state.needs_created:
+                for need in task.needs:
+                    creating = _ref_of(need)
+                    notes.extend(self._create_need(need, task, now))
+            creating = ref
+            self._create_resource(task, ref)
+        except KubernetesError as exc:
+            # What its pods need is there once the resource's own create was tried.
+            state = replace(state, needs_created=state.needs_created or creating == ref)
+            return self._create_failed(
+                state, exc, now, ref=creating, is_resource=creating == ref, notes=notes
+            )
+        except _NameTakenError as exc:
+            info = phases.permanent_failure(now, "ResourceNameTaken", str(exc))
+            return self._settle(state, info, now, notes=notes)
+        self._quota_backoff.admitted(BackoffKey(ref.kind, ref.namespace))
+        info = phases.queued(now, f"{ref} created")
+        started = replace(
+            state,
+            manager_phase=ManagerPhase.STARTED,
+            launch_failures=0,
+            maybe_created=True,
+            needs_created=True,
+        )
+        return self._settle(started, info, now, notes=notes)
+
+    def _create_need(self, need: JsonObject, task: TaskContext, now: datetime) -> list[ReasonInfo]:
+        """Create what the task's pods need; a note for the user when an object of its name
+        exists that another task or a person made (the task uses it as it is)."""
+        try:
+            self._kubernetes.create(need)
         except AlreadyExistsError:
-            pass  # created by an earlier round whose outcome was lost: carry on with it
-        except QuotaExceededError as exc:
-            return self._quota_refused(state, backoff_key, exc, now)
-        except ForbiddenError as exc:
-            return self._settle(state, phases.retryable_failure(now, "Forbidden", exc.message), now)
-        except InvalidError as exc:
+            ref = _ref_of(need)
+            if carries(self._kubernetes.get(ref), task.labels):
+                return []  # created by an earlier round whose outcome was lost
+            return [
+                ReasonInfo(
+                    f"{ref} already exists and was not created by this task: the task uses it "
+                    "as it is",
+                    now,
+                )
+            ]
+        return []
+
+    def _create_resource(self, task: TaskContext, ref: ObjectRef) -> None:
+        try:
+            self._kubernetes.create(self._prepare(task, ref))
+        except AlreadyExistsError:
+            existing = self._kubernetes.cached(ref) or self._kubernetes.get(ref)
+            owner = section(section(existing, "metadata"), "annotations").get(TASK_ID_ANNOTATION)
+            if owner != task.task_id:
+                raise _NameTakenError(
+                    f"{ref} already exists and is not this task's (its {TASK_ID_ANNOTATION} "
+                    f"annotation is {owner!r}); podwright does not take over another's object"
+                ) from None
+            # Created by an earlier round whose outcome was lost: carry on with it.
+
+    def _create_failed(
+        self,
+        state: PluginState,
+        exc: KubernetesError,
+        now: datetime,
+        *,
+        ref: ObjectRef,
+        is_resource: bool,
+        notes: Sequence[ReasonInfo],
+    ) -> Transition:
+        """The outcome of a launch whose create of ``ref`` (the resource, or something its pods
+        need) failed with ``exc``, classified as the module's table says."""
+        refused = replace(state, launch_failures=0)  # an answer ends a run of system errors
+        if isinstance(exc, NamespaceNotFoundError):
+            namespace = exc.namespace or ref.namespace
+            message = (
+                f"namespace {namespace!r} does not exist: create it, or run the task in another "
+                f"namespace ({exc.message})"
+            )
+            info = phases.permanent_failure(now, "NamespaceNotFound", message)
+        elif isinstance(exc, QuotaExceededError):
+            return self._quota_refused(
+                refused, BackoffKey(ref.kind, ref.namespace), exc, now, notes
+            )
+        elif isinstance(exc, ForbiddenError):
+            info = phases.retryable_failure(now, "Forbidden", exc.message)
+        elif isinstance(exc, InvalidError):
             info = phases.permanent_failure(now, "BadTaskSpecification", exc.message)
-            return self._settle(state, info, now)
-        except TooLargeError as exc:
+        elif isinstance(exc, TooLargeError):
             info = phases.permanent_failure(now, "EntityTooLarge", exc.message)
-            return self._settle(state, info, now)
-        except ThrottledError as exc:
+        elif isinstance(exc, ThrottledError):
             info = phases.not_ready(now, f"the API server is throttling requests: {exc.message}")
             wait = self._retry_delay(0, exc)
-            return self._settle(state, info, now, retry_after=wait)
-        except KubernetesError as exc:
-            failures = state.launch_failures + 1
-            if failures >= self._config.launch_attempts:
-                info = phases.system_retryable_failure(
-                    now,
-                    "LaunchFailed",
-                    f"creating {ref} failed {failures} times in a row; last: {exc.message}",
-                )
-                return self._settle(state, info, now, launch_failures=failures)
-            info = phases.not_ready(now, f"creating {ref} failed, will retry: {exc.message}")
-            wait = self._retry_delay(failures - 1, exc)
-            return self._settle(state, info, now, launch_failures=failures, retry_after=wait)
-        self._quota_backoff.admitted(backoff_key)
-        info = phases.queued(now, f"{ref} created")
-        return self._settle(state, info, now, manager_phase=ManagerPhase.STARTED)
+            return self._settle(refused, info, now, retry_after=wait, notes=notes)
+        else:
+            return self._launch_failed(
+                state, exc, now, ref=ref, is_resource=is_resource, notes=notes
+            )
+        return self._settle(refused, info, now, notes=notes)
+
+    def _launch_failed(
+        self,
+        state: PluginState,
+        exc: KubernetesError,
+        now: datetime,
+        *,
+        ref: ObjectRef,
+        is_resource: bool,
+        notes: Sequence[ReasonInfo],
+    ) -> Transition:
+        """A system error: retried with backoff, until ``launch_attempts`` in a row fail."""
+        failures = state.launch_failures + 1
+        state = replace(
+            state,
+            launch_failures=failures,
+            maybe_created=state.maybe_created or (is_resource and _may_have_created(exc)),
+        )
+        if failures >= self._config.launch_attempts:
+            if isinstance(exc, ApiConnectionError):
+                code = "ApiServerUnreachable"
+                message = f"{exc.message}; gave up after {failures} attempts"
+            else:
+                code = "LaunchFailed"
+                message = f"creating {ref} failed {failures} times in a row; last: {exc.message}"
+            info = phases.system_retryable_failure(now, code, message)
+            return self._settle(state, info, now, notes=notes, api_error=exc)
+        info = phases.not_ready(now, f"creating {ref} failed, will retry: {exc.message}")
+        wait = jittered_delay(
+            failures - 1,
+            self._config.launch_backoff_base,
+            self._config.launch_backoff_max,
+            self._rng,
+        )
+        return self._settle(state, info, now, retry_after=wait, notes=notes, api_error=exc)
 
     def _quota_refused(
-        self, state: PluginState, key: BackoffKey, exc: QuotaExceededError, now: datetime
+        self,
+        state: PluginState,
+        key: BackoffKey,
+        exc: QuotaExceededError,
+        now: datetime,
+        notes: Sequence[ReasonInfo],
     ) -> Transition:
         refusal = parse_quota_refusal(exc.message)
         over = refusal.exceeds_hard_limit() if refusal is not None else []
@@ -198,13 +349,16 @@ class PluginManager:
                 "ResourceRequestsExceedLimits",
                 f"the request exceeds the quota's hard limit ({'; '.join(over)}): {exc.message}",
             )
-            return self._settle(state, info, now)
+            return self._settle(state, info, now, notes=notes)
         until = self._quota_backoff.refused(key, now)
         info = phases.waiting_for_resources(now, f"resource quota exceeded: {exc.message}")
-        return self._settle(state, info, now, retry_after=until - now)
+        return self._settle(state, info, now, retry_after=until - now, notes=notes)
 
     def _prepare(self, task: TaskContext, ref: ObjectRef) -> dict[str, Any]:
         resource = self.plugin.build_resource(task)
+        for template in self.plugin.pod_templates(resource):
+            template_metadata = template.setdefault("metadata", {})
+            template_metadata["labels"] = {**section(template_metadata, "labels"), **task.labels}
         metadata = dict(section(resource, "metadata"))
         for server_owned in ("generateName", "resourceVersion", "uid", "creationTimestamp"):
             metadata.pop(server_owned, None)
@@ -250,7 +404,7 @@ class PluginManager:
         except KubernetesError as exc:
             # The object could not be read this round: report what was known, and retry.
             info = PhaseInfo(state.phase, state.phase_version, state.reason)
-            return Transition(info, state, False, self._retry_delay(0, exc))
+            return Transition(info, state, False, self._retry_delay(0, exc), exc)
         info = self.plugin.phase(observed, state, now, self._config)
         deleting = section(observed, "metadata").get("deletionTimestamp")
         if deleting and not info.phase.is_terminal:
@@ -260,7 +414,58 @@ class PluginManager:
                 f"{ref} is being deleted (since {deleting}) while its task is "
                 f"{info.phase.value if info.phase is not Phase.UNDEFINED else state.phase.value}",
             )
-        return self._settle(state, info, now, events_of=ref)
+        info = hold_progress(state.phase, info)
+        if info.phase.is_terminal or state.dependents_created or not task.dependents:
+            return self._settle(state, info, now, events_of=ref)
+        try:
+            refused = self._create_dependents(task, ref, observed, now)
+        except KubernetesError as exc:
+            # A quota, throttling or system error: the dependents are tried again next round.
+            wait = self._retry_delay(0, exc)
+            return self._settle(state, info, now, events_of=ref, retry_after=wait, api_error=exc)
+        if refused is not None:
+            return self._settle(state, refused, now, events_of=ref)
+        return self._settle(replace(state, dependents_created=True), info, now, events_of=ref)
+
+    def _create_dependents(
+        self, task: TaskContext, ref: ObjectRef, observed: JsonObject, now: datetime
+    ) -> PhaseInfo | None:
+        """Create what depends on the resource, owned by it; the failure that ends the task when
+        one is refused or its name is another's, else None. Errors worth retrying are raised."""
+        owner = {
+            "apiVersion": ref.api_version,
+            "kind": ref.kind,
+            "name": ref.name,
+            "uid": text(section(observed, "metadata"), "uid"),
+        }
+        for dependent in task.dependents:
+            metadata = dict(section(dependent, "metadata"))
+            metadata["ownerReferences"] = [*(metadata.get("ownerReferences") or []), owner]
+            body = {**dependent, "metadata": metadata}
+            target = _ref_of(body)
+            try:
+                self._kubernetes.create(body)
+            except AlreadyExistsError:
+                if not carries(self._kubernetes.get(target), task.labels):
+                    return phases.permanent_failure(
+                        now,
+                        "CompanionNameTaken",
+                        f"{target} already exists and is not this task's: another task or a "
+                        "person made it; podwright does not take it over",
+                        cleanup=True,
+                    )
+            except (InvalidError, TooLargeError) as exc:
+                return self._companion_refused(target, exc, now)
+            except ForbiddenError as exc:
+                if isinstance(exc, QuotaExceededError):
+                    raise
+                return self._companion_refused(target, exc, now)
+        return None
+
+    def _companion_refused(self, ref: ObjectRef, exc: KubernetesError, now: datetime) -> PhaseInfo:
+        return phases.permanent_failure(
+            now, "CompanionRefused", f"creating {ref} was refused: {exc.message}", cleanup=True
+        )
 
     def _settle(
         self,
@@ -268,15 +473,17 @@ class PluginManager:
         info: PhaseInfo,
         now: datetime,
         *,
-        manager_phase: ManagerPhase | None = None,
-        launch_failures: int = 0,
         retry_after: timedelta | None = None,
         events_of: ObjectRef | None = None,
+        notes: Sequence[ReasonInfo] = (),
+        api_error: KubernetesError | None = None,
     ) -> Transition:
-        """Version ``info`` against ``state``, attach new events, and build the new state."""
+        """Version ``info`` against ``state`` (whose launch fields the caller already set),
+        attach ``notes`` and new events, and build the new state (whether it changed is
+        :meth:`handle`'s to tell, against the state it read)."""
         if info.phase is Phase.UNDEFINED:
             info = PhaseInfo(state.phase, reason=state.reason, occurred_at=now)
-        attached: list[ReasonInfo] = []
+        attached = list(notes)
         last_created, last_recorded = state.last_event_created, state.last_event_recorded
         if events_of is not None and self._events is not None:
             key = EventKey(events_of.namespace, events_of.kind, events_of.name)
@@ -286,16 +493,15 @@ class PluginManager:
         changed = (info.phase, info.reason) != (state.phase, state.reason) or bool(attached)
         version = state.phase_version + 1 if changed else state.phase_version
         info = replace(info, version=version, additional_reasons=tuple(attached))
-        new_state = PluginState(
-            manager_phase=manager_phase or state.manager_phase,
+        new_state = replace(
+            state,
             phase=info.phase,
             phase_version=version,
             reason=info.reason,
             last_event_created=last_created,
             last_event_recorded=last_recorded,
-            launch_failures=launch_failures,
         )
-        return Transition(info, new_state, new_state != state, retry_after)
+        return Transition(info, new_state, new_state != state, retry_after, api_error)
 
     def _retry_delay(self, attempt: int, exc: KubernetesError) -> timedelta:
         base = self._config.system_error_backoff_base
@@ -307,15 +513,17 @@ class PluginManager:
     # Cleanup -------------------------------------------------------------------------------
 
     def abort(self, task: TaskContext) -> None:
-        """Stop the task's resource: the plugin's abort override, else a delete.
+        """Stop the task's resource: the plugin's abort override, else a delete (propagated as
+        the plugin says: in the foreground unless it is a Pod).
 
         A resource already gone is not an error; finalizers are left for :meth:`finalize`.
+        Whether the resource has stopped is :meth:`abort_progress`'s to tell.
         """
         ref = self.object_ref(task)
         override = self.plugin.abort_override(task, ref)
         try:
             if override is None or override.action is AbortAction.DELETE:
-                self._kubernetes.delete(ref)
+                self._kubernetes.delete(ref, propagation=self.plugin.properties.abort_propagation)
             elif override.action is AbortAction.PATCH:
                 self._kubernetes.patch(ref, override.patch, override.patch_type)
             else:
@@ -329,6 +537,39 @@ class PluginManager:
             if override is None or not override.delete_on_error:
                 raise
             self._delete_if_present(ref)
+
+    def abort_progress(self, task: TaskContext, since: datetime, now: datetime) -> AbortProgress:
+        """Whether the resource :meth:`abort` stopped at ``since`` has stopped by ``now``: it is
+        gone, or the plugin judges the deleted object stopped (``Plugin.stopped``). The wait is
+        bounded by the pods' termination grace period plus the configured margin; past it the
+        abort counts as done, and the reason says the resource did not confirm it. An error
+        reading the object before then leaves the wait on, and comes back with it."""
+        ref = self.object_ref(task)
+        grace = self.plugin.stop_grace(task.resource)
+        deadline = since + grace + self._config.abort_margin
+        waiting = (
+            f"aborting: waiting for {self.plugin.stop_subject} to stop (grace {_seconds(grace)})"
+        )
+        try:
+            observed = self._kubernetes.cached(ref) or self._kubernetes.get(ref)
+        except (NotFoundError, GoneError):
+            return AbortProgress(True, "aborted on request")
+        except KubernetesError as exc:
+            if now < deadline:
+                return AbortProgress(False, waiting, exc)
+            return AbortProgress(
+                True, f"aborted on request; could not confirm that {ref} stopped: {exc.message}"
+            )
+        if self.plugin.stopped(observed):
+            return AbortProgress(True, "aborted on request")
+        if now >= deadline:
+            return AbortProgress(
+                True,
+                f"aborted on request; {ref} did not confirm that {self.plugin.stop_subject} "
+                f"stopped within {_seconds(deadline - since)} (the grace period of "
+                f"{_seconds(grace)} and a margin of {_seconds(self._config.abort_margin)})",
+            )
+        return AbortProgress(False, waiting)
 
     def finalize(self, task: TaskContext) -> None:
         """Remove podwright's finalizer from the task's resource (whatever the configuration says
@@ -382,3 +623,25 @@ class PluginManager:
     def _forget_events(self, ref: ObjectRef) -> None:
         if self._events is not None:
             self._events.forget(EventKey(ref.namespace, ref.kind, ref.name))
+
+
+def _may_have_created(exc: KubernetesError) -> bool:
+    """Whether a create that failed with ``exc`` may still have created its object: a server
+    error (a timeout after the write, say), or a request sent that got no answer."""
+    if isinstance(exc, ApiConnectionError):
+        return exc.may_have_reached
+    return isinstance(exc, ServerError) or exc.status is None
+
+
+def _ref_of(obj: JsonObject) -> ObjectRef:
+    metadata = section(obj, "metadata")
+    return ObjectRef(
+        text(obj, "apiVersion"),
+        text(obj, "kind"),
+        text(metadata, "namespace"),
+        text(metadata, "name"),
+    )
+
+
+def _seconds(duration: timedelta) -> str:
+    return f"{round(duration.total_seconds())} s"

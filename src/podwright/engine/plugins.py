@@ -1,22 +1,26 @@
 """The plugins podwright ships: one per resource kind the renderer produces.
 
-Each maps its kind's status to a phase through the pure decisions of ``podwright.core.lifecycle``.
+Each maps its kind's status to a phase, and a deleted object to whether it stopped, through the
+pure decisions of ``podwright.core.lifecycle``, and finds the pod templates inside its kind (a
+Pod's metadata is its own; a Job's and a Knative Service's ``spec.template``; a Kubeflow job's
+``spec.<framework>ReplicaSpecs.<replica type>.template``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from podwright.core.lifecycle import PhaseInfo, PluginState
-from podwright.core.lifecycle.objects import section
+from podwright.core.lifecycle.objects import integer, section
 from podwright.core.lifecycle.pod_status import pod_phase, preemption_ends_task
 from podwright.core.lifecycle.resource_status import (
     job_phase,
     knative_service_phase,
     kubeflow_job_phase,
 )
+from podwright.core.lifecycle.termination import pod_stopped
 from podwright.engine.config import LifecycleConfig
 from podwright.engine.kubernetes_port import JsonObject
 from podwright.engine.plugin import (
@@ -32,12 +36,21 @@ class PodPlugin(Plugin):
 
     api_version = "v1"
     kind = "Pod"
+    # A pod has no dependents to wait for: the kubelet's confirmation is what an abort waits for.
+    properties = PluginProperties(abort_propagation="Background")
+    stop_subject = "the pod's containers"
 
     def phase(
         self, observed: JsonObject, state: PluginState, now: datetime, config: LifecycleConfig
     ) -> PhaseInfo:
         info = pod_phase(observed, now, config.pod)
         return preemption_ends_task(observed, info, now, config.label_domain)
+
+    def pod_templates(self, resource: JsonObject) -> list[dict[str, Any]]:
+        return [resource] if isinstance(resource, dict) else []
+
+    def stopped(self, observed: JsonObject) -> bool:
+        return pod_stopped(observed)
 
     def trim(self, observed: JsonObject) -> dict[str, Any]:
         # Pods are the most numerous objects in the cache: keep the metadata the manager reads,
@@ -60,11 +73,15 @@ class JobPlugin(Plugin):
 
     api_version = "batch/v1"
     kind = "Job"
+    stop_subject = "the job's pods"
 
     def phase(
         self, observed: JsonObject, state: PluginState, now: datetime, config: LifecycleConfig
     ) -> PhaseInfo:
         return job_phase(observed, now)
+
+    def pod_templates(self, resource: JsonObject) -> list[dict[str, Any]]:
+        return _spec_template(resource)
 
 
 class KubeflowJobPlugin(Plugin):
@@ -73,6 +90,8 @@ class KubeflowJobPlugin(Plugin):
     api_version = "kubeflow.org/v1"
     # The operator names pods <job>-<replica type>-<index>, and services after them.
     properties = PluginProperties(generated_name_max_length=48)
+
+    stop_subject = "the job's pods"
 
     def __init__(self, kind: str) -> None:
         if kind not in KUBEFLOW_KINDS:
@@ -84,6 +103,17 @@ class KubeflowJobPlugin(Plugin):
     ) -> PhaseInfo:
         return kubeflow_job_phase(observed, now)
 
+    def pod_templates(self, resource: JsonObject) -> list[dict[str, Any]]:
+        templates = []
+        for key, replicas in section(resource, "spec").items():
+            if not key.endswith("ReplicaSpecs") or not isinstance(replicas, Mapping):
+                continue
+            for replica in replicas.values():
+                template = replica.get("template") if isinstance(replica, Mapping) else None
+                if isinstance(template, dict):
+                    templates.append(template)
+        return templates
+
 
 class KnativeServicePlugin(Plugin):
     """A Knative Service (``serving.knative.dev/v1``): an inference task."""
@@ -92,11 +122,30 @@ class KnativeServicePlugin(Plugin):
     kind = "Service"
     # Knative names revisions <service>-00001 and their deployments <revision>-deployment.
     properties = PluginProperties(generated_name_max_length=40)
+    stop_subject = "the service's pods"
 
     def phase(
         self, observed: JsonObject, state: PluginState, now: datetime, config: LifecycleConfig
     ) -> PhaseInfo:
         return knative_service_phase(observed, now)
+
+    def pod_templates(self, resource: JsonObject) -> list[dict[str, Any]]:
+        return _spec_template(resource)
+
+    def stop_grace(self, resource: JsonObject) -> timedelta:
+        # Knative gives a revision's pods its request timeout as their termination grace period,
+        # so requests in flight can finish (300 s unless the template's timeoutSeconds says).
+        specs = [section(template, "spec") for template in self.pod_templates(resource)]
+        seconds = [integer(spec, "timeoutSeconds") or KNATIVE_DEFAULT_TIMEOUT for spec in specs]
+        return timedelta(seconds=max(seconds, default=KNATIVE_DEFAULT_TIMEOUT))
+
+
+KNATIVE_DEFAULT_TIMEOUT = 300
+
+
+def _spec_template(resource: JsonObject) -> list[dict[str, Any]]:
+    template = section(resource, "spec").get("template")
+    return [template] if isinstance(template, dict) else []
 
 
 KUBEFLOW_KINDS = ("PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "JAXJob")

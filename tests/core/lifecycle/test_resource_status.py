@@ -76,6 +76,83 @@ def test_job_conditions(job: dict[str, Any], phase: Phase, reason: str) -> None:
     assert (info.phase, info.reason) == (phase, reason)
 
 
+RETRYING = "retrying: {} failed pod(s) of a backoff limit of 10"
+BACKOFF = "; next pod after the Job controller's backoff ({} after the last failure)"
+
+
+def _retrying(**status: Any) -> dict[str, Any]:
+    return {"spec": {"backoffLimit": 10}, "status": status}
+
+
+@pytest.mark.parametrize(
+    ("job", "reason"),
+    [
+        pytest.param(
+            _retrying(failed=1), RETRYING.format(1) + BACKOFF.format("10s"), id="first-retry"
+        ),
+        pytest.param(
+            _retrying(failed=2), RETRYING.format(2) + BACKOFF.format("20s"), id="doubling"
+        ),
+        pytest.param(
+            _retrying(failed=4), RETRYING.format(4) + BACKOFF.format("1m20s"), id="minutes"
+        ),
+        pytest.param(
+            _retrying(failed=9), RETRYING.format(9) + BACKOFF.format("10m0s"), id="capped"
+        ),
+        pytest.param(
+            _retrying(failed=1, uncountedTerminatedPods={"failed": ["uid-2"]}),
+            RETRYING.format(2) + BACKOFF.format("20s"),
+            id="uncounted-failure",
+        ),
+        pytest.param(
+            _retrying(failed=1, active=1),
+            RETRYING.format(1) + "; a new pod is starting",
+            id="restart",
+        ),
+        pytest.param(
+            _retrying(failed=1, terminating=1),
+            RETRYING.format(1) + "; waiting for 1 terminating pod(s) to stop",
+            id="terminating",
+        ),
+        pytest.param(
+            _retrying(terminating=1),
+            "replacing a pod; waiting for 1 terminating pod(s) to stop",
+            id="evicted",
+        ),
+        pytest.param(
+            {"spec": {"completions": 3}, "status": {"succeeded": 1}},
+            "1 of 3 completions; the next pod is being created",
+            id="between-completions",
+        ),
+    ],
+)
+def test_a_job_between_pods_is_running_with_its_retries_and_backoff(
+    job: dict[str, Any], reason: str
+) -> None:
+    # The Job controller replaces a failed pod after 10 s doubling, at most 10 min
+    # (DefaultJobPodFailureBackOff, MaxJobPodFailureBackOff in pkg/controller/job/job_controller.go).
+    info = job_phase(job, NOW)
+    assert (info.phase, info.reason) == (Phase.RUNNING, reason)
+
+
+def test_a_job_started_without_a_pod_is_queued() -> None:
+    info = job_phase(_job(startTime="2026-11-21T11:59:00Z"), NOW)
+    assert (info.phase, info.reason) == (
+        Phase.QUEUED,
+        "job started, but has no pod (see the job's events)",
+    )
+
+
+def test_a_suspended_job_is_queued_for_a_cause() -> None:
+    info = job_phase(_job(_conditions(("Suspended", "True"), message="preempted by Kueue")), NOW)
+    assert (info.phase, info.reason, info.setback) == (
+        Phase.QUEUED,
+        "Suspended: preempted by Kueue",
+        True,
+    )
+    assert not job_phase(_job(), NOW).setback
+
+
 def test_job_failure_message_counts_the_backoff_limit() -> None:
     info = job_phase(
         _job(
@@ -117,6 +194,12 @@ def test_job_failure_message_counts_the_backoff_limit() -> None:
 )
 def test_kubeflow_conditions(conditions: list[dict[str, Any]], phase: Phase) -> None:
     assert kubeflow_job_phase({"status": {"conditions": conditions}}, NOW).phase is phase
+
+
+def test_a_suspended_kubeflow_job_is_queued_for_a_cause() -> None:
+    conditions = _conditions(("Created", "True"), ("Running", "False"), ("Suspended", "True"))
+    info = kubeflow_job_phase({"status": {"conditions": conditions}}, NOW)
+    assert (info.phase, info.setback) == (Phase.QUEUED, True)
 
 
 def _service(

@@ -32,6 +32,10 @@ states = st.builds(
     last_event_created=times,
     last_event_recorded=times,
     launch_failures=st.integers(0, 10),
+    maybe_created=st.booleans(),
+    needs_created=st.booleans(),
+    dependents_created=st.booleans(),
+    aborting_since=times,
 )
 
 
@@ -55,6 +59,8 @@ def test_empty_state_is_not_started(empty: dict[str, object] | None) -> None:
         {"version": 1, "managerPhase": "Started", "plugin": {}, "lastEvent": {}},
         {**encode_state(PluginState()), "launchFailures": -1},
         {**encode_state(PluginState()), "lastEvent": {"created": "yesterday", "recorded": None}},
+        {**encode_state(PluginState()), "maybeCreated": "no"},
+        {**encode_state(PluginState()), "abortingSince": "soon"},
     ],
 )
 def test_unknown_version_or_malformed_state_is_corrupted(data: dict[str, object]) -> None:
@@ -114,3 +120,37 @@ def test_state_times_keep_their_zone() -> None:
     moment = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(microseconds=5)
     state = PluginState(last_event_created=moment, last_event_recorded=moment)
     assert decode_state(encode_state(state)).last_event_created == moment
+
+
+@pytest.mark.parametrize(
+    ("manager_phase", "maybe_created", "dependents_created"),
+    [(ManagerPhase.NOT_STARTED, True, False), (ManagerPhase.STARTED, True, True)],
+)
+def test_a_state_written_before_the_launch_keys_assumes_least(
+    manager_phase: ManagerPhase, maybe_created: bool, dependents_created: bool
+) -> None:
+    older = encode_state(PluginState(manager_phase))
+    for key in ("maybeCreated", "needsCreated", "dependentsCreated", "abortingSince"):
+        del older[key]
+    state = decode_state(older)
+    assert (state.maybe_created, state.needs_created, state.dependents_created) == (
+        maybe_created,
+        False,
+        dependents_created,
+    )
+    assert state.aborting_since is None
+
+
+@pytest.mark.parametrize(
+    ("state", "never_created"),
+    [
+        (PluginState(), True),
+        (PluginState(launch_failures=3), True),
+        (PluginState(maybe_created=True), False),
+        (PluginState(ManagerPhase.STARTED), False),
+    ],
+)
+def test_only_a_task_whose_creates_never_landed_provably_has_no_resource(
+    state: PluginState, never_created: bool
+) -> None:
+    assert state.never_created is never_created

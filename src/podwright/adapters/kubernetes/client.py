@@ -4,12 +4,20 @@ The generated API classes are not used: they cover only built-in kinds, and buil
 for every object would cost more than the engine's whole reconcile round. ``ApiClient`` still does
 what it is good at: kubeconfig and in-cluster configuration, authentication (tokens, client
 certificates, exec plugins), TLS, and a pooled HTTP connection. Objects travel as plain JSON.
+
+The connection pool is sized for its user (:func:`connect`'s ``pool_size``): an executor holds one
+connection per worker and one per watch stream at once, and a pool smaller than that opens a
+connection for every request beyond it and throws it away afterwards (urllib3's "Connection pool
+is full, discarding connection"). urllib3's own retries are off: a request that gets no answer
+fails at once with an :class:`ApiConnectionError` that names the server and the cause, and the
+engine decides whether and when to try again.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
@@ -19,7 +27,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from podwright.adapters.kubernetes.errors import error_from_status
+from podwright.adapters.kubernetes.errors import connection_error, error_from_status
 from podwright.adapters.kubernetes.resources import rest_resource
 from podwright.engine.kubernetes_port import (
     ApiConnectionError,
@@ -34,6 +42,10 @@ from podwright.engine.kubernetes_port import (
 WATCH_READ_SLACK_SECONDS = 30
 REQUEST_TIMEOUT_SECONDS = 30.0
 CONNECTION_ERROR = "connection-error"
+DEFAULT_POOL_SIZE = 33
+"""Connections kept for reuse: enough for an executor of the default concurrency (16) with the
+two watch streams of every plugin kind (8 kinds) and one spare; ``connection_pool_size`` in
+``cluster_port`` sizes a pool for any concurrency."""
 
 
 RequestObserver = Callable[[str, str], None]
@@ -46,11 +58,18 @@ class KubernetesConfigError(Exception):
 
 
 def connect(
-    kubeconfig: str | None = None, context: str | None = None, *, in_cluster: bool | None = None
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    *,
+    in_cluster: bool | None = None,
+    pool_size: int = DEFAULT_POOL_SIZE,
 ) -> k8s_client.ApiClient:
     """An API client from a kubeconfig (``kubeconfig``, else ``$KUBECONFIG``, else
     ``~/.kube/config``) or, in a pod, from its service account. ``in_cluster=None`` picks the
-    service account when running in a pod and no kubeconfig is named."""
+    service account when running in a pod and no kubeconfig is named. ``pool_size`` is the
+    number of connections kept for reuse: the most requests (watches included) made at once."""
+    if pool_size < 1:
+        raise ValueError(f"pool_size: must be at least 1, got {pool_size}")
     configuration = k8s_client.Configuration()
     inside = in_cluster
     if inside is None:
@@ -70,6 +89,12 @@ def connect(
         raise KubernetesConfigError(
             f"cannot configure a Kubernetes client from {source}: {exc}"
         ) from exc
+    return _api_client(configuration, pool_size)
+
+
+def _api_client(configuration: k8s_client.Configuration, pool_size: int) -> k8s_client.ApiClient:
+    configuration.connection_pool_maxsize = pool_size
+    configuration.retries = False
     return k8s_client.ApiClient(configuration)
 
 
@@ -88,10 +113,60 @@ class KubernetesClient:
         self._observer = observer
 
     @classmethod
-    def for_host(cls, host: str, *, observer: RequestObserver | None = None) -> KubernetesClient:
+    def for_host(
+        cls,
+        host: str,
+        *,
+        observer: RequestObserver | None = None,
+        pool_size: int = DEFAULT_POOL_SIZE,
+    ) -> KubernetesClient:
         """A client of an API server that needs no credentials (an emulator, a local proxy)."""
         configuration = k8s_client.Configuration(host=host)
-        return cls(k8s_client.ApiClient(configuration), observer=observer)
+        return cls(_api_client(configuration, pool_size), observer=observer)
+
+    @property
+    def server(self) -> str:
+        """The API server's URL."""
+        return str(self._api.configuration.host)
+
+    def connections_opened(self) -> int:
+        """The connections opened so far (each reused connection counted once): compared with
+        the requests made, it tells whether the pool fits the load."""
+        pools = self._api.rest_client.pool_manager.pools
+        # urllib3's RecentlyUsedContainer refuses iteration; keys() is its thread-safe copy.
+        return sum(int(pools[key].num_connections) for key in pools.keys())  # noqa: SIM118
+
+    def server_version(
+        self,
+        *,
+        attempts: int = 3,
+        backoff_seconds: float = 0.5,
+        timeout_seconds: float = 5.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> str:
+        """The API server's version (``GET /version``): a cheap check that the server answers,
+        before work is recorded that would need it. A request that gets no answer is tried
+        ``attempts`` times, ``backoff_seconds`` apart and doubling; then the last
+        :class:`ApiConnectionError` is raised, saying how often it was tried."""
+        if attempts < 1:
+            raise ValueError(f"attempts: must be at least 1, got {attempts}")
+        failures = 0
+        while True:
+            try:
+                version = self._json(
+                    "GET", "/version", "get", timeout=(timeout_seconds, timeout_seconds)
+                )
+                return str(version.get("gitVersion") or "")
+            except ApiConnectionError as exc:
+                failures += 1
+                if failures == attempts:
+                    raise ApiConnectionError(
+                        f"{exc.message} (tried {attempts} times)",
+                        server=exc.server,
+                        cause=exc.cause,
+                        may_have_reached=exc.may_have_reached,
+                    ) from exc
+                sleep(backoff_seconds * 2 ** (failures - 1))
 
     def close(self) -> None:
         self._api.close()
@@ -224,8 +299,12 @@ class KubernetesClient:
                 obj.setdefault("apiVersion", api_version)
                 obj.setdefault("kind", kind)
                 yield event
-        except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
-            raise ApiConnectionError(f"watch of {kind} broke: {exc}") from exc
+        except ValueError as exc:
+            raise KubernetesError(
+                f"the watch of {kind} sent an event that is not JSON: {exc}"
+            ) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise connection_error(self.server, exc, during=f"the watch of {kind}") from exc
         finally:
             raw.release_conn()
 
@@ -243,8 +322,11 @@ class KubernetesClient:
         query: Mapping[str, str] | None = None,
         body: Any = None,
         content_type: str = "application/json",
+        timeout: tuple[float, float] | float = REQUEST_TIMEOUT_SECONDS,
     ) -> dict[str, Any]:
-        data = self._body(method, path, verb, query=query, body=body, content_type=content_type)
+        data = self._body(
+            method, path, verb, query=query, body=body, content_type=content_type, timeout=timeout
+        )
         try:
             decoded = json.loads(data) if data else {}
         except ValueError as exc:
@@ -260,15 +342,16 @@ class KubernetesClient:
         query: Mapping[str, str] | None = None,
         body: Any = None,
         content_type: str = "application/json",
+        timeout: tuple[float, float] | float = REQUEST_TIMEOUT_SECONDS,
     ) -> bytes:
         """The answer's body; an error status raised as the port's error."""
         response = self._request(
-            method, path, verb, query=query, body=body, content_type=content_type
+            method, path, verb, query=query, body=body, content_type=content_type, timeout=timeout
         )
         try:
             data = bytes(response.read())
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise ApiConnectionError(f"{method} {path}: {exc}") from exc
+            raise connection_error(self.server, exc) from exc
         if response.status >= 400:
             raise error_from_status(response.status, data, dict(response.getheaders()))
         return data
@@ -305,10 +388,11 @@ class KubernetesClient:
                 raise error_from_status(
                     exc.status, exc.body or "", dict(exc.headers or {})
                 ) from exc
-            raise ApiConnectionError(f"{method} {path}: {exc.reason}") from exc
+            # Status 0: the client caught a TLS failure and re-raised it as an ApiException.
+            raise connection_error(self.server, exc.__context__ or exc) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             self._observe(verb, CONNECTION_ERROR)
-            raise ApiConnectionError(f"{method} {path}: {exc}") from exc
+            raise connection_error(self.server, exc) from exc
         self._observe(verb, str(response.status))
         return response
 

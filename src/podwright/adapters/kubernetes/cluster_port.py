@@ -7,6 +7,9 @@ plugin) in a :class:`WatchCache`, the other feeds the kind's Kubernetes events i
 ``EventIndex``. Until the cache has listed, reads go to the API server; afterwards a steady-state
 reconcile round costs the API server nothing. Kinds no task uses are never listed, so a cluster
 without the Kubeflow or Knative CRDs is not asked about them.
+
+Each watch holds a connection for as long as it runs, so the client's connection pool must have
+room for the watches besides the executor's workers: :func:`connection_pool_size`.
 """
 
 from __future__ import annotations
@@ -21,6 +24,16 @@ from podwright.engine.config import MANAGED_BY, MANAGED_BY_LABEL
 from podwright.engine.event_index import EventIndex
 from podwright.engine.kubernetes_port import JsonObject, ObjectRef, PatchType
 from podwright.engine.plugin import Plugin
+
+WATCHES_PER_KIND = 2
+"""The watch streams a kind's reflectors hold: its objects, and their events."""
+
+
+def connection_pool_size(concurrency: int, plugins: Mapping[tuple[str, str], Plugin]) -> int:
+    """The connections an executor of ``concurrency`` workers over a :class:`ClusterPort` may
+    hold at once: one per worker, one per watch stream of every plugin kind, and one spare (a log
+    tail, or a probe of the server)."""
+    return concurrency + WATCHES_PER_KIND * len(plugins) + 1
 
 
 class ClusterPort:
@@ -103,6 +116,12 @@ class ClusterPort:
     def synced(self) -> bool:
         """Whether every started watch has listed at least once."""
         return all(reflector.wait_synced(0) for reflector in self._started())
+
+    def watch_error(self) -> str:
+        """Why a watch is failing now ("cannot reach the Kubernetes API server ..."), or "":
+        the caches then hold what the watches saw last, and the executor's rounds, reading
+        them, would not notice the API server is gone."""
+        return next((r.error for r in self._started() if r.error), "")
 
     def close(self) -> None:
         """Stop the watches and close the connection pool."""

@@ -9,6 +9,7 @@ small), :class:`EventWatcher` feeds Kubernetes events into the engine's ``EventI
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import threading
@@ -18,6 +19,7 @@ from typing import Any, Protocol
 
 from podwright.adapters.kubernetes.client import KubernetesClient
 from podwright.core.lifecycle.objects import JsonObject, parse_time, section, text
+from podwright.core.lifecycle.pod_status import scheduler_message
 from podwright.engine.backoff import jittered_delay
 from podwright.engine.event_index import EventIndex, EventKey, ObjectEvent
 from podwright.engine.kubernetes_port import GoneError, KubernetesError, ThrottledError
@@ -67,6 +69,8 @@ class Reflector:
         # Observable for tests and metrics.
         self.lists = 0
         self.watches = 0
+        self.error = ""
+        """Why the last list or watch failed, until one succeeds again ("" while it works)."""
 
     def start(self) -> Reflector:
         self._thread.start()
@@ -79,7 +83,10 @@ class Reflector:
     def stop(self) -> None:
         self._stop.set()
         for stream in list(self._streams):
-            stream.shutdown()
+            # A stream already closed, or whose connection went back to the pool, has nothing
+            # left to shut down (urllib3 says so with a ValueError or a RuntimeError).
+            with contextlib.suppress(ValueError, RuntimeError, OSError):
+                stream.shutdown()
         self._thread.join(timeout=10)
 
     def _run(self) -> None:
@@ -100,6 +107,7 @@ class Reflector:
             except KubernetesError as exc:
                 if self._stop.is_set():
                     return
+                self.error = exc.message
                 delay = jittered_delay(
                     failures, timedelta(seconds=0.2), self._max_backoff, self._rng
                 )
@@ -118,6 +126,7 @@ class Reflector:
             field_selector=self._field_selector,
         )
         self.lists += 1
+        self.error = ""
         self._handler.replace(items)
         self.resource_version = version
         self._synced.set()
@@ -136,15 +145,19 @@ class Reflector:
             timeout_seconds=self._watch_timeout,
             stream_holder=self._streams,
         )
-        for event in events:
-            if self._stop.is_set():
-                return
-            obj = event.get("object") or {}
-            version = section(obj, "metadata").get("resourceVersion")
-            if event.get("type") != "BOOKMARK":
-                self._handler.apply(str(event.get("type")), obj)
-            if version:
-                self.resource_version = str(version)
+        try:
+            for event in events:
+                if self._stop.is_set():
+                    return
+                self.error = ""
+                obj = event.get("object") or {}
+                version = section(obj, "metadata").get("resourceVersion")
+                if event.get("type") != "BOOKMARK":
+                    self._handler.apply(str(event.get("type")), obj)
+                if version:
+                    self.resource_version = str(version)
+        finally:
+            self._streams.clear()
 
 
 class WatchCache:
@@ -219,12 +232,13 @@ def object_event(obj: Mapping[str, Any]) -> ObjectEvent | None:
         or parse_time(obj.get("deprecatedFirstTimestamp"))
         or created
     )
+    reason, note = text(obj, "reason"), text(obj, "note")
     return ObjectEvent(
         uid=uid,
         created=created,
         recorded=recorded,
-        reason=text(obj, "reason"),
-        note=text(obj, "note"),
+        reason=reason,
+        note=scheduler_message(note) if reason == "FailedScheduling" else note,
         type=text(obj, "type") or "Normal",
     )
 

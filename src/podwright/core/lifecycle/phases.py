@@ -6,6 +6,11 @@ engine may do next: a *retryable* failure is the user's (a crash, an OOM kill) a
 under the task's retry budget; a *system retryable* failure is the platform's (a node went away, the
 object was deleted behind our back) and is retried without charging the user; a *permanent* failure
 must not be retried (a bad image name, a spec the API server refuses).
+
+Progress does not go back without a cause: Kubernetes status flaps (a Job between two pods has
+none active; a Knative Service rolling out a revision is not Ready for a moment), and a task that
+ran is still running then. :func:`hold_progress` keeps the phase a task reached unless the plugin
+names a cause for going back (``PhaseInfo.setback``: a suspension, a preemption).
 """
 
 from __future__ import annotations
@@ -72,7 +77,9 @@ class PhaseInfo:
     ``version`` distinguishes two reports of the same phase (a new reason, new events attached);
     the plugin manager makes it grow and never decrease. ``cleanup_on_failure`` asks the engine to
     delete the resource at once rather than keep it for inspection (it would otherwise hold
-    resources, such as a pod stuck on a container it can never create).
+    resources, such as a pod stuck on a container it can never create). ``setback`` says the
+    plugin knows why the task went back to an earlier phase (its job was suspended to be queued
+    again), so the report stands even after the task ran (see :func:`hold_progress`).
     """
 
     phase: Phase
@@ -82,6 +89,29 @@ class PhaseInfo:
     cleanup_on_failure: bool = False
     occurred_at: datetime | None = None
     additional_reasons: tuple[ReasonInfo, ...] = ()
+    setback: bool = False
+
+
+_PROGRESS = {
+    Phase.NOT_READY: 1,
+    Phase.WAITING_FOR_RESOURCES: 1,
+    Phase.QUEUED: 2,
+    Phase.INITIALIZING: 3,
+    Phase.RUNNING: 4,
+}
+
+
+def hold_progress(reached: Phase, info: PhaseInfo) -> PhaseInfo:
+    """``info``, unless it reports an earlier phase than ``reached`` without a cause: then the
+    phase reached, with the report's reason (what is happening now is still worth saying).
+
+    A pure rule over the last phase reported and the new report, applied by the plugin manager
+    to every plugin's report, so no plugin has to remember where its task was.
+    """
+    before, now = _PROGRESS.get(reached), _PROGRESS.get(info.phase)
+    if before is None or now is None or now >= before or info.setback:
+        return info
+    return PhaseInfo(reached, reason=info.reason, occurred_at=info.occurred_at)
 
 
 def undefined() -> PhaseInfo:
@@ -96,8 +126,10 @@ def waiting_for_resources(now: datetime, reason: str) -> PhaseInfo:
     return PhaseInfo(Phase.WAITING_FOR_RESOURCES, reason=reason, occurred_at=now)
 
 
-def queued(now: datetime, reason: str) -> PhaseInfo:
-    return PhaseInfo(Phase.QUEUED, reason=reason, occurred_at=now)
+def queued(now: datetime, reason: str, *, setback: bool = False) -> PhaseInfo:
+    """Waiting to run; ``setback``: sent back to wait after it ran, for a reason the plugin
+    names (a suspended job)."""
+    return PhaseInfo(Phase.QUEUED, reason=reason, occurred_at=now, setback=setback)
 
 
 def initializing(now: datetime, reason: str) -> PhaseInfo:

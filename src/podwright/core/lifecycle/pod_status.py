@@ -8,7 +8,8 @@ enough. The rules are those of Flyte's pod plugin, learned by its users the hard
 * Succeeded, but a container was OOM-killed: the user's failure (a sidecar the pod outlived).
 * Failed because the node shut down or went away, or the primary container was SIGKILLed (137, or
   247 from a runtime that reports the signal that way): the platform's failure, retried for free.
-* Pending and unschedulable: Queued, with the scheduler's reason.
+* Pending and unschedulable: Queued, with the scheduler's reason (see
+  :func:`scheduler_message` for the one word of it that is dropped).
 * Pending while images pull and containers are created: Initializing. A container that cannot be
   created (CreateContainerError, CreateContainerConfigError) or an image that cannot be pulled
   (ImagePullBackOff) is given a grace period from the Ready condition's last transition, because
@@ -21,6 +22,7 @@ enough. The rules are those of Flyte's pod plugin, learned by its users the hard
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -45,6 +47,13 @@ NODE_LOSS_REASONS = frozenset({"Shutdown", "Terminated", "NodeShutdown", "NodeAf
 SIGKILL_EXIT_CODES = frozenset({137, 247})
 OOM_KILLED = "OOMKilled"
 INITIALIZING_REASONS = frozenset({"ErrImagePull", "ContainerCreating", "PodInitializing"})
+# The scheduler's FitError message ("0/N nodes are available: <why>.") ends with the message of its
+# PostFilter plugins. When a PreFilter plugin rejects a pod outright (VolumeBinding: a claim that
+# does not exist yet, or an unbound Immediate claim), the PreFilter plugins after it never run,
+# and DynamicResources' PostFilter, reading a cycle state its PreFilter never wrote, fails with
+# the state's bare error "not found" (framework.ErrNotFound, pkg/scheduler/framework/
+# cycle_state.go), which FitError.Error() appends (pkg/scheduler/framework/types.go).
+_STRAY_POSTFILTER_ERROR = re.compile(r"(0/\d+ nodes are available: .*\.) not found", re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +98,14 @@ def pod_phase(pod: JsonObject, now: datetime, config: PodPhaseConfig) -> PhaseIn
         return info
     # Unknown: the node stopped reporting. Nothing can be concluded until it reports again.
     return phases.undefined()
+
+
+def scheduler_message(message: str) -> str:
+    """The scheduler's unschedulable message (a PodScheduled condition's, a FailedScheduling
+    event's note) without the stray " not found" its DynamicResources plugin appends when an
+    earlier plugin rejected the pod: it says nothing about the pod, and reads as if it did."""
+    stray = _STRAY_POSTFILTER_ERROR.fullmatch(message)
+    return stray.group(1) if stray else message
 
 
 def _succeeded(status: JsonObject, now: datetime) -> PhaseInfo:
@@ -169,7 +186,8 @@ def _pending(pod: JsonObject, now: datetime, config: PodPhaseConfig) -> PhaseInf
     scheduled = condition(pod, "PodScheduled")
     if scheduled is None or scheduled.get("status") != "True":
         if scheduled is not None and text(scheduled, "reason") == "Unschedulable":
-            return phases.queued(now, describe("Unschedulable", text(scheduled, "message")))
+            message = scheduler_message(text(scheduled, "message"))
+            return phases.queued(now, describe("Unschedulable", message))
         return phases.queued(now, "waiting for the scheduler")
     ready = condition_is(pod, "Ready", "False") or {}
     since = (

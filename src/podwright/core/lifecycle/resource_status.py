@@ -5,16 +5,21 @@ their controllers write them:
 
 * ``batch/v1`` Job: ``Complete`` and ``Failed`` are final (``FailureTarget`` and
   ``SuccessCriteriaMet`` announce them while pods terminate); ``Suspended`` means a queueing system
-  (Kueue, KAI) holds the job; otherwise its active and ready pod counts tell whether it runs.
+  (Kueue, KAI) holds the job; otherwise its pod counts tell whether it runs. A Job that has had a
+  pod fail or end (``failed``, ``uncountedTerminatedPods``, ``terminating``) runs on between two
+  pods: the Job controller replaces a failed pod after a backoff of 10 s, doubling with each
+  failure, at most 10 min (``DefaultJobPodFailureBackOff`` and ``MaxJobPodFailureBackOff`` in
+  ``pkg/controller/job/job_controller.go``), and the task is Running, retrying, meanwhile.
 * Kubeflow ``kubeflow.org/v1`` jobs (PyTorchJob, MPIJob, TFJob, XGBoostJob, JAXJob): ``Succeeded``
-  and ``Failed`` are final, ``Restarting`` and ``Running`` run, ``Created`` waits for its pods.
+  and ``Failed`` are final, ``Suspended`` holds the job, ``Restarting`` and ``Running`` run,
+  ``Created`` waits for its pods.
 * Knative ``serving.knative.dev/v1`` Service: it never finishes; ``Ready`` True serves, Unknown
   deploys, False has failed (most often a revision that cannot start).
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from podwright.core.lifecycle import phases
 from podwright.core.lifecycle.objects import (
@@ -27,6 +32,10 @@ from podwright.core.lifecycle.objects import (
     text,
 )
 from podwright.core.lifecycle.phases import PhaseInfo
+
+JOB_POD_FAILURE_BACKOFF = timedelta(seconds=10)
+JOB_POD_FAILURE_BACKOFF_MAX = timedelta(minutes=10)
+JOB_DEFAULT_BACKOFF_LIMIT = 6
 
 
 def job_phase(job: JsonObject, now: datetime) -> PhaseInfo:
@@ -43,24 +52,66 @@ def job_phase(job: JsonObject, now: datetime) -> PhaseInfo:
     suspended = condition_is(job, "Suspended", "True")
     if suspended is not None or section(job, "spec").get("suspend") is True:
         reason = describe("Suspended", text(suspended or {}, "message"))
-        return phases.queued(now, reason)
+        return phases.queued(now, reason, setback=True)
     status = section(job, "status")
     active = integer(status, "active") or 0
     ready = integer(status, "ready") or 0
+    terminating = integer(status, "terminating") or 0
     if ready > 0:
         return phases.running(now, _retries(job))
+    if _failed_pods(job) or terminating:
+        return phases.running(now, _between_pods(job, active, terminating))
     if active > 0:
         return phases.initializing(now, f"{active} pod(s) starting")
+    succeeded = integer(status, "succeeded") or 0
+    if succeeded:
+        completions = integer(section(job, "spec"), "completions") or 1
+        return phases.running(
+            now, f"{succeeded} of {completions} completions; the next pod is being created"
+        )
+    if status.get("startTime"):
+        return phases.queued(now, "job started, but has no pod (see the job's events)")
     return phases.queued(now, "job created; no pod yet")
 
 
+def _failed_pods(job: JsonObject) -> int:
+    """Failed pods, those the Job controller has not counted in ``status.failed`` yet included."""
+    status = section(job, "status")
+    uncounted = section(status, "uncountedTerminatedPods").get("failed")
+    return (integer(status, "failed") or 0) + (len(uncounted) if isinstance(uncounted, list) else 0)
+
+
+def _backoff_limit(job: JsonObject) -> int:
+    limit = integer(section(job, "spec"), "backoffLimit")
+    return JOB_DEFAULT_BACKOFF_LIMIT if limit is None else limit
+
+
 def _retries(job: JsonObject) -> str:
-    failed = integer(section(job, "status"), "failed") or 0
+    failed = _failed_pods(job)
     if not failed:
         return ""
-    limit = integer(section(job, "spec"), "backoffLimit")
-    limit = 6 if limit is None else limit
-    return f"{failed} failed pod(s) of a backoff limit of {limit}"
+    return f"{failed} failed pod(s) of a backoff limit of {_backoff_limit(job)}"
+
+
+def _between_pods(job: JsonObject, active: int, terminating: int) -> str:
+    """Why a Job that has run has no ready pod: which pod comes next, and when."""
+    failed = _failed_pods(job)
+    done = f"retrying: {_retries(job)}" if failed else "replacing a pod"
+    if active:
+        return f"{done}; a new pod is starting"
+    if terminating:
+        return f"{done}; waiting for {terminating} terminating pod(s) to stop"
+    delay = min(JOB_POD_FAILURE_BACKOFF * 2 ** min(failed - 1, 30), JOB_POD_FAILURE_BACKOFF_MAX)
+    return (
+        f"{done}; next pod after the Job controller's backoff "
+        f"({_duration(delay)} after the last failure)"
+    )
+
+
+def _duration(delay: timedelta) -> str:
+    """A whole number of seconds as Go writes a duration: ``40s``, ``1m20s``, ``10m0s``."""
+    seconds = int(delay.total_seconds())
+    return f"{seconds}s" if seconds < 60 else f"{seconds // 60}m{seconds % 60}s"
 
 
 def kubeflow_job_phase(job: JsonObject, now: datetime) -> PhaseInfo:
@@ -70,6 +121,9 @@ def kubeflow_job_phase(job: JsonObject, now: datetime) -> PhaseInfo:
     failed = condition_is(job, "Failed", "True")
     if failed is not None:
         return _failed(failed, now, "JobFailed", "")
+    suspended = condition_is(job, "Suspended", "True")
+    if suspended is not None:
+        return phases.queued(now, describe("Suspended", text(suspended, "message")), setback=True)
     restarting = condition_is(job, "Restarting", "True")
     if restarting is not None:
         return phases.running(now, describe("Restarting", text(restarting, "message")))

@@ -1,0 +1,222 @@
+"""The executor's rules over the in-memory port with a fake clock: an abort recorded only once the
+resource stopped (or its grace period and margin are over), a task whose resource never existed
+aborted and finalized without a request, and a round that says the API server is unreachable."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from podwright.adapters.sqlite_store import SQLiteTaskStore
+from podwright.core.lifecycle import Phase, decode_state
+from podwright.engine.config import LifecycleConfig
+from podwright.engine.executor import Executor, ExecutorConfig
+from podwright.engine.kubernetes_port import ApiConnectionError, ObjectRef
+from podwright.engine.task_store import NewTask
+from tests.engine.conftest import NAMESPACE
+from tests.engine.fake_kubernetes import FakeKubernetes
+
+SERVER = "https://10.0.0.1:6443"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SQLiteTaskStore]:
+    opened = SQLiteTaskStore(tmp_path / "tasks.db")
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def executor(store: SQLiteTaskStore, kube: FakeKubernetes, clock: Clock) -> Iterator[Executor]:
+    with Executor(
+        store,
+        kube,
+        ExecutorConfig(backend="kubernetes/test", concurrency=2),
+        LifecycleConfig(inject_finalizer=True, abort_margin=timedelta(seconds=10)),
+        clock=clock,
+        sleep=lambda _seconds: None,
+    ) as running:
+        yield running
+
+
+def _pod(grace: int = 20) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"annotations": {"podwright.dev/primary-container": "main"}},
+        "spec": {
+            "nodeName": "node-1",  # bound: its deletion waits for the kubelet
+            "terminationGracePeriodSeconds": grace,
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "x:1"}],
+        },
+    }
+
+
+def _submit(store: SQLiteTaskStore, clock: Clock, task_id: str = "t1") -> None:
+    store.submit(
+        NewTask(
+            task_id, "workspace", task_id, NAMESPACE, "kubernetes/test", {}, {}, (_pod(),), clock()
+        )
+    )
+
+
+def _running(
+    executor: Executor, kube: FakeKubernetes, store: SQLiteTaskStore, clock: Clock
+) -> ObjectRef:
+    executor.run_round()
+    ref = ObjectRef("v1", "Pod", NAMESPACE, "t1")
+    kube.set_status(
+        ref, {"phase": "Running", "containerStatuses": [{"name": "main", "state": {"running": {}}}]}
+    )
+    clock.advance(1)
+    executor.run_round()
+    assert store.get("t1").phase is Phase.RUNNING
+    return ref
+
+
+def test_an_abort_is_recorded_once_the_pods_containers_have_stopped(
+    executor: Executor, kube: FakeKubernetes, store: SQLiteTaskStore, clock: Clock
+) -> None:
+    _submit(store, clock)
+    ref = _running(executor, kube, store, clock)
+    store.request_abort("t1", clock())
+    clock.advance(1)
+    executor.run_round()
+    aborting = store.get("t1")
+    assert aborting.phase is Phase.RUNNING
+    assert aborting.reason == "aborting: waiting for the pod's containers to stop (grace 20 s)"
+    assert kube.get(ref)["metadata"]["deletionGracePeriodSeconds"] == 20
+    clock.advance(5)
+    executor.run_round()
+    assert store.get("t1").phase is Phase.RUNNING  # still stopping: nothing new to write
+    kube.set_status(ref, {"containerStatuses": [{"name": "main", "state": {"terminated": {}}}]})
+    clock.advance(1)
+    executor.run_round()
+    aborted = store.get("t1")
+    assert (aborted.phase, aborted.reason) == (Phase.ABORTED, "aborted on request")
+    assert [entry.phase for entry in store.history("t1")][-2:] == [Phase.RUNNING, Phase.ABORTED]
+    clock.advance(1)
+    executor.run_round()
+    assert store.get("t1").finalized
+
+
+def test_an_abort_the_resource_never_confirms_is_recorded_after_its_grace_and_margin(
+    executor: Executor, kube: FakeKubernetes, store: SQLiteTaskStore, clock: Clock
+) -> None:
+    _submit(store, clock)
+    _running(executor, kube, store, clock)
+    store.request_abort("t1", clock())
+    clock.advance(1)
+    executor.run_round()  # the pod is deleted now
+    clock.advance(29)
+    executor.run_round()
+    assert store.get("t1").phase is Phase.RUNNING
+    clock.advance(1)
+    executor.run_round()
+    aborted = store.get("t1")
+    assert aborted.phase is Phase.ABORTED
+    assert aborted.reason == (
+        f"aborted on request; Pod {NAMESPACE}/t1 did not confirm that the pod's containers "
+        "stopped within 30 s (the grace period of 20 s and a margin of 10 s)"
+    )
+
+
+def _refused() -> ApiConnectionError:
+    return ApiConnectionError(
+        f"cannot reach the Kubernetes API server {SERVER}: connection refused",
+        server=SERVER,
+        cause="connection refused",
+        may_have_reached=False,
+    )
+
+
+def test_a_task_that_never_reached_the_server_ends_and_is_finalized_without_a_request(
+    executor: Executor, kube: FakeKubernetes, store: SQLiteTaskStore, clock: Clock
+) -> None:
+    attempts = LifecycleConfig().launch_attempts
+    kube.fail("create", *[_refused() for _ in range(attempts)])
+    _submit(store, clock)
+    reports = []
+    while not store.get("t1").phase.is_terminal:
+        reports.append(executor.run_round())
+        clock.advance(20)
+    assert len(reports) == attempts
+    assert {report.connection_error for report in reports} == {_refused().message}
+    failed = store.get("t1")
+    assert (failed.phase, failed.reason) == (Phase.SYSTEM_RETRYABLE_FAILURE, "ApiServerUnreachable")
+    requests = sum(kube.calls.values())
+    executor.run_round()
+    assert store.get("t1").finalized
+    assert sum(kube.calls.values()) == requests
+
+
+def test_aborting_a_task_whose_resource_never_existed_needs_no_request(
+    executor: Executor, kube: FakeKubernetes, store: SQLiteTaskStore, clock: Clock
+) -> None:
+    kube.fail("create", _refused())
+    _submit(store, clock)
+    executor.run_round()
+    store.request_abort("t1", clock())
+    requests = sum(kube.calls.values())
+    clock.advance(20)
+    executor.run_round()
+    executor.run_round()
+    aborted = store.get("t1")
+    assert (aborted.phase, aborted.finalized) == (Phase.ABORTED, True)
+    assert aborted.reason == "aborted on request; its resource was never created"
+    assert sum(kube.calls.values()) == requests
+
+
+def test_a_round_says_when_an_abort_cannot_reach_the_server(
+    executor: Executor, kube: FakeKubernetes, store: SQLiteTaskStore, clock: Clock
+) -> None:
+    _submit(store, clock)
+    _running(executor, kube, store, clock)
+    store.request_abort("t1", clock())
+    kube.fail("delete", _refused())
+    clock.advance(1)
+    report = executor.run_round()
+    assert (report.errors, report.connection_error) == (1, _refused().message)
+    assert not store.get("t1").phase.is_terminal
+
+
+def test_an_abort_that_cannot_read_the_resource_still_counts_its_bound_from_the_delete(
+    executor: Executor, kube: FakeKubernetes, store: SQLiteTaskStore, clock: Clock
+) -> None:
+    _submit(store, clock)
+    _running(executor, kube, store, clock)
+    store.request_abort("t1", clock())
+    kube.cache_enabled = False
+    kube.fail("get", _refused())
+    clock.advance(1)
+    deleted_at = clock()
+    report = executor.run_round()
+    assert (report.errors, report.connection_error) == (1, _refused().message)
+    aborting = store.get("t1")
+    assert aborting.reason == "aborting: waiting for the pod's containers to stop (grace 20 s)"
+    assert decode_state(aborting.plugin_state).aborting_since == deleted_at
+    clock.advance(30)
+    executor.run_round()
+    assert store.get("t1").phase is Phase.ABORTED
+    assert kube.calls["delete"] == 1
