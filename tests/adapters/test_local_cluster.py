@@ -131,7 +131,7 @@ class Recorder:
             if found is not None and found["metadata"]["resourceVersion"] != version:
                 version = found["metadata"]["resourceVersion"]
                 self.seen.append((datetime.now(UTC), dict(found)))
-            time.sleep(0.001)
+            time.sleep(0.002)
 
     def stop(self) -> list[tuple[datetime, dict[str, Any]]]:
         self._stop.set()
