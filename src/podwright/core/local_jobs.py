@@ -7,7 +7,8 @@ from this machine as from a cluster:
 
 * a pod that fails counts in ``status.failed``; once more pods failed than ``backoffLimit``
   (default 6), or, with ``restartPolicy: OnFailure``, once the restarts of the running pod's
-  containers reach it (``pastBackoffLimitOnFailure``), the Job fails: the interim ``FailureTarget``
+  containers reach it (``pastBackoffLimitOnFailure``, since Kubernetes 1.10:
+  kubernetes/kubernetes#58972, fixing #54870), the Job fails: the interim ``FailureTarget``
   condition, its running pod deleted (and counted failed), then ``Failed`` once no pod remains,
   both with reason ``BackoffLimitExceeded``;
 * a failed pod is replaced after the pod-failure back-off (10 s, doubling per failure since the
