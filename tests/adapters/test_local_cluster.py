@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,20 @@ def quick(tmp_path: Path, events: EventIndex) -> Iterator[LocalCluster]:
     )
     yield local
     local.close()
+
+
+@pytest.fixture
+def record() -> Iterator[Recording]:
+    """Start recording an object's status versions; every recorder stops after the test."""
+    started: list[Recorder] = []
+
+    def start(cluster: LocalCluster, target: ObjectRef) -> Recorder:
+        started.append(Recorder(cluster, target))
+        return started[-1]
+
+    yield start
+    for recorder in started:
+        recorder.stop()
 
 
 def pod(name: str, script: str, **spec: Any) -> dict[str, Any]:
@@ -137,6 +151,9 @@ class Recorder:
         self._stop.set()
         self._thread.join()
         return self.seen
+
+
+Recording = Callable[[LocalCluster, ObjectRef], Recorder]
 
 
 # Running -------------------------------------------------------------------------------------
@@ -278,12 +295,12 @@ def test_a_containers_output_is_complete_when_its_status_says_it_terminated(
 
 
 def test_on_failure_restarts_a_failed_container_in_place_with_the_crash_loop_back_off(
-    quick: LocalCluster, events: EventIndex, tmp_path: Path
+    quick: LocalCluster, events: EventIndex, tmp_path: Path, record: Recording
 ) -> None:
     attempts = tmp_path / "attempts"
     # Fails twice, then succeeds: restarted at once, then after 0.2 s.
     script = f"echo run >> {attempts}; echo attempt; [ $(wc -l < {attempts}) -ge 3 ]"
-    recorder = Recorder(quick, ref("flaky"))
+    recorder = record(quick, ref("flaky"))
     quick.create(pod("flaky", script, restartPolicy="OnFailure"))
     eventually(lambda: phase_of(quick, "flaky") == "Succeeded")
     seen = recorder.stop()
@@ -359,8 +376,10 @@ def test_a_native_sidecar_runs_beside_the_containers_and_is_stopped_when_they_ar
     assert notes(events, "with-sidecar", "Killing") == ["Stopping container mount"]
 
 
-def test_statuses_of_a_pod_with_init_containers_move_forward(cluster: LocalCluster) -> None:
-    recorder = Recorder(cluster, ref("staged"))
+def test_statuses_of_a_pod_with_init_containers_move_forward(
+    cluster: LocalCluster, record: Recording
+) -> None:
+    recorder = record(cluster, ref("staged"))
     init = [container(f"step-{n}", "sleep 0.2") for n in (1, 2)]
     extra = container("logger", "sleep 0.3")
     cluster.create(
@@ -524,12 +543,14 @@ def test_closing_stops_every_process_with_its_grace_period_before_returning(
     local = LocalCluster(tmp_path / "local")
     pids = tmp_path / "pids"
     ignores = f"trap '' TERM; echo $$$$ >> {pids}; while true; do sleep 0.1; done"
-    local.create(pod("stubborn", ignores, terminationGracePeriodSeconds=1))
-    # In a command, $$ is an escaped $ (Kubernetes' expansion): $$$$ reaches the shell as $$.
-    local.create(pod("forever", f"echo $$$$ >> {pids}; exec sleep 300"))
-    eventually(lambda: len(pids_of(pids)) == 2)
-    started = time.monotonic()
-    local.close()
+    try:
+        local.create(pod("stubborn", ignores, terminationGracePeriodSeconds=1))
+        # In a command, $$ is an escaped $ (Kubernetes' expansion): $$$$ reaches the shell as $$.
+        local.create(pod("forever", f"echo $$$$ >> {pids}; exec sleep 300"))
+        eventually(lambda: len(pids_of(pids)) == 2)
+    finally:
+        started = time.monotonic()
+        local.close()
     assert time.monotonic() - started >= 0.9  # the stubborn one had its second of grace
     assert not any(alive(pid) for pid in pids_of(pids))
     assert list((tmp_path / "local" / "running").iterdir()) == []
@@ -604,9 +625,9 @@ def test_a_job_runs_a_pod_from_its_template_to_completion(
 
 
 def test_a_job_replaces_failed_pods_after_its_back_off_up_to_its_limit(
-    quick: LocalCluster, events: EventIndex
+    quick: LocalCluster, events: EventIndex, record: Recording
 ) -> None:
-    recorder = Recorder(quick, ref("flaky", "Job"))
+    recorder = record(quick, ref("flaky", "Job"))
     quick.create(job("flaky", "exit 1", backoff_limit=2))
     eventually(lambda: "Failed" in conditions(quick, "flaky"), timeout=30)
     seen = recorder.stop()
@@ -628,8 +649,7 @@ def test_with_on_failure_a_jobs_pod_restarts_in_place_and_restarts_count_to_the_
 ) -> None:
     quick.create(job("crashing", "exit 1", backoff_limit=2, policy="OnFailure"))
     eventually(lambda: "Failed" in conditions(quick, "crashing"), timeout=30)
-    (pod_name,) = quick.pods_of_job("research", "crashing") or [None]
-    assert pod_name is None  # the failing pod was deleted, and is gone
+    assert quick.pods_of_job("research", "crashing") == []  # its pod was deleted, and is gone
     status = quick.get(ref("crashing", "Job"))["status"]
     assert status["failed"] == 1
     assert reasons(events, "crashing", "Job") == [

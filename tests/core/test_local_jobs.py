@@ -184,7 +184,7 @@ def test_a_success_completes_the_job() -> None:
 
 
 def test_a_finished_job_does_nothing_more() -> None:
-    done = {"conditions": [{"type": "Complete", "status": "True"}], "succeeded": 1}
+    done: dict[str, Any] = {"conditions": [{"type": "Complete", "status": "True"}], "succeeded": 1}
     step = sync_job(job(**done), [], frozenset(), at(9), BACKOFF)
     assert (step.finished, step.create_pod, step.status) == (True, False, done)
 
