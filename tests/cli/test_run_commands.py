@@ -191,7 +191,7 @@ def test_the_task_store_path_can_be_set(tmp_path: Path, monkeypatch: pytest.Monk
     path = tmp_path / "pod.yaml"
     path.write_text(
         "type: workspace\nname: pair\nspec:\n  image: busybox:1\n"
-        "  command: sh -c 'echo from main'\n"
+        "  command: sh -c 'echo from main'\n  restartPolicy: Never\n"
     )
     home = tmp_path / "home"
     result = invoke(home, "run", "--workload", str(path))
