@@ -131,6 +131,39 @@ def test_a_missing_namespace_fails_the_task_for_good_naming_it(kube: FakeKuberne
     assert _never_created(failed.state)
 
 
+@pytest.mark.parametrize(
+    ("resource", "plugin", "served_by"),
+    [
+        pytest.param(
+            lambda: copy.deepcopy(PYTORCH),
+            lambda: KubeflowJobPlugin("PyTorchJob"),
+            "install the Kubeflow training operator (its kubeflow.org/v1 CRDs), or",
+            id="kubeflow",
+        ),
+        pytest.param(
+            lambda: copy.deepcopy(KNATIVE),
+            KnativeServicePlugin,
+            "install Knative Serving (its serving.knative.dev CRDs), or",
+            id="knative",
+        ),
+    ],
+)
+def test_a_kind_the_cluster_does_not_serve_fails_the_task_for_good_naming_what_serves_it(
+    kube: FakeKubernetes, resource: Any, plugin: Any, served_by: str
+) -> None:
+    # A cluster without the CRD answers a create with 404 (the server could not find the
+    # requested resource): retrying cannot help.
+    kube.fail("create", NotFoundError("the server could not find the requested resource"))
+    harness = Harness(kube, plugin=plugin())
+    failed = harness.round(TaskContext("task-1", NAMESPACE, resource(), labels=LABELS))
+    assert failed.info.phase is Phase.PERMANENT_FAILURE
+    assert failed.info.reason == "KindNotServed"
+    assert failed.info.error is not None
+    assert served_by in failed.info.error.message
+    assert failed.info.error.message.startswith("the cluster does not serve ")
+    assert _never_created(failed.state)
+
+
 def _never_created(state: PluginState) -> bool:
     return state.never_created
 

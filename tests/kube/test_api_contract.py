@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from podwright.adapters.kubernetes.resources import RESOURCES, RestResource
 from podwright.engine.kubernetes_port import (
     AlreadyExistsError,
     ConflictError,
@@ -348,6 +349,25 @@ def test_a_create_in_a_namespace_that_does_not_exist_is_404_naming_it(api: ApiSe
     assert caught.value.namespace == missing
     assert caught.value.details["kind"] == "namespaces"
     assert caught.value.message == f'namespaces "{missing}" not found'
+
+
+def test_a_create_of_a_kind_the_server_does_not_serve_is_404_not_naming_a_namespace(
+    api: ApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A cluster without a CRD (Kubeflow, Knative) has no such resource type: the request falls
+    # through to the apiserver's NotFound handler (404). The engine fails such a task for good
+    # (KindNotServed) instead of retrying it.
+    widget = RestResource("podwright-contract.example.com/v1", "Widget", "widgets")
+    monkeypatch.setitem(RESOURCES, (widget.api_version, widget.kind), widget)
+    body = {
+        "apiVersion": widget.api_version,
+        "kind": widget.kind,
+        "metadata": {"name": "w", "namespace": api.namespace},
+    }
+    with pytest.raises(NotFoundError) as caught:
+        api.client.create(body)
+    assert caught.value.status == 404
+    assert not isinstance(caught.value, NamespaceNotFoundError)
 
 
 def _bound_pod(api: ApiServer, name: str, **spec: Any) -> ObjectRef:

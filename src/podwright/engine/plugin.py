@@ -35,6 +35,8 @@ class PluginProperties:
     # How an abort deletes the resource: in the foreground, the object stays (with the
     # foregroundDeletion finalizer) until the pods it made are gone, which tells when it stopped.
     abort_propagation: str = "Foreground"
+    # What a cluster needs installed to serve the kind (a create answered 404 names it).
+    served_by: str = ""
 
 
 @dataclass(frozen=True, slots=True)

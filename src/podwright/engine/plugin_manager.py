@@ -25,6 +25,8 @@ AlreadyExists, another's resource      PermanentFailure ResourceNameTaken
 AlreadyExists, another's claim         success: claims are shared by name; the task uses it, and
                                        an attached reason says so
 404 namespace not found                PermanentFailure NamespaceNotFound, naming the namespace
+other 404                              PermanentFailure KindNotServed: the cluster does not serve
+                                       the kind (its CRD is not installed); names what serves it
 quota exceeded                         WaitingForResources, backing off per (kind, namespace);
                                        PermanentFailure ResourceRequestsExceedLimits when the
                                        request alone exceeds the quota's hard limit
@@ -278,6 +280,9 @@ class PluginManager:
                 f"namespace ({exc.message})"
             )
             info = phases.permanent_failure(now, "NamespaceNotFound", message)
+        elif isinstance(exc, NotFoundError):
+            # A create is never 404 for the object itself: the server has no such resource type.
+            info = phases.permanent_failure(now, "KindNotServed", self._not_served(ref, exc))
         elif isinstance(exc, QuotaExceededError):
             return self._quota_refused(
                 refused, BackoffKey(ref.kind, ref.namespace), exc, now, notes
@@ -332,6 +337,14 @@ class PluginManager:
             self._rng,
         )
         return self._settle(state, info, now, retry_after=wait, notes=notes, api_error=exc)
+
+    def _not_served(self, ref: ObjectRef, exc: KubernetesError) -> str:
+        served_by = self.plugin.properties.served_by if ref.kind == self.plugin.kind else ""
+        needs = f": install {served_by}, or" if served_by else ";"
+        return (
+            f"the cluster does not serve {ref.api_version} {ref.kind}{needs} run the workload on "
+            f"a cluster that does ({exc.message})"
+        )
 
     def _quota_refused(
         self,

@@ -89,7 +89,10 @@ class KubeflowJobPlugin(Plugin):
 
     api_version = "kubeflow.org/v1"
     # The operator names pods <job>-<replica type>-<index>, and services after them.
-    properties = PluginProperties(generated_name_max_length=48)
+    properties = PluginProperties(
+        generated_name_max_length=48,
+        served_by="the Kubeflow training operator (its kubeflow.org/v1 CRDs)",
+    )
 
     stop_subject = "the job's pods"
 
@@ -121,7 +124,9 @@ class KnativeServicePlugin(Plugin):
     api_version = "serving.knative.dev/v1"
     kind = "Service"
     # Knative names revisions <service>-00001 and their deployments <revision>-deployment.
-    properties = PluginProperties(generated_name_max_length=40)
+    properties = PluginProperties(
+        generated_name_max_length=40, served_by="Knative Serving (its serving.knative.dev CRDs)"
+    )
     stop_subject = "the service's pods"
 
     def phase(
