@@ -1,4 +1,4 @@
-"""What every podwright command shares: exit codes and the one-line bad-input error."""
+"""What every podwright command shares: exit codes and the one-line errors that end a command."""
 
 from __future__ import annotations
 
@@ -20,13 +20,34 @@ class ExitCode(IntEnum):
     TASK_FAILED = 3
     """The task ran and failed (``podwright run``)."""
     ABORTED = 4
-    """The task was aborted (``podwright run``)."""
+    """The task was aborted (``podwright run``; also when a second Ctrl-C stops following it while
+    it is being aborted: the executor finishes the abort)."""
+    UNAVAILABLE = 5
+    """podwright could not do its part, though the input was good: the task store cannot be opened,
+    read or written; no executor could be started, or kept running, for the task's backend; a task
+    could not be removed because its backend cannot be reached (``delete`` without ``--force``)
+    or its abort did not end in time. A task already recorded is kept."""
+    HANGUP = 128 + 1
+    """``run`` got SIGHUP (its terminal closed) and stopped following; the task goes on with the
+    executor (128 + the signal's number, as a shell reports a process the signal killed)."""
+    OUTPUT_CLOSED = 128 + 13
+    """The standard output was closed (``podwright run ... | head``: EPIPE); the command stopped
+    quietly, and a task goes on with the executor. As a process killed by SIGPIPE, which is what
+    ``kubectl logs -f | head`` reports."""
+    TERMINATED = 128 + 15
+    """``run`` got SIGTERM and stopped following; the task goes on with the executor."""
 
 
 class BadInput(click.ClickException):
     """Input the command cannot use; reported on one line, exit status 2."""
 
     exit_code = ExitCode.BAD_INPUT
+
+
+class Unavailable(click.ClickException):
+    """Something podwright needs is unavailable (the store, an executor); exit status 5."""
+
+    exit_code = ExitCode.UNAVAILABLE
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

@@ -8,7 +8,9 @@ line on standard error that names the file, the line, the field and the problem.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -22,11 +24,12 @@ from podwright.cli.executor_command import executor_command
 from podwright.cli.fuse_proxy_commands import fuse_proxy_group
 from podwright.cli.policy_commands import policy_group
 from podwright.cli.render_command import render_command
-from podwright.cli.run_commands import (
+from podwright.cli.run_commands import run_command
+from podwright.cli.task_commands import (
     abort_command,
+    delete_command,
     list_command,
     logs_command,
-    run_command,
     status_command,
 )
 from podwright.core.fuse_proxy.manifests import FuseProxySetup
@@ -54,6 +57,22 @@ class PodwrightGroup(click.Group):
         except click.Abort:
             _fail("aborted", 130)
         sys.exit(code if isinstance(code, int) else ExitCode.OK)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            _point_output_at_devnull()
+            raise click.exceptions.Exit(ExitCode.OUTPUT_CLOSED) from None
+
+
+def _point_output_at_devnull() -> None:
+    """The standard output was closed (``podwright ... | head``): the command stops quietly, with
+    the status of a tool killed by SIGPIPE. Python's documentation advises pointing the output at
+    /dev/null, so that flushing it at exit does not fail again ("Exception ignored ...")."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 def _fail(message: str, code: int) -> NoReturn:
@@ -200,7 +219,14 @@ cli.add_command(policy_group)
 cli.add_command(render_command)
 cli.add_command(fuse_proxy_group)
 cli.add_command(executor_command)
-for command in (run_command, list_command, status_command, logs_command, abort_command):
+for command in (
+    run_command,
+    list_command,
+    status_command,
+    logs_command,
+    abort_command,
+    delete_command,
+):
     cli.add_command(command)
 
 
