@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import sys
 from collections.abc import Sequence
 from enum import IntEnum
 
@@ -30,6 +33,9 @@ class ExitCode(IntEnum):
     HANGUP = 128 + 1
     """``run`` got SIGHUP (its terminal closed) and stopped following; the task goes on with the
     executor (128 + the signal's number, as a shell reports a process the signal killed)."""
+    INTERRUPTED = 128 + 2
+    """Ctrl-C before the command had done anything that lasts (before ``run`` recorded its
+    task): ``podwright: error: aborted``."""
     OUTPUT_CLOSED = 128 + 13
     """The standard output was closed (``podwright run ... | head``: EPIPE); the command stopped
     quietly, and a task goes on with the executor. As a process killed by SIGPIPE, which is what
@@ -48,6 +54,15 @@ class Unavailable(click.ClickException):
     """Something podwright needs is unavailable (the store, an executor); exit status 5."""
 
     exit_code = ExitCode.UNAVAILABLE
+
+
+def point_output_at_devnull() -> None:
+    """The standard output cannot be written any more (closed by its reader, or its terminal
+    hung up): point it at /dev/null, as Python's documentation advises, so that flushing it at
+    exit does not fail again ("Exception ignored ... BrokenPipeError")."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

@@ -8,9 +8,7 @@ line on standard error that names the file, the line, the field and the problem.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -19,7 +17,7 @@ import click
 
 from podwright import __version__
 from podwright.adapters.documents import STDIN, DocumentError, dump_yaml, read_document
-from podwright.cli.common import BadInput, ExitCode
+from podwright.cli.common import BadInput, ExitCode, point_output_at_devnull
 from podwright.cli.executor_command import executor_command
 from podwright.cli.fuse_proxy_commands import fuse_proxy_group
 from podwright.cli.policy_commands import policy_group
@@ -55,24 +53,15 @@ class PodwrightGroup(click.Group):
         except click.ClickException as error:
             _fail(error.format_message(), error.exit_code)
         except click.Abort:
-            _fail("aborted", 130)
+            _fail("aborted", ExitCode.INTERRUPTED)
         sys.exit(code if isinstance(code, int) else ExitCode.OK)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except BrokenPipeError:
-            _point_output_at_devnull()
+            point_output_at_devnull()
             raise click.exceptions.Exit(ExitCode.OUTPUT_CLOSED) from None
-
-
-def _point_output_at_devnull() -> None:
-    """The standard output was closed (``podwright ... | head``): the command stops quietly, with
-    the status of a tool killed by SIGPIPE. Python's documentation advises pointing the output at
-    /dev/null, so that flushing it at exit does not fail again ("Exception ignored ...")."""
-    with contextlib.suppress(OSError, ValueError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
 
 
 def _fail(message: str, code: int) -> NoReturn:

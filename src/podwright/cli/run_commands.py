@@ -52,7 +52,14 @@ from podwright.cli.backends import (
     cluster_options,
     resolve_backend,
 )
-from podwright.cli.common import BadInput, ExitCode, Unavailable, scalar_text, table
+from podwright.cli.common import (
+    BadInput,
+    ExitCode,
+    Unavailable,
+    point_output_at_devnull,
+    scalar_text,
+    table,
+)
 from podwright.cli.executor_command import lifecycle_option, load_lifecycle_config
 from podwright.cli.executors import ExecutorKeeper, ExecutorLaunch
 from podwright.cli.render_command import (
@@ -161,6 +168,8 @@ def run_command(
                 follower = Follower(store, record, logs, keeper, signals)
                 code = follower.follow(_display(f"{workload_type} {prepared.name}"))
         except _StopFollowing as stopped:
+            if stopped.exit_code == ExitCode.HANGUP:
+                point_output_at_devnull()  # the terminal is gone
             _note_quietly(
                 f"podwright: {stopped.name}: stopped following task {task.task_id}; it goes on "
                 f"with the executor (podwright status {task.task_id})"
