@@ -107,6 +107,15 @@ Batch = tuple[list[HistoryEntry], list[AttachedEvent], list[LogLine], float]
             ["Queued", "| never ran?", "PermanentFailure"],
             id="a-task-that-ended-before-running-was-seen-shows-its-output-first",
         ),
+        pytest.param(
+            [
+                ([phase(Phase.QUEUED, 0.2)], [event("SuccessfulCreate", 0.2)], [], 0.1),
+                ([], [], [LogLine("one"), LogLine("two")], 0.3),
+                ([phase(Phase.SUCCESS, 1.8)], [event("Completed", 0.8)], [], 1.0),
+            ],
+            ["Queued", "event SuccessfulCreate", "| one", "| two", "event Completed", "Success"],
+            id="a-quick-task-never-seen-running-shows-its-output-before-what-followed-it",
+        ),
     ],
 )
 def test_a_timeline_gives_out_what_happened_in_order(

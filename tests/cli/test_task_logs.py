@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,9 @@ def test_the_rest_of_a_finished_output_includes_a_last_line_without_newline(
     write(tmp_path, "nb", "main", "epoch 1\nsaved, no newline")
     tail = LocalLogTail(tmp_path, ref, "main")
     assert texts(tail.read()) == ["epoch 1"]
-    assert tail.rest() == [LogLine("saved, no newline")]
+    log = tmp_path / "logs" / "research" / "nb" / "main.log"
+    os.utime(log, (1000, 1000))  # the lines of a read carry the time the file was last written
+    assert tail.rest() == [LogLine("saved, no newline", datetime.fromtimestamp(1000, UTC))]
     assert tail.rest() == []
 
 

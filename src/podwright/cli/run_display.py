@@ -9,9 +9,10 @@ how long it lasted, and the current one's time ticking.
 What a task did reaches ``run`` from three sources read one after the other (its phase history and
 events from the store, written by the executor a round after they happened, then its output, read
 as it is written), so a :class:`Timeline` puts them back in the order they happened: by timestamp
-(history entries and events have one, a cluster's log lines too, a local line gets the moment it
-was read), each item held back a moment so that what the executor records late still comes in its
-place, and a terminal phase always last, after the output that came before it.
+(history entries and events have one, a cluster's log lines too, a local line the time its file
+was last written when it was read), each item held back a moment so that what the executor
+records late still comes in its place, and a terminal phase always last, after the output that
+came before it.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ Happening = HistoryEntry | AttachedEvent | LogLine
 """A phase the task entered, an event attached to it, or a line of its output."""
 
 _EARLIEST = datetime.min.replace(tzinfo=UTC)
-_LATEST = datetime.max.replace(tzinfo=UTC)
 
 
 class Display(Protocol):
@@ -63,12 +63,11 @@ class Timeline:
     happened.
 
     Each source is in order already; they are merged by timestamp (at equal times: phases, then
-    events, then output). Output without a timestamp (the local backend's files) is stamped with
-    the last moment before it was written that is known, the read before (an event that follows
-    output, a Job's Completed, is recorded a moment after it); an event without a timestamp stays
-    after the one before it. The output is the primary container's, so none of it comes before
-    the phase in which it runs (Running, or a terminal phase when the executor saw none), which
-    the executor records when it observes it, a round after the container started. An item is
+    events, then output). Output without a timestamp is stamped with the last moment known before
+    it was written, the read before it; an event without a timestamp stays after the one before
+    it. The output is the primary container's, so none of it comes before
+    the phase in which it runs (Running; when the executor saw none, the phase before the end),
+    which the executor records when it observes it, a round after the container started. An item is
     given out once it is ``settle`` old, so that what the executor records a round later (an
     event that happened before a line of output) still comes first; a terminal phase only with
     ``everything``, after all the output read with it.
@@ -79,6 +78,7 @@ class Timeline:
         self._pending: list[tuple[tuple[bool, datetime, int, int], Happening]] = []
         self._previous_event = _EARLIEST
         self._output_from: datetime | None = None
+        self._last_phase_at = _EARLIEST
         self._early: list[LogLine] = []
         self._count = 0
 
@@ -94,8 +94,10 @@ class Timeline:
         for entry in phases:
             at = _when(entry) or lines_after
             self._hold(entry, at, 0, entry.phase.is_terminal)
-            runs = entry.phase is Phase.RUNNING or entry.phase.is_terminal
-            if runs and self._output_from is None:
+            if entry.phase.is_terminal:
+                continue
+            self._last_phase_at = at
+            if entry.phase is Phase.RUNNING and self._output_from is None:
                 self._output_from = at
                 early, self._early = self._early, []
                 for line in early:
@@ -116,10 +118,10 @@ class Timeline:
 
     def release(self, now: datetime, *, everything: bool = False) -> list[Happening]:
         """The items settled by ``now`` (``everything``: all, a terminal phase last), in order."""
-        if everything:  # the task ended: its output came before, whatever the phases said
+        if everything:  # the task ended without Running seen: its output came before the end
             early, self._early = self._early, []
             for line in early:
-                self._hold(line, _LATEST, 2)
+                self._hold(line, max(_when(line) or self._last_phase_at, self._last_phase_at), 2)
         self._pending.sort(key=lambda pair: pair[0])
         cutoff = now - self._settle
         count = 0

@@ -2,7 +2,8 @@
 
 * :class:`LocalLogTail`: the local backend's log files (of every pod the task's resource made, in
   order; every container's, or the one named), from the offset reached last time, whole lines
-  only until the output is complete (:meth:`~LogTail.rest`). The files carry no timestamps.
+  only until the output is complete (:meth:`~LogTail.rest`). The files carry no timestamps: the
+  lines of one read get the file's modification time, when the last of them was written.
 * :class:`ClusterLogTail`: a cluster's pod log API, polled at most once a second with
   ``timestamps=true`` and ``sinceTime``; the lines of the last second are remembered so that a
   line is never shown twice, and each line keeps its timestamp, for ``run`` to show it in order
@@ -14,6 +15,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -108,10 +110,11 @@ class LocalLogTail:
             with path.open("rb") as log:
                 log.seek(offset)
                 data = log.read()
+                written = datetime.fromtimestamp(os.fstat(log.fileno()).st_mtime, UTC)
             taken = data[: data.rfind(b"\n") + 1] if whole_lines else data
             self._offsets[path] = offset + len(taken)
             text = taken.decode("utf-8", "replace")
-            lines.extend(LogLine(line) for line in text.splitlines())
+            lines.extend(LogLine(line, written) for line in text.splitlines())
         return lines
 
 
