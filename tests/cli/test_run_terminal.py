@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from podwright.cli.main import cli
+from tests.cli.background import serving_executors
 from tests.cli.test_run_commands import waiting_for, workload
 from tests.kube.support import eventually
 
@@ -140,19 +141,23 @@ def test_ctrl_c_on_a_terminal_can_detach_from_a_local_task(tmp_path: Path, home:
 
 
 def test_a_second_ctrl_c_while_aborting_stops_following_at_once(tmp_path: Path, home: Path) -> None:
-    # The task ignores SIGTERM: its abort lasts the grace period, which 'run' need not wait out.
-    command = "sh -c 'trap \"\" TERM; while true; do sleep 0.1; done'"
-    with closing_terminal(run_on_a_terminal(tmp_path, home, "stubborn", command)) as terminal:
+    with closing_terminal(run_on_a_terminal(tmp_path, home, "stubborn", "sleep 300")) as terminal:
         terminal.expect(r"Running")
-        terminal.interrupt()
-        terminal.expect(r"\(abort, detach, continue\)")
-        terminal.type("abort\n")
-        terminal.expect(r"aborting the task \(Ctrl-C again stops following")
-        terminal.interrupt()
-        terminal.expect(r"stopped following; the executor finishes aborting task stubborn-\w+")
-        assert terminal.close() == 4
+        # The executor is held still: the abort cannot end before the second Ctrl-C.
+        executor = serving_executors(home / "tasks.db")["local"]
+        os.kill(executor, signal.SIGSTOP)
+        try:
+            terminal.interrupt()
+            terminal.expect(r"\(abort, detach, continue\)")
+            terminal.type("abort\n")
+            terminal.expect(r"aborting the task \(Ctrl-C again stops following")
+            terminal.interrupt()
+            terminal.expect(r"stopped following; the executor finishes aborting task stubborn-\w+")
+            assert terminal.close() == 4
+        finally:
+            os.kill(executor, signal.SIGCONT)
     task_id = re.findall(r"(stubborn-\w+)", terminal.text())[0]
-    eventually(lambda: "phase:     Aborted" in status(home, task_id), timeout=90)
+    eventually(lambda: "phase:     Aborted" in status(home, task_id), timeout=60)
 
 
 def status(home: Path, task_id: str) -> str:

@@ -376,12 +376,8 @@ class Follower:
                     if code is not None:
                         return code
                 self._sleep(POLL_SECONDS)
-        except KeyboardInterrupt:
-            display.note(
-                f"stopped following; the executor finishes aborting task {self._task_id} "
-                f"(podwright status {self._task_id})"
-            )
-            return ExitCode.ABORTED
+        except KeyboardInterrupt:  # a second Ctrl-C, while the task is being aborted
+            return self._stop_following(display)
         finally:
             display.close()
 
@@ -417,9 +413,8 @@ class Follower:
         """Ask what Ctrl-C meant (on a terminal; elsewhere it aborts): the exit status when this
         command should stop now, else None."""
         self._signals.interrupted = False
-        if record.abort_requested:
-            self._signals.aborting = True
-            return None
+        if record.abort_requested:  # being aborted already: Ctrl-C stops following
+            return self._stop_following(display)
         choice = "abort"
         if sys.stdin.isatty():
             display.pause()
@@ -448,12 +443,19 @@ class Follower:
                 self._store.request_abort(self._task_id, utc_now())
             except TaskStoreError as error:
                 raise Unavailable(str(error)) from error
+            self._signals.aborting = True
             display.note(
                 "interrupted: aborting the task (Ctrl-C again stops following; the executor "
                 "finishes the abort)"
             )
-            self._signals.aborting = True
         return None
+
+    def _stop_following(self, display: Display) -> int:
+        display.note(
+            f"stopped following; the executor finishes aborting task {self._task_id} "
+            f"(podwright status {self._task_id})"
+        )
+        return ExitCode.ABORTED
 
 
 def _images(manifests: Sequence[Mapping[str, Any]]) -> list[str]:
