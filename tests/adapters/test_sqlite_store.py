@@ -172,6 +172,39 @@ def test_abort_requests_are_idempotent_and_finalized_tasks_leave_the_active_set(
     assert [record.task_id for record in store.list_tasks()] == ["t-1", "t-2"]
 
 
+def test_a_task_is_deleted_with_its_history_and_events_only_at_the_revision_read(
+    store: SQLiteTaskStore, tmp_path: Path
+) -> None:
+    store.submit(new_task("t-1"))
+    store.submit(new_task("t-2"))
+    started = PhaseInfo(
+        Phase.RUNNING, 1, "", additional_reasons=(ReasonInfo("Started", T0),), occurred_at=T0
+    )
+    record = store.advance("t-1", 1, {"version": 1}, started, T0)
+    store.advance("t-2", 1, {"version": 1}, started, T0)
+    store.request_abort("t-1", T0)  # a write since 'record' was read
+    with pytest.raises(StaleRevisionError, match="task 't-1' is at revision 3, not 2"):
+        store.delete("t-1", record.revision)
+    assert store.get("t-1").revision == 3
+    store.delete("t-1", 3)
+    with pytest.raises(TaskNotFoundError, match="no task 't-1' in"):
+        store.get("t-1")
+    with pytest.raises(TaskNotFoundError):
+        store.delete("t-1", 3)
+    assert [record.task_id for record in store.list_tasks()] == ["t-2"]
+    assert len(store.history("t-2")) == len(store.events("t-2")) == 1
+    raw = sqlite3.connect(tmp_path / "state" / "tasks.db")
+    try:
+        for table in ("phase_history", "attached_events"):
+            rows = raw.execute(f"SELECT task_id FROM {table}").fetchall()
+            assert rows == [("t-2",)], table
+    finally:
+        raw.close()
+    store.submit(new_task("t-1"))  # its id is free again, with an empty history
+    assert store.history("t-1") == []
+    assert store.events("t-1") == []
+
+
 @settings(max_examples=30)
 @given(
     st.lists(

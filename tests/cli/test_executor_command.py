@@ -1,23 +1,31 @@
-"""``podwright executor`` and ``run --detach`` on the local backend: one process runs it at a time,
-a detached task runs to its end in a background executor, a stopped executor aborts what it runs,
-and the processes a killed backend left behind are killed by the next one."""
+"""``podwright executor`` and ``run --detach`` on the local backend: one executor per task store
+and backend (a second one exits at once; quick concurrent submissions start one), a detached task
+runs to its end in a background executor that then exits, an idle executor takes its lock again
+for a task that arrived as it was leaving, a stopped executor aborts what it runs, and the
+processes a killed backend left behind are killed by the next one."""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import signal
 import subprocess
 import sys
 import textwrap
+from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner, Result
 
 from podwright.adapters.local.cluster import LocalCluster
-from podwright.cli.backends import executor_lock_holder
+from podwright.adapters.sqlite_store import SQLiteTaskStore
+from podwright.cli.executors import ExecutorSlot, HeldSlot
 from podwright.cli.main import cli
-from tests.cli.test_run_commands import workload
+from podwright.engine.task_store import NewTask
+from tests.cli.background import serving_executors, wait_until_gone
+from tests.cli.test_run_commands import task_id_of, waiting_for, workload
 from tests.kube.support import eventually
 
 
@@ -29,69 +37,201 @@ def detach(home: Path, path: str) -> tuple[str, int]:
     """``run --detach`` on the local backend: the task's id, and the executor's pid."""
     result = invoke(home, "run", "--workload", path, "--backend", "local", "--detach")
     assert result.exit_code == 0, result.output
-    found = re.search(r"left to a background executor \(pid (\d+)\)", result.output)
+    found = re.search(r"left to (?:a background|the running) executor \(pid (\d+)\)", result.output)
     assert found is not None, result.output
-    return result.output.splitlines()[0].split()[1].rstrip(":"), int(found.group(1))
+    return task_id_of(result.output), int(found.group(1))
 
 
-def wait_for_exit(pid: int, timeout: float = 30) -> None:
-    def gone() -> bool:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        # A zombie of ours counts as gone (the background executor is not our child).
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
-
-    eventually(gone, timeout=timeout)
+def status(home: Path, task_id: str) -> str:
+    return invoke(home, "status", task_id).output
 
 
 def test_a_detached_task_runs_to_success_in_a_background_executor_that_then_exits(
-    tmp_path: Path,
+    tmp_path: Path, home: Path
 ) -> None:
-    home = tmp_path / "home"
     task_id, pid = detach(home, workload(tmp_path, "offline", "sh -c 'echo working; echo done'"))
-    eventually(lambda: executor_lock_holder(home, "local") == pid)
-    eventually(lambda: "phase:     Success" in invoke(home, "status", task_id).output)
+    eventually(lambda: "phase:     Success" in status(home, task_id), timeout=60)
     assert invoke(home, "logs", task_id).output == "working\ndone\n"
-    wait_for_exit(pid)  # --until-idle: nothing left to do
+    assert wait_until_gone(pid)  # --until-idle: nothing left to do
     log = (home / "executor-local.log").read_text()
+    assert f"executor for the local backend of {home / 'tasks.db'} started (pid {pid})" in log
     assert "no active local task left: exiting" in log
 
 
-def test_the_local_backend_runs_in_one_process_at_a_time_and_run_follows_the_others(
-    tmp_path: Path,
+def test_a_second_executor_of_a_store_and_backend_exits_at_once_naming_the_first(
+    tmp_path: Path, home: Path
 ) -> None:
-    home = tmp_path / "home"
-    long, _ = detach(home, workload(tmp_path, "long", "sleep 300"))
-    eventually(lambda: "phase:     Running" in invoke(home, "status", long).output)
-    busy = invoke(home, "executor", "--backend", "local", "--metrics-address", "off")
-    assert busy.exit_code == 1
-    assert "another podwright process runs the local backend of" in busy.output
-    # 'run' while the background executor holds the backend: that executor runs it, this follows.
+    go = tmp_path / "go"
+    long, pid = detach(home, workload(tmp_path, "long", waiting_for(go)))
+    eventually(lambda: "phase:     Running" in status(home, long), timeout=60)
+    second = subprocess.run(
+        [
+            *(sys.executable, "-m", "podwright", "executor", "--backend", "local"),
+            *("--metrics-address", "off", "--home", str(home)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert second.returncode == 0, second.stderr
+    assert (
+        f"the local tasks of {home / 'tasks.db'} are served by the executor with pid {pid}: "
+        "nothing to do"
+    ) in second.stderr
+    assert "started" not in second.stderr
+    # 'run' while that executor serves the backend: it runs this task too, and 'run' follows.
     quick = invoke(
         home, "run", "--workload", workload(tmp_path, "quick", "echo hi"), "--backend", "local"
     )
     assert quick.exit_code == 0, quick.output
     assert "  | hi" in quick.output
-    invoke(home, "abort", long)
-    eventually(lambda: "phase:     Aborted" in invoke(home, "status", long).output)
+    assert (home / "executor-local.log").read_text().count("started") == 1
+    go.touch()
+    eventually(lambda: "phase:     Success" in status(home, long), timeout=60)
 
 
-def test_sigterm_stops_a_local_executor_after_aborting_its_tasks(tmp_path: Path) -> None:
-    home = tmp_path / "home"
+_RELEASED_TOGETHER = """
+import os, sys, time
+from podwright.cli.main import main
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.005)
+main(sys.argv[2:])
+"""
+
+
+def test_concurrent_submissions_start_one_executor_and_every_task_succeeds(
+    tmp_path: Path, home: Path
+) -> None:
+    go, start = tmp_path / "go", tmp_path / "start"
+    runs = [
+        subprocess.Popen(
+            [
+                *(sys.executable, "-c", _RELEASED_TOGETHER, str(start), "run", "--detach"),
+                *("--workload", workload(tmp_path, f"burst{n}", waiting_for(go, f"echo {n}"))),
+                *("--backend", "local", "--home", str(home)),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(4)
+    ]
+    start.touch()  # every process has imported podwright by the time it sees the file
+    results = [run.communicate(timeout=60) for run in runs]
+    assert [run.returncode for run in runs] == [0] * 4, results
+    pids = {int(re.findall(r"executor \(pid (\d+)\)", out)[0]) for out, _ in results}
+    task_ids = [task_id_of(out) for out, _ in results]
+    assert len(pids) == 1, results
+    go.touch()
+    for task_id in task_ids:
+        eventually(
+            lambda task_id=task_id: "phase:     Success" in status(home, task_id), timeout=60
+        )
+    assert wait_until_gone(pids.pop())
+    log = (home / "executor-local.log").read_text()
+    assert len(re.findall(r"executor for the local backend of .* started", log)) == 1, log
+
+
+def test_an_idle_executor_serves_a_task_submitted_as_it_leaves(
+    home: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The moment an --until-idle executor releases its lock, a 'run' may record a task and find
+    it still held: the executor re-reads the store and serves the task."""
+    submitted: list[str] = []
+    release = HeldSlot.release
+
+    def release_then_submit(held: HeldSlot) -> None:
+        release(held)
+        if not submitted:  # a task is recorded now, by a 'run' that saw the lock still held
+            submitted.append(_submit_directly(home, "late"))
+
+    monkeypatch.setattr(HeldSlot, "release", release_then_submit)
+    caplog.set_level(logging.INFO, "podwright.executor")
+    result = invoke(home, "executor", "--backend", "local", "--until-idle")
+    assert result.exit_code == 0, result.output
+    assert "a new local task arrived: serving again" in caplog.messages
+    assert "phase:     Success" in status(home, submitted[0])
+    assert "finalized" in status(home, submitted[0])
+    assert sum("started" in message for message in caplog.messages) == 1
+
+
+def test_an_idle_executor_leaves_a_new_task_to_the_executor_that_took_the_lock(
+    home: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    taken: list[HeldSlot] = []
+    release = HeldSlot.release
+
+    def release_then_lose_the_lock(held: HeldSlot) -> None:
+        release(held)
+        if not taken:  # a task arrives, and another executor takes the lock first
+            _submit_directly(home, "contested")
+            other = ExecutorSlot(home / "tasks.db", "local").take()
+            assert other is not None
+            taken.append(other)
+
+    monkeypatch.setattr(HeldSlot, "release", release_then_lose_the_lock)
+    caplog.set_level(logging.INFO, "podwright.executor")
+    result = invoke(home, "executor", "--backend", "local", "--until-idle")
+    assert result.exit_code == 0, result.output
+    assert (
+        f"a new local task is served by the executor with pid {os.getpid()}: exiting"
+        in caplog.messages
+    )
+    assert "phase:     Undefined" in status(home, "contested")
+    release(taken[0])
+    invoke(home, "delete", "contested")  # served by a background executor, which then exits
+
+
+def _submit_directly(home: Path, name: str) -> str:
+    """A task recorded as 'run' records one (a pod that exits at once), without 'run'."""
+    store = SQLiteTaskStore(home / "tasks.db")
+    try:
+        store.submit(
+            NewTask(
+                task_id=name,
+                workload_type="workspace",
+                name=name,
+                namespace="default",
+                backend="local",
+                workload={},
+                effective={},
+                manifests=(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "metadata": {"name": name},
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [
+                                {"name": "main", "image": "busybox:1", "command": ["true"]}
+                            ],
+                        },
+                    },
+                ),
+                submitted_at=datetime.now(UTC),
+            )
+        )
+    finally:
+        store.close()
+    return name
+
+
+def test_sigterm_stops_a_local_executor_after_aborting_its_tasks(
+    tmp_path: Path, home: Path
+) -> None:
     task_id, pid = detach(home, workload(tmp_path, "endless", "sleep 300"))
-    eventually(lambda: "phase:     Running" in invoke(home, "status", task_id).output)
-    assert executor_lock_holder(home, "local") == pid
+    eventually(lambda: "phase:     Running" in status(home, task_id), timeout=60)
+    assert serving_executors(home / "tasks.db") == {"local": pid}
     running = list((home / "local" / "running").iterdir())
     assert len(running) == 1
     sleeper = int(running[0].name)
     os.kill(pid, signal.SIGTERM)
-    wait_for_exit(pid)
-    status = invoke(home, "status", task_id).output
-    assert "phase:     Aborted (aborted on request)" in status
-    assert "finalized" in status
-    wait_for_exit(sleeper)
+    assert wait_until_gone(pid)
+    state = status(home, task_id)
+    assert "phase:     Aborted (aborted on request)" in state
+    assert "finalized" in state
+    assert wait_until_gone(sleeper)
     assert list((home / "local" / "running").iterdir()) == []
     assert "aborting 1 local task(s)" in (home / "executor-local.log").read_text()
 
@@ -120,7 +260,7 @@ def test_processes_left_by_a_killed_backend_are_killed_by_the_next(tmp_path: Pat
     successor = LocalCluster(state)
     try:
         assert successor.orphans_killed == 1
-        wait_for_exit(orphan, timeout=10)
+        assert wait_until_gone(orphan, timeout=10)
         assert list((state / "running").iterdir()) == []
     finally:
         successor.close()

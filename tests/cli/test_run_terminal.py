@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pty
 import re
@@ -10,11 +11,16 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from tests.cli.test_run_commands import workload
+from podwright.cli.main import cli
+from tests.cli.background import serving_executors
+from tests.cli.test_run_commands import waiting_for, workload
+from tests.kube.support import eventually
 
 _ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -74,26 +80,40 @@ class Terminal:
         return code
 
 
-def test_ctrl_c_on_a_terminal_asks_then_continues_or_aborts(tmp_path: Path) -> None:
-    terminal = Terminal(
+def run_on_a_terminal(tmp_path: Path, home: Path, name: str, command: str) -> Terminal:
+    return Terminal(
         sys.executable,
         "-m",
         "podwright",
         "run",
         "--workload",
-        workload(tmp_path, "asked", "sleep 300"),
+        workload(tmp_path, name, command),
         "--backend",
         "local",
         "--home",
-        str(tmp_path / "home"),
+        str(home),
         cwd=tmp_path,
     )
+
+
+@contextlib.contextmanager
+def closing_terminal(terminal: Terminal) -> Iterator[Terminal]:
     try:
+        yield terminal
+    finally:
+        if terminal.process.poll() is None:
+            terminal.process.kill()
+            terminal.close()
+
+
+def test_ctrl_c_on_a_terminal_asks_then_continues_or_aborts(tmp_path: Path, home: Path) -> None:
+    with closing_terminal(run_on_a_terminal(tmp_path, home, "asked", "sleep 300")) as terminal:
         terminal.expect(r"Running")
         terminal.expect(r"training asked: \d+\.\ds")  # the timeline's running clock
         terminal.interrupt()
-        terminal.expect(r"interrupted: abort the task, or continue\? \(abort, continue\)")
-        assert "start it with --detach to leave it running" in terminal.text()
+        terminal.expect(
+            r"interrupted: abort the task, or detach or continue\? \(abort, detach, continue\)"
+        )
         terminal.type("continue\n")
         time.sleep(0.5)
         assert terminal.process.poll() is None
@@ -102,8 +122,43 @@ def test_ctrl_c_on_a_terminal_asks_then_continues_or_aborts(tmp_path: Path) -> N
         terminal.type("abort\n")
         terminal.expect(r"Aborted")
         assert terminal.close() == 4
-    finally:
-        if terminal.process.poll() is None:
-            terminal.process.kill()
-            terminal.close()
     assert re.search(r"training asked: Aborted after \d+\.\ds", terminal.text())
+
+
+def test_ctrl_c_on_a_terminal_can_detach_from_a_local_task(tmp_path: Path, home: Path) -> None:
+    go = tmp_path / "go"
+    command = waiting_for(go)
+    with closing_terminal(run_on_a_terminal(tmp_path, home, "left", command)) as terminal:
+        terminal.expect(r"Running")
+        terminal.interrupt()
+        terminal.expect(r"\(abort, detach, continue\)")
+        terminal.type("detach\n")
+        terminal.expect(r"detached: task (left-\w+) goes on with the executor \(pid \d+\)")
+        assert terminal.close() == 0
+    task_id = re.findall(r"task (left-\w+)", terminal.text())[0]
+    go.touch()
+    eventually(lambda: "phase:     Success" in status(home, task_id), timeout=60)
+
+
+def test_a_second_ctrl_c_while_aborting_stops_following_at_once(tmp_path: Path, home: Path) -> None:
+    with closing_terminal(run_on_a_terminal(tmp_path, home, "stubborn", "sleep 300")) as terminal:
+        terminal.expect(r"Running")
+        # The executor is held still: the abort cannot end before the second Ctrl-C.
+        executor = serving_executors(home / "tasks.db")["local"]
+        os.kill(executor, signal.SIGSTOP)
+        try:
+            terminal.interrupt()
+            terminal.expect(r"\(abort, detach, continue\)")
+            terminal.type("abort\n")
+            terminal.expect(r"aborting the task \(Ctrl-C again stops following")
+            terminal.interrupt()
+            terminal.expect(r"stopped following; the executor finishes aborting task stubborn-\w+")
+            assert terminal.close() == 4
+        finally:
+            os.kill(executor, signal.SIGCONT)
+    task_id = re.findall(r"(stubborn-\w+)", terminal.text())[0]
+    eventually(lambda: "phase:     Aborted" in status(home, task_id), timeout=60)
+
+
+def status(home: Path, task_id: str) -> str:
+    return CliRunner().invoke(cli, ["status", task_id, "--home", str(home)]).output

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from podwright.cli.task_logs import LocalLogTail, primary_container
+from podwright.cli.task_logs import LocalLogTail, LogLine, primary_container
 from podwright.engine.kubernetes_port import ObjectRef
+
+
+def texts(lines: list[LogLine]) -> list[str]:
+    return [line.text for line in lines]
 
 
 def write(state: Path, pod: str, container: str, text: str) -> None:
@@ -24,11 +29,24 @@ def test_only_the_named_container_and_only_whole_lines(tmp_path: Path) -> None:
     write(tmp_path, "nb", "main", "serving\nhalf a li")
     primary = LocalLogTail(tmp_path, ref, "main")
     everything = LocalLogTail(tmp_path, ref)
-    assert primary.new_lines() == ["serving"]
-    assert everything.new_lines() == ["cloning", "serving"]
+    assert texts(primary.read()) == ["serving"]
+    assert texts(everything.read()) == ["cloning", "serving"]
     write(tmp_path, "nb", "main", "ne\n")
-    assert primary.new_lines() == ["half a line"]
-    assert primary.new_lines() == []
+    assert texts(primary.read()) == ["half a line"]
+    assert texts(primary.read()) == []
+
+
+def test_the_rest_of_a_finished_output_includes_a_last_line_without_newline(
+    tmp_path: Path,
+) -> None:
+    ref = ObjectRef("v1", "Pod", "research", "nb")
+    write(tmp_path, "nb", "main", "epoch 1\nsaved, no newline")
+    tail = LocalLogTail(tmp_path, ref, "main")
+    assert texts(tail.read()) == ["epoch 1"]
+    log = tmp_path / "logs" / "research" / "nb" / "main.log"
+    os.utime(log, (1000, 1000))  # the lines of a read carry the time the file was last written
+    assert tail.rest() == [LogLine("saved, no newline", datetime.fromtimestamp(1000, UTC))]
+    assert tail.rest() == []
 
 
 def test_a_jobs_pods_are_read_in_the_order_they_were_made(tmp_path: Path) -> None:
@@ -39,7 +57,7 @@ def test_a_jobs_pods_are_read_in_the_order_they_were_made(tmp_path: Path) -> Non
     pods = tmp_path / "logs" / "research"
     os.utime(pods / "train-zzzzz", (1000, 1000))  # made first, though it sorts last by name
     os.utime(pods / "train-aaaaa", (2000, 2000))
-    assert LocalLogTail(tmp_path, ref, "main").new_lines() == ["attempt 1", "attempt 2"]
+    assert texts(LocalLogTail(tmp_path, ref, "main").read()) == ["attempt 1", "attempt 2"]
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,10 @@
 """The executor on the kubernetes backend, over HTTP against the emulator and a fake kubelet.
 
 * ``podwright run --backend kubernetes``: a workspace (a Pod, its claim and Service) from submit
-  to Success, its phases, events and log shown, the companions owned by the pod;
-* ``podwright executor``: metrics, health and a graceful stop on SIGTERM;
+  to Success under the background executor it starts, its phases, events and log shown, the
+  companions owned by the pod; an executor killed while ``run`` follows is replaced;
+* ``podwright executor``: metrics, health and a graceful stop on SIGTERM; a second one for the
+  same store and cluster exits at once;
 * restart safety: the executor is SIGKILLed at random moments while tasks launch, run and finish;
   after the last restart every task has its right terminal phase, no pod was created twice, and
   nothing is left behind (no pod, no finalizer).
@@ -11,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import signal
@@ -34,6 +37,7 @@ from podwright.core.lifecycle.phases import Phase
 from podwright.engine.config import MANAGED_BY, MANAGED_BY_LABEL
 from podwright.engine.kubernetes_port import ObjectRef
 from podwright.engine.task_store import NewTask
+from tests.cli.background import no_executor_left, serving_executors, wait_until_gone
 from tests.k8s_emulator import Emulator
 from tests.k8s_emulator.kubelet import OUTCOME_ANNOTATION, FakeKubelet
 from tests.kube.support import eventually
@@ -73,10 +77,12 @@ def kubeconfig(tmp_path: Path, emulator: Emulator) -> Path:
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Path:
+def home(tmp_path: Path) -> Iterator[Path]:
+    """The state directory; no background executor of its store may outlive the test."""
     path = tmp_path / "home"
     path.mkdir()
-    return path
+    yield path
+    no_executor_left(path / "tasks.db")
 
 
 @pytest.fixture
@@ -95,9 +101,8 @@ def _write_log(emulator: Emulator) -> Any:
 
 
 def test_run_on_a_cluster_shows_the_workspace_to_success_with_its_companions(
-    tmp_path: Path, emulator: Emulator, kubeconfig: Path
+    emulator: Emulator, kubeconfig: Path, home: Path
 ) -> None:
-    home = tmp_path / "home"
     with FakeKubelet(emulator.url, NAMESPACE, poll_seconds=0.3, write_log=_write_log(emulator)):
         result = CliRunner().invoke(
             cli,
@@ -127,7 +132,7 @@ def test_run_on_a_cluster_shows_the_workspace_to_success_with_its_companions(
     assert any(line.endswith(f"Queued  Pod {NAMESPACE}/{task_id} created") for line in lines)
     assert any("event: Scheduled: Successfully assigned" in line for line in lines)
     assert f"  | hello from {task_id}" in lines
-    assert any(line.endswith("s  Success") for line in lines), lines
+    assert lines[-1].endswith("s  Success"), lines
 
     client = KubernetesClient.for_host(emulator.url)
     pod = client.get(ObjectRef("v1", "Pod", NAMESPACE, task_id))
@@ -316,15 +321,81 @@ def test_executor_serves_metrics_and_health_and_stops_gracefully_on_sigterm(
     assert log.read_text().rstrip().endswith("executor stopped")
 
 
-def test_two_executors_of_a_cluster_may_run_together(
-    emulator: Emulator, kubeconfig: Path, home: Path, store: SQLiteTaskStore
+def test_a_second_executor_of_a_store_and_cluster_exits_at_once_naming_the_first(
+    tmp_path: Path, emulator: Emulator, kubeconfig: Path, home: Path, store: SQLiteTaskStore
 ) -> None:
     for n in range(4):
         _submit(store, f"shared-{n}", "succeed")
-    with FakeKubelet(emulator.url, NAMESPACE) as kubelet:
-        first = _executor(home, kubeconfig, "--metrics-address", "off", "--until-idle")
-        second = _executor(home, kubeconfig, "--metrics-address", "off", "--until-idle")
+    _submit(store, "keeps-it-busy", "hang")
+    log = tmp_path / "first.log"
+    with FakeKubelet(emulator.url, NAMESPACE) as kubelet, log.open("w") as output:
+        first = _executor(
+            home, kubeconfig, "--metrics-address", "off", "--until-idle", stderr=output
+        )
+        eventually(lambda: "started" in log.read_text())
+        second = _executor(
+            home, kubeconfig, "--metrics-address", "off", "--until-idle", stderr=subprocess.PIPE
+        )
+        _, said = second.communicate(timeout=60)
+        assert second.returncode == 0
+        assert (
+            f"the {BACKEND} tasks of {home / 'tasks.db'} are served by the executor with pid "
+            f"{first.pid}: nothing to do"
+        ) in said
+        store.request_abort("keeps-it-busy", datetime.now(UTC))
         assert first.wait(60) == 0
-        assert second.wait(60) == 0
-    assert all(record.phase is Phase.SUCCESS for record in store.list_tasks())
+    phases = {record.task_id: record.phase for record in store.list_tasks()}
+    assert phases.pop("keeps-it-busy") is Phase.ABORTED
+    assert set(phases.values()) == {Phase.SUCCESS}
     assert {len(uids) for uids in kubelet.created.values()} == {1}
+
+
+def test_run_replaces_an_executor_that_dies_while_it_follows(
+    tmp_path: Path, emulator: Emulator, kubeconfig: Path, home: Path
+) -> None:
+    spec = tmp_path / "hanging.yaml"
+    spec.write_text(
+        "type: workspace\nname: hanging\nspec:\n  image: busybox:1\n  command: sleep 1d\n"
+        f"  annotations:\n    - name: {OUTCOME_ANNOTATION}\n      value: hang\n"
+    )
+    with FakeKubelet(emulator.url, NAMESPACE, poll_seconds=0.2):
+        runner = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "podwright", "run", "--workload", str(spec)),
+                *("--backend", "kubernetes", "--kubeconfig", str(kubeconfig)),
+                *("--namespace", NAMESPACE, "--home", str(home)),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        try:
+            opened = SQLiteTaskStore(home / "tasks.db")
+            try:
+                eventually(lambda: _any_in(opened, Phase.RUNNING), timeout=60)
+                (task,) = opened.list_tasks()
+            finally:
+                opened.close()
+            first = serving_executors(home / "tasks.db")[BACKEND]
+            os.kill(first, signal.SIGKILL)
+            assert wait_until_gone(first)
+
+            # Its threads may still be closing its files (and its lock) a moment after it is a
+            # zombie: wait for another pid, not just for a serving one.
+            def replaced() -> int | None:
+                pid = serving_executors(home / "tasks.db").get(BACKEND)
+                return None if pid == first else pid
+
+            replacement = eventually(replaced, timeout=60)
+            aborted = CliRunner().invoke(
+                cli, ["abort", task.task_id, "--kubeconfig", str(kubeconfig), "--home", str(home)]
+            )
+            assert f"the executor (pid {replacement}) stops it" in aborted.output
+            output, errors = runner.communicate(timeout=60)
+        finally:
+            if runner.poll() is None:
+                runner.kill()
+                runner.communicate()
+    assert runner.returncode == 4, output + errors
+    assert output.splitlines()[-1].endswith("s  Aborted  aborted on request")

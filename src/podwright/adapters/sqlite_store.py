@@ -282,6 +282,12 @@ class SQLiteTaskStore:
             )
         return self.get(task_id)
 
+    def delete(self, task_id: str, revision: int) -> None:
+        with self._write() as db:
+            self._current(db, task_id, revision)
+            # The history and the attached events go with it (ON DELETE CASCADE).
+            db.execute("DELETE FROM tasks WHERE task_id = ?", (task_id,))
+
     def history(self, task_id: str) -> list[HistoryEntry]:
         self.get(task_id)
         rows = self._read(

@@ -5,7 +5,9 @@
   caches (:class:`ClusterPort`).
 * ``local``: this machine (:class:`LocalCluster`), with state under ``<home>/local``. Its processes
   belong to the process that runs the backend, so one process at a time may: the one holding
-  ``<home>/local/executor.lock``.
+  ``<home>/local/executor.lock`` (beside the executor lock of its task store and backend, which
+  :mod:`podwright.cli.executors` keeps; this one keeps two stores' executors out of one state
+  directory).
 
 Without ``--backend``, a configured cluster (a kubeconfig, or a pod's service account) means
 ``kubernetes``, and otherwise ``local``.
@@ -14,6 +16,11 @@ A task records its backend as a key: ``local``, or ``kubernetes/<context>`` with
 context it was submitted to resolved then (``kubernetes/in-cluster`` from a pod), so switching
 kubectl's current context later does not move a task to another cluster. An executor serves the
 tasks of exactly one key.
+
+A cluster that cannot be configured (a kubeconfig that is missing, unreadable or invalid, a context
+it does not have) is the user's input to fix: :func:`resolve_backend` and :func:`cluster_problem`
+say which argument is wrong and why, before anything is recorded. Nothing here talks to the
+cluster.
 """
 
 from __future__ import annotations
@@ -22,15 +29,13 @@ import contextlib
 import dataclasses
 import fcntl
 import os
-import re
-import subprocess
-import sys
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import IO, TypeVar
 
 import click
+import yaml
 from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
 
@@ -38,6 +43,7 @@ from podwright.adapters.kubernetes import KubernetesClient, KubernetesConfigErro
 from podwright.adapters.kubernetes.client import RequestObserver
 from podwright.adapters.kubernetes.cluster_port import ClusterPort
 from podwright.adapters.local.cluster import LOCK_NAME, LocalCluster
+from podwright.cli.common import BadInput
 from podwright.engine.event_index import EventIndex
 from podwright.engine.kubernetes_port import KubernetesPort
 from podwright.engine.plugins import default_plugins
@@ -48,8 +54,9 @@ BACKENDS = (LOCAL, KUBERNETES)
 IN_CLUSTER = "in-cluster"
 
 
-class LocalBackendBusyError(click.ClickException):
-    """Another process runs the local backend on this state directory."""
+class LocalBackendBusyError(Exception):
+    """Another process (the executor of another task store) runs the local backend of this state
+    directory."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,12 +112,71 @@ def backend_key(name: str, access: ClusterAccess) -> str:
         return f"{KUBERNETES}/{IN_CLUSTER}"
     if access.context is not None:
         return f"{KUBERNETES}/{access.context}"
+    _contexts, active = _kubeconfig_contexts(access)
+    return f"{KUBERNETES}/{active}"
+
+
+def resolve_backend(requested: str | None, access: ClusterAccess) -> str:
+    """The backend key of a command's ``--backend``, ``--kubeconfig`` and ``--context``, once the
+    cluster's configuration is known to load; :class:`BadInput` naming the argument otherwise."""
+    key = backend_key(choose_backend(requested, access), access)
+    problem = cluster_problem(key, access.kubeconfig)
+    if problem is not None:
+        raise BadInput(problem)
+    return key
+
+
+def cluster_problem(key: str, kubeconfig: str | None) -> str | None:
+    """Why the cluster of a backend key cannot be configured from here (the argument at fault
+    named), or None when it can (always, for the local backend)."""
+    if key == LOCAL:
+        return None
+    access = access_for(key, kubeconfig)
+    if key == f"{KUBERNETES}/{IN_CLUSTER}":
+        if _in_pod():
+            return None
+        return (
+            f"the backend {key} is a pod's service account, and this is not a pod "
+            "(no $KUBERNETES_SERVICE_HOST)"
+        )
     try:
-        _contexts, active = k8s_config.list_kube_config_contexts(access.kubeconfig)
-    except (ConfigException, OSError, TypeError, ValueError) as error:
-        source = access.kubeconfig or "the kubeconfig"
-        raise click.ClickException(f"cannot read {source}: {error}") from error
-    return f"{KUBERNETES}/{active['name']}"
+        contexts, _active = _kubeconfig_contexts(access)
+    except BadInput as error:
+        return error.format_message()
+    if access.context not in contexts:
+        known = ", ".join(sorted(contexts)) or "none"
+        return (
+            f"--context {access.context}: {_kubeconfig_source(access)} has no such context "
+            f"(it has: {known})"
+        )
+    try:
+        connect(access.kubeconfig, access.context).close()
+    except (KubernetesConfigError, yaml.YAMLError) as error:
+        return f"--context {access.context}: {error}"
+    return None
+
+
+def _kubeconfig_contexts(access: ClusterAccess) -> tuple[list[str], str]:
+    """The names of the kubeconfig's contexts, and its current one."""
+    source = _kubeconfig_source(access)
+    try:
+        contexts, active = k8s_config.list_kube_config_contexts(access.kubeconfig)
+    except (ConfigException, OSError, TypeError, ValueError, yaml.YAMLError) as error:
+        reason = " ".join(str(error).split())
+        raise BadInput(f"{source}: not a usable kubeconfig: {reason}") from error
+    if access.context is None and not active:
+        raise BadInput(f"{source}: has no current context: give one with --context")
+    names = [str(context.get("name")) for context in contexts or []]
+    return names, str((active or {}).get("name", ""))
+
+
+def _kubeconfig_source(access: ClusterAccess) -> str:
+    """The kubeconfig in use, as the argument that named it."""
+    if access.kubeconfig is not None:
+        return f"--kubeconfig {access.kubeconfig}"
+    if os.environ.get("KUBECONFIG"):
+        return f"$KUBECONFIG ({os.environ['KUBECONFIG']})"
+    return "~/.kube/config"
 
 
 def access_for(key: str, kubeconfig: str | None) -> ClusterAccess:
@@ -158,64 +224,42 @@ def open_backend(
     home: Path,
     access: ClusterAccess,
     namespace: str | None = None,
-    workdir: Path | None = None,
     observer: RequestObserver | None = None,
 ) -> OpenBackend:
-    """Open the backend of ``key`` for an executor, holding its executor lock when free.
+    """Open the backend of ``key`` for the executor that holds its executor lock.
 
-    The local backend raises :class:`LocalBackendBusyError` when another process holds its lock;
-    a cluster's may be served by several executors at once (their writes are conditional), so
-    its lock only tells ``run --detach`` whether one is running. ``namespace`` limits a
-    cluster's watches to one namespace.
+    The local backend also takes ``<home>/local/executor.lock``, and raises
+    :class:`LocalBackendBusyError` when the executor of another task store holds it.
+    ``namespace`` limits a cluster's watches to one namespace. A cluster that cannot be configured
+    is :class:`BadInput`.
     """
     events = event_index()
-    lock = take_executor_lock(home, key)
     if key == LOCAL:
+        lock = _take_local_lock(home / LOCAL / LOCK_NAME)
         if lock is None:
             raise LocalBackendBusyError(
-                f"another podwright process runs the local backend of {home} "
-                f"(pid {executor_lock_holder(home, key) or 'unknown'})"
+                f"the local backend of {home} is run by the executor of another task store "
+                f"(pid {_lock_holder(home / LOCAL / LOCK_NAME) or 'unknown'}); one state "
+                "directory runs one store's local tasks at a time"
             )
-        local = LocalCluster(home / LOCAL, events=events, default_workdir=workdir)
+        local = LocalCluster(home / LOCAL, events=events)
         return OpenBackend(key, local, events, lambda: True, local=local, _lock=lock)
     try:
         api = connect(access.kubeconfig, access.context)
-    except KubernetesConfigError as error:
-        if lock is not None:
-            lock.close()
-        raise click.ClickException(str(error)) from error
+    except (KubernetesConfigError, yaml.YAMLError) as error:
+        raise BadInput(str(error)) from error
     client = KubernetesClient(api, observer=observer)
     port = ClusterPort(client, default_plugins(), events, namespace=namespace)
-    return OpenBackend(key, port, events, port.synced, cluster=port, _lock=lock)
+    return OpenBackend(key, port, events, port.synced, cluster=port)
 
 
-def _file_name(key: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", key)
-
-
-def _lock_path(home: Path, key: str) -> Path:
-    if key == LOCAL:
-        return home / LOCAL / LOCK_NAME
-    return home / "executors" / f"{_file_name(key)}.lock"
-
-
-def _try_lock(home: Path, key: str) -> IO[str] | None:
-    path = _lock_path(home, key)
+def _take_local_lock(path: Path) -> IO[str] | None:
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = path.open("a+")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         handle.close()
-        return None
-    return handle
-
-
-def take_executor_lock(home: Path, key: str) -> IO[str] | None:
-    """The executor lock of a backend (held while the file stays open), with this process's
-    pid written in it; None if another process holds it."""
-    handle = _try_lock(home, key)
-    if handle is None:
         return None
     handle.seek(0)
     handle.truncate()
@@ -224,59 +268,7 @@ def take_executor_lock(home: Path, key: str) -> IO[str] | None:
     return handle
 
 
-def executor_lock_holder(home: Path, key: str) -> int | None:
-    """The pid written by the holder of a backend's executor lock, if readable."""
+def _lock_holder(path: Path) -> int | None:
     with contextlib.suppress(OSError, ValueError):
-        return int(_lock_path(home, key).read_text().strip())
+        return int(path.read_text().strip())
     return None
-
-
-def executor_running(home: Path, key: str) -> bool:
-    """Whether an executor holds the backend's lock now."""
-    lock = _try_lock(home, key)
-    if lock is None:
-        return True
-    lock.close()
-    return False
-
-
-_DAEMON_LAUNCHER = """
-import subprocess, sys
-process = subprocess.Popen(
-    sys.argv[1:], stdin=subprocess.DEVNULL, stdout=sys.stderr, stderr=sys.stderr,
-    start_new_session=True,
-)
-print(process.pid)
-"""
-
-
-def start_background_executor(home: Path, key: str, kubeconfig: str | None) -> int | None:
-    """Start ``podwright executor --until-idle`` for the backend in its own session, unless one
-    is running; its output goes to ``<home>/executor-<backend key>.log``. The new pid, or None."""
-    if executor_running(home, key):
-        return None
-    command = [sys.executable, "-m", "podwright", "executor", "--until-idle"]
-    command += ["--metrics-address", "off", "--home", str(home)]
-    if key == LOCAL:
-        command += ["--backend", LOCAL]
-    else:
-        access = access_for(key, kubeconfig)
-        command += ["--backend", KUBERNETES]
-        if access.kubeconfig:
-            command += ["--kubeconfig", access.kubeconfig]
-        if access.context:
-            command += ["--context", access.context]
-    log = home / f"executor-{_file_name(key)}.log"
-    # A short-lived intermediate process starts the executor and exits, so the executor is
-    # nobody's child here: it outlives this command and is never left a zombie.
-    with log.open("ab") as output:
-        launcher = subprocess.run(
-            [sys.executable, "-W", "ignore", "-c", _DAEMON_LAUNCHER, *command],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=output,
-            check=False,
-        )
-    if launcher.returncode != 0:
-        raise click.ClickException(f"could not start a background executor: see {log}")
-    return int(launcher.stdout)

@@ -1,8 +1,11 @@
-"""What every podwright command shares: exit codes and the one-line bad-input error."""
+"""What every podwright command shares: exit codes and the one-line errors that end a command."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import sys
 from collections.abc import Sequence
 from enum import IntEnum
 
@@ -20,13 +23,46 @@ class ExitCode(IntEnum):
     TASK_FAILED = 3
     """The task ran and failed (``podwright run``)."""
     ABORTED = 4
-    """The task was aborted (``podwright run``)."""
+    """The task was aborted (``podwright run``; also when a second Ctrl-C stops following it while
+    it is being aborted: the executor finishes the abort)."""
+    UNAVAILABLE = 5
+    """podwright could not do its part, though the input was good: the task store cannot be opened,
+    read or written; no executor could be started, or kept running, for the task's backend; a task
+    could not be removed because its backend cannot be reached (``delete`` without ``--force``)
+    or its abort did not end in time. A task already recorded is kept."""
+    HANGUP = 128 + 1
+    """``run`` got SIGHUP (its terminal closed) and stopped following; the task goes on with the
+    executor (128 + the signal's number, as a shell reports a process the signal killed)."""
+    INTERRUPTED = 128 + 2
+    """Ctrl-C before the command had done anything that lasts (before ``run`` recorded its
+    task): ``podwright: error: aborted``."""
+    OUTPUT_CLOSED = 128 + 13
+    """The standard output was closed (``podwright run ... | head``: EPIPE); the command stopped
+    quietly, and a task goes on with the executor. As a process killed by SIGPIPE, which is what
+    ``kubectl logs -f | head`` reports."""
+    TERMINATED = 128 + 15
+    """``run`` got SIGTERM and stopped following; the task goes on with the executor."""
 
 
 class BadInput(click.ClickException):
     """Input the command cannot use; reported on one line, exit status 2."""
 
     exit_code = ExitCode.BAD_INPUT
+
+
+class Unavailable(click.ClickException):
+    """Something podwright needs is unavailable (the store, an executor); exit status 5."""
+
+    exit_code = ExitCode.UNAVAILABLE
+
+
+def point_output_at_devnull() -> None:
+    """The standard output cannot be written any more (closed by its reader, or its terminal
+    hung up): point it at /dev/null, as Python's documentation advises, so that flushing it at
+    exit does not fail again ("Exception ignored ... BrokenPipeError")."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

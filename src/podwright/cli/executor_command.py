@@ -1,12 +1,17 @@
 """``podwright executor``: the long-running reconcile loop over every active task of a backend.
 
-It serves the task store of ``--home`` (``podwright run --detach`` submits there) on one backend:
-bounded concurrency, per-task backoff, Prometheus metrics with ``/healthz`` and ``/readyz`` on
+It serves the task store of ``--home`` (or ``$PODWRIGHT_TASK_STORE``) on one backend: bounded
+concurrency, per-task backoff, Prometheus metrics with ``/healthz`` and ``/readyz`` on
 ``--metrics-address``, and a graceful stop on SIGTERM or SIGINT: the round in progress finishes,
 every task's last transition is in the store, and the watches and connections close. On the
 local backend the tasks' processes cannot outlive the executor, so stopping it aborts the tasks it
-runs first (they end Aborted, their processes stopped). ``--until-idle`` exits once no active task
-of the backend is left (``run --detach`` starts a local executor that way).
+runs first (they end Aborted, their processes stopped).
+
+One executor serves a (task store, backend) pair at a time (:mod:`podwright.cli.executors`): one
+that finds another holding the pair's executor lock says which pid serves and exits at once, with
+status 0. ``--until-idle`` exits once no active task of the backend is left, after releasing the
+lock and re-reading the store (a task that arrived meanwhile makes it take the lock again and go
+on); ``run``, ``abort`` and ``delete`` start their background executors that way.
 """
 
 from __future__ import annotations
@@ -32,13 +37,14 @@ from podwright.adapters.sqlite_store import SQLiteTaskStore
 from podwright.cli.backends import (
     LOCAL,
     ClusterAccess,
+    LocalBackendBusyError,
     OpenBackend,
-    backend_key,
-    choose_backend,
     cluster_options,
     open_backend,
+    resolve_backend,
 )
-from podwright.cli.common import BadInput
+from podwright.cli.common import BadInput, Unavailable
+from podwright.cli.executors import ExecutorSlot, HeldSlot
 from podwright.cli.state import home_option, open_store, utc_now
 from podwright.engine.config import ConfigError, LifecycleConfig, config_from_data, parse_duration
 from podwright.engine.executor import Executor, ExecutorConfig, RoundObserver, RoundReport
@@ -117,7 +123,6 @@ lifecycle_option = click.option(
 class LoopSettings:
     concurrency: int
     round_interval: timedelta
-    task_ids: frozenset[str] | None = None
 
 
 def make_executor(
@@ -127,13 +132,12 @@ def make_executor(
     lifecycle: LifecycleConfig,
     observer: RoundObserver | None = None,
 ) -> Executor:
-    """The reconcile loop of ``backend``'s tasks in ``store``; ``run`` and ``executor`` share it."""
+    """The reconcile loop of ``backend``'s tasks in ``store``."""
     return Executor(
         store,
         backend.port,
         ExecutorConfig(
             backend=backend.name,
-            task_ids=settings.task_ids,
             concurrency=settings.concurrency,
             round_interval=settings.round_interval,
         ),
@@ -189,49 +193,122 @@ def executor_command(
     lifecycle_config: str | None,
     home: str,
 ) -> None:
-    """Run every active task of a backend in the task store until stopped (SIGTERM, Ctrl-C)."""
+    """Run every active task of a backend in the task store until stopped (SIGTERM, Ctrl-C).
+
+    One executor serves a task store's backend at a time: when another does, this one says which
+    and exits (status 0).
+    """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     access = ClusterAccess(kubeconfig, context)
-    name = backend_key(choose_backend(backend, access), access)
+    name = resolve_backend(backend, access)
     lifecycle = load_lifecycle_config(lifecycle_config)
     settings = LoopSettings(concurrency, round_interval)
-    metrics = ExecutorMetrics(name)
     store = open_store(home)
-    opened = open_backend(
-        name,
-        home=Path(home),
-        access=access,
-        namespace=namespace,
-        workdir=Path.cwd(),
-        observer=metrics.api_request,
-    )
-    stop = threading.Event()
     with contextlib.ExitStack() as cleanup:
         cleanup.callback(store.close)
-        cleanup.callback(opened.close)
-        executor = cleanup.enter_context(
-            make_executor(store, opened, settings, lifecycle, observer=_RoundLog(metrics))
-        )
+        slot = ExecutorSlot(store.path, name)
+        held: HeldSlot | None = slot.take()
+        if held is None:
+            logger.info(
+                "the %s tasks of %s are served by the executor with pid %s: nothing to do",
+                name,
+                store.path,
+                slot.holder() or "unknown",
+            )
+            return
+        cleanup.callback(lambda: held.release() if held is not None else None)
+        metrics = ExecutorMetrics(name)
+        serving: list[OpenBackend] = []
         if metrics_address is not None:
-            server = _status_server(metrics, metrics_address, round_interval, opened.synced)
+            server = _status_server(
+                metrics,
+                metrics_address,
+                round_interval,
+                lambda: bool(serving) and serving[0].synced(),
+            )
             cleanup.callback(server.stop)
             host, port = server.address
             logger.info(
                 "metrics on http://%s:%d/metrics, health on /healthz and /readyz", host, port
             )
+        stop = threading.Event()
         with _stopping_on_signals(stop):
             logger.info(
-                "executor for the %s backend of %s started (pid %d)",
-                name,
-                store.path,
-                os.getpid(),
+                "executor for the %s backend of %s started (pid %d)", name, store.path, os.getpid()
             )
-            executor.run(stop, until_idle=until_idle)
-            if until_idle and not stop.is_set():
-                logger.info("no active %s task left: exiting", name)
-        if name == LOCAL:
-            _abort_local_tasks(executor, store)
+            while True:
+                opened = _open(name, Path(home), access, namespace, metrics)
+                serving[:] = [opened]
+                try:
+                    _serve(
+                        store,
+                        opened,
+                        settings=settings,
+                        lifecycle=lifecycle,
+                        metrics=metrics,
+                        stop=stop,
+                        until_idle=until_idle,
+                    )
+                finally:
+                    serving.clear()
+                    opened.close()
+                if stop.is_set() or not until_idle:
+                    break
+                held.release()
+                held = None
+                if not _has_active_tasks(store, name):
+                    logger.info("no active %s task left: exiting", name)
+                    break
+                held = slot.take()
+                if held is None:
+                    logger.info(
+                        "a new %s task is served by the executor with pid %s: exiting",
+                        name,
+                        slot.holder() or "unknown",
+                    )
+                    break
+                logger.info("a new %s task arrived: serving again", name)
         logger.info("executor stopped")
+
+
+def _open(
+    name: str, home: Path, access: ClusterAccess, namespace: str | None, metrics: ExecutorMetrics
+) -> OpenBackend:
+    try:
+        return open_backend(
+            name, home=home, access=access, namespace=namespace, observer=metrics.api_request
+        )
+    except LocalBackendBusyError as error:
+        raise Unavailable(str(error)) from error
+
+
+def _serve(
+    store: SQLiteTaskStore,
+    opened: OpenBackend,
+    *,
+    settings: LoopSettings,
+    lifecycle: LifecycleConfig,
+    metrics: ExecutorMetrics,
+    stop: threading.Event,
+    until_idle: bool,
+) -> None:
+    """Reconcile until stopped, or (``until_idle``) until no active task of the backend is left.
+
+    Stopped, a local executor first aborts its tasks (their processes cannot outlive it); idle,
+    it touches nothing: a task submitted since its last round is for whoever serves next."""
+    with make_executor(store, opened, settings, lifecycle, observer=_RoundLog(metrics)) as executor:
+        executor.run(stop, until_idle=until_idle)
+        if opened.name == LOCAL and stop.is_set():
+            _abort_local_tasks(executor, store)
+
+
+def _has_active_tasks(store: SQLiteTaskStore, name: str) -> bool:
+    """Whether the store holds an active task of the backend (when it cannot tell: yes)."""
+    try:
+        return any(record.task.backend == name for record in store.list_tasks(active_only=True))
+    except TaskStoreError as error:
+        logger.error("could not read the task store: %s", error)
+        return True
 
 
 def _status_server(

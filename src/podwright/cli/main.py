@@ -17,17 +17,18 @@ import click
 
 from podwright import __version__
 from podwright.adapters.documents import STDIN, DocumentError, dump_yaml, read_document
-from podwright.cli.common import BadInput, ExitCode
+from podwright.cli.common import BadInput, ExitCode, point_output_at_devnull
 from podwright.cli.executor_command import executor_command
 from podwright.cli.fuse_proxy_commands import fuse_proxy_group
 from podwright.cli.policy_commands import policy_group
 from podwright.cli.priority_class_command import priority_classes_command
 from podwright.cli.render_command import render_command
-from podwright.cli.run_commands import (
+from podwright.cli.run_commands import run_command
+from podwright.cli.task_commands import (
     abort_command,
+    delete_command,
     list_command,
     logs_command,
-    run_command,
     status_command,
 )
 from podwright.core.fuse_proxy.manifests import FuseProxySetup
@@ -53,8 +54,15 @@ class PodwrightGroup(click.Group):
         except click.ClickException as error:
             _fail(error.format_message(), error.exit_code)
         except click.Abort:
-            _fail("aborted", 130)
+            _fail("aborted", ExitCode.INTERRUPTED)
         sys.exit(code if isinstance(code, int) else ExitCode.OK)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            point_output_at_devnull()
+            raise click.exceptions.Exit(ExitCode.OUTPUT_CLOSED) from None
 
 
 def _fail(message: str, code: int) -> NoReturn:
@@ -202,7 +210,14 @@ cli.add_command(render_command)
 cli.add_command(priority_classes_command)
 cli.add_command(fuse_proxy_group)
 cli.add_command(executor_command)
-for command in (run_command, list_command, status_command, logs_command, abort_command):
+for command in (
+    run_command,
+    list_command,
+    status_command,
+    logs_command,
+    abort_command,
+    delete_command,
+):
     cli.add_command(command)
 
 

@@ -1,68 +1,103 @@
-"""``podwright run``, ``list``, ``status``, ``logs`` and ``abort``: workloads as tasks.
+"""``podwright run``: a workload through its policies and rendering, then its task followed.
 
 ``run`` takes a workload through its policies, renders it, records a task in the task store
-(``$PODWRIGHT_HOME/tasks.db``; default ``~/.local/state/podwright``) and runs it with the executor
-in this process until it ends, on this machine (local backend) or a cluster: the phase timeline,
-the Kubernetes events and the primary container's output are shown as they come (a live display
-on a terminal, plain lines elsewhere). Ctrl-C asks whether to abort or detach (elsewhere than on a
-terminal it aborts); ``--detach`` leaves the task to a background executor at once. The exit
-status says how it ended: 0 succeeded, 1 the policies rejected it (nothing ran), 2 bad input,
-3 it failed, 4 it was aborted. The other commands read the same store.
+(``$PODWRIGHT_HOME/tasks.db``; default ``~/.local/state/podwright``), makes sure an executor serves
+the task's backend (starting ``podwright executor --until-idle`` in the background when none does;
+:mod:`podwright.cli.executors`), and follows the task from the store and its output until it is
+finalized: the phase timeline, the Kubernetes events and the primary container's output, in the
+order they happened (a live display on a terminal, plain lines elsewhere). It never runs the
+engine itself, so nothing it does to itself (Ctrl-C, SIGTERM, SIGHUP, its output closed) can
+orphan the task; if the executor exits while the task is active, ``run`` starts another.
+``--detach`` records the task, makes sure an executor serves it, and returns.
+
+Before anything is recorded, a workload the chosen backend cannot run is refused: on the local
+backend, any manifest the local backend neither runs nor records (a distributed workload's
+Kubeflow job, an inference workload's Knative Service). A local task's containers without a
+``workingDir`` run where ``run`` was started, as a command typed there would: that directory is
+written into the recorded manifests as their ``workingDir``, since the executor that runs them
+may have been started anywhere.
+
+Ctrl-C on a terminal asks whether to abort the task, detach from it, or continue; elsewhere it
+aborts. Aborting follows the task to Aborted; a second Ctrl-C then stops following at once, the
+executor finishing the abort. The exit status (:class:`~podwright.cli.common.ExitCode`): 0
+succeeded (or detached), 1 rejected by the policies, 2 bad input, 3 failed, 4 aborted, 5 no
+executor could serve it or the store is unavailable, 129 and 143 stopped following on SIGHUP or
+SIGTERM, 141 output closed; in the last three the task goes on with the executor.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import json
 import os
 import secrets
 import signal
 import sys
 import time
-from collections.abc import Sequence
-from datetime import timedelta
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
 import click
 
 from podwright.adapters.kubernetes import KubernetesClient, KubernetesConfigError, connect
-from podwright.adapters.sqlite_store import SQLiteTaskStore
+from podwright.adapters.local.cluster import RECORDED, RUNNABLE
 from podwright.cli.backends import (
     LOCAL,
     ClusterAccess,
-    LocalBackendBusyError,
-    OpenBackend,
     access_for,
-    backend_key,
-    choose_backend,
     cluster_options,
-    open_backend,
-    start_background_executor,
+    resolve_backend,
 )
-from podwright.cli.common import BadInput, ExitCode, scalar_text, table
-from podwright.cli.executor_command import (
-    LoopSettings,
-    lifecycle_option,
-    load_lifecycle_config,
-    make_executor,
+from podwright.cli.common import (
+    BadInput,
+    ExitCode,
+    Unavailable,
+    point_output_at_devnull,
+    scalar_text,
+    table,
 )
-from podwright.cli.render_command import Preparation, preparation_options, prepare_workload
-from podwright.cli.run_display import Display, LiveDisplay, PlainDisplay, history_line
+from podwright.cli.executor_command import lifecycle_option, load_lifecycle_config
+from podwright.cli.executors import ExecutorKeeper, ExecutorLaunch
+from podwright.cli.render_command import (
+    Preparation,
+    PreparedWorkload,
+    preparation_options,
+    prepare_workload,
+)
+from podwright.cli.run_display import Display, LiveDisplay, PlainDisplay, Timeline, show
 from podwright.cli.state import home_option, open_store, utc_now
-from podwright.cli.task_logs import ClusterLogTail, LocalLogTail, LogTail, primary_container
+from podwright.cli.task_logs import (
+    ClusterLogTail,
+    LocalLogTail,
+    LogTail,
+    primary_container,
+)
 from podwright.core.lifecycle.phases import Phase
 from podwright.engine.config import LifecycleConfig
-from podwright.engine.executor import Executor, resource_ref, workload_resource
+from podwright.engine.executor import resource_ref, workload_resource
 from podwright.engine.plugins import default_plugins
 from podwright.engine.task_store import (
+    AttachedEvent,
+    HistoryEntry,
     NewTask,
-    TaskNotFoundError,
     TaskRecord,
     TaskStoreError,
 )
 
-_POLL_SECONDS = 0.2
+POLL_SECONDS = 0.2
+SETTLE = timedelta(seconds=1.5)
+"""How long what happened is held back before it is shown: the executor records a task's events
+and phases in its next round (a second by default), after the output they came before."""
+
+_NEEDS_A_CLUSTER_WITH = {
+    "kubeflow.org": "the Kubeflow training operator",
+    "serving.knative.dev": "Knative Serving",
+}
+"""What a cluster needs to run the resources of an API group the local backend cannot run."""
 
 
 @click.command("run")
@@ -87,64 +122,121 @@ def run_command(
     lifecycle_config: str | None,
     home: str,
 ) -> None:
-    """Run a workload: policies, rendering, then the task until it ends (or --detach)."""
-    access = ClusterAccess(kubeconfig, context)
-    key = backend_key(choose_backend(backend, access), access)
+    """Run a workload: policies, rendering, then the task until it ends (or --detach).
+
+    The task is run by a background executor ('podwright executor --until-idle', started when
+    none serves the backend); this command follows it, and leaves it running when it is stopped.
+    """
+    key = resolve_backend(backend, ClusterAccess(kubeconfig, context))
     lifecycle = load_lifecycle_config(lifecycle_config)
     prepared = prepare_workload(preparation, namespace)
+    manifests: Sequence[Mapping[str, Any]] = prepared.rendering.manifests
+    if key == LOCAL:
+        refuse_unrunnable_locally(prepared)
+        manifests = with_working_dir(manifests, Path.cwd())
+    workload_type = str(prepared.submission.workload_type.value)
+    task = NewTask(
+        task_id=f"{prepared.name}-{secrets.token_hex(3)}",
+        workload_type=workload_type,
+        name=prepared.name,
+        namespace=namespace,
+        backend=key,
+        workload=_plain(prepared.submission.spec),
+        effective=_plain(prepared.workload),
+        manifests=tuple(manifests),
+        submitted_at=utc_now(),
+    )
     store = open_store(home)
-    task_id = f"{prepared.name}-{secrets.token_hex(3)}"
-    workload_type_name = str(prepared.submission.workload_type.value)
-    try:
-        store.submit(
-            NewTask(
-                task_id=task_id,
-                workload_type=workload_type_name,
-                name=prepared.name,
-                namespace=namespace,
-                backend=key,
-                workload=_plain(prepared.submission.spec),
-                effective=_plain(prepared.workload),
-                manifests=tuple(prepared.rendering.manifests),
-                submitted_at=utc_now(),
+    with contextlib.closing(store), Signals() as signals:
+        launch = ExecutorLaunch(Path(home), store.path, key, kubeconfig, lifecycle_config)
+        keeper = ExecutorKeeper(launch)
+        # Signals wait while the task is recorded and handed to an executor: it is never left
+        # recorded with nobody to run it.
+        try:
+            record = store.submit(task)
+        except TaskStoreError as error:
+            raise Unavailable(str(error)) from error
+        keeper.keep(task.task_id, record.revision, now=True)
+        try:
+            signals.start_following()
+            _introduce(prepared, task, key)
+            if detach:
+                _say_left(task.task_id, keeper)
+                return
+            logs = _log_tail(record, Path(home), kubeconfig, lifecycle)
+            with contextlib.closing(logs):
+                follower = Follower(store, record, logs, keeper, signals)
+                code = follower.follow(_display(f"{workload_type} {prepared.name}"))
+        except _StopFollowing as stopped:
+            if stopped.exit_code == ExitCode.HANGUP:
+                point_output_at_devnull()  # the terminal is gone
+            _note_quietly(
+                f"podwright: {stopped.name}: stopped following task {task.task_id}; it goes on "
+                f"with the executor (podwright status {task.task_id})"
             )
-        )
-        where = "local backend" if key == LOCAL else f"cluster {key.partition('/')[2]}"
-        click.echo(f"task {task_id}: {workload_type_name} workload {prepared.name!r}, {where}")
-        if prepared.sources:
-            rows = [
-                [f"  {path}", scalar_text(prepared.values[path]), source]
-                for path, source in prepared.sources.items()
-            ]
-            click.echo(table(["  EFFECTIVE FIELD", "VALUE", "SOURCE"], rows))
-        if key == LOCAL:
-            for image in _images(prepared.rendering.manifests):
-                click.echo(f"  image {image} is recorded, not pulled: commands run on this machine")
-        if detach:
-            _detach(Path(home), key, task_id, kubeconfig)
-            return
-        follower = _Follower(
-            store,
-            Path(home),
-            task_id,
-            key=key,
-            kubeconfig=kubeconfig,
-            lifecycle=lifecycle,
-            namespace=namespace,
-        )
-        phase = follower.follow(_display(f"{workload_type_name} {prepared.name}"))
-    finally:
-        store.close()
-    if phase is None:
-        _detach(Path(home), key, task_id, kubeconfig)
-        return
-    sys.exit(_exit_code(phase))
+            code = stopped.exit_code
+    sys.exit(code)
 
 
-def _detach(home: Path, key: str, task_id: str, kubeconfig: str | None) -> None:
-    started = start_background_executor(home, key, kubeconfig)
-    runner = f"a background executor (pid {started})" if started else "the running executor"
-    click.echo(f"task {task_id} left to {runner}")
+def refuse_unrunnable_locally(prepared: PreparedWorkload) -> None:
+    """Bad input, before anything is recorded: a manifest the local backend cannot run."""
+    handled = RUNNABLE | RECORDED
+    for manifest in prepared.rendering.manifests:
+        api_version, kind = str(manifest.get("apiVersion")), str(manifest.get("kind"))
+        if (api_version, kind) in handled:
+            continue
+        group = api_version.partition("/")[0]
+        workload_type = str(prepared.submission.workload_type.value)
+        if group == "kubeflow.org":
+            what = f"a {workload_type} ({kind.removesuffix('Job')}) workload renders a {kind}"
+        elif group == "serving.knative.dev":
+            what = f"an {workload_type} workload renders a Knative {kind}"
+        else:
+            what = f"a {workload_type} workload renders a {kind} ({api_version})"
+        runs = " and ".join(f"{runnable}s" for _, runnable in sorted(RUNNABLE, reverse=True))
+        needs = _NEEDS_A_CLUSTER_WITH.get(group)
+        where = f"a cluster with {needs}" if needs else "a cluster"
+        raise BadInput(
+            f"{what}; the local backend runs {runs} only: run it with --backend kubernetes on "
+            f"{where}"
+        )
+
+
+def with_working_dir(
+    manifests: Sequence[Mapping[str, Any]], directory: Path
+) -> list[Mapping[str, Any]]:
+    """The manifests with ``directory`` as the ``workingDir`` of every container of their pods
+    (a Pod's, a Job's template's) that has none."""
+    result: list[Mapping[str, Any]] = []
+    for manifest in manifests:
+        changed = copy.deepcopy(dict(manifest))
+        spec = changed.get("spec") or {}
+        if changed.get("kind") != "Pod":
+            spec = (spec.get("template") or {}).get("spec") or {}
+        for field in ("initContainers", "containers"):
+            for container in spec.get(field) or []:
+                container.setdefault("workingDir", str(directory))
+        result.append(changed)
+    return result
+
+
+def _introduce(prepared: PreparedWorkload, task: NewTask, key: str) -> None:
+    where = "local backend" if key == LOCAL else f"cluster {key.partition('/')[2]}"
+    click.echo(f"task {task.task_id}: {task.workload_type} workload {task.name!r}, {where}")
+    if prepared.sources:
+        rows = [
+            [f"  {path}", scalar_text(prepared.values[path]), source]
+            for path, source in prepared.sources.items()
+        ]
+        click.echo(table(["  EFFECTIVE FIELD", "VALUE", "SOURCE"], rows))
+    if key == LOCAL:
+        for image in _images(task.manifests):
+            click.echo(f"  image {image} is recorded, not pulled: commands run on this machine")
+
+
+def _say_left(task_id: str, keeper: ExecutorKeeper) -> None:
+    runner = "a background executor" if keeper.started else "the running executor"
+    click.echo(f"task {task_id} left to {runner} (pid {keeper.pid})")
     click.echo(f"  follow it: podwright status {task_id}; podwright logs {task_id} -f")
 
 
@@ -154,125 +246,182 @@ def _display(title: str) -> Display:
     return PlainDisplay()
 
 
-class _Follower:
-    """Runs the task with an in-process executor when it can, and shows what happens.
+def _log_tail(
+    record: TaskRecord, home: Path, kubeconfig: str | None, lifecycle: LifecycleConfig
+) -> LogTail:
+    """The task's primary container's output, from the local log files or the cluster."""
+    ref = resource_ref(record, default_plugins(), lifecycle)
+    if record.task.backend == LOCAL:
+        manifest = workload_resource(record, default_plugins())
+        return LocalLogTail(home / LOCAL, ref, primary_container(manifest))
+    access = access_for(record.task.backend, kubeconfig)
+    try:
+        client = KubernetesClient(connect(access.kubeconfig, access.context))
+    except KubernetesConfigError as error:  # it loaded before the task was recorded
+        raise Unavailable(f"{error} (task {record.task_id} goes on with the executor)") from error
+    return ClusterLogTail(client, ref)
 
-    On the local backend another process (a detached executor) may hold the backend: then this
-    one only watches the store and the log files, and takes over if that executor exits first.
-    Containers without a workingDir run where ``run`` was started, as a command typed there would.
+
+class _StopFollowing(BaseException):
+    """SIGTERM or SIGHUP: ``run`` stops following; the task goes on with its executor."""
+
+    def __init__(self, number: int) -> None:
+        super().__init__(number)
+        self.name = signal.Signals(number).name
+        self.exit_code = ExitCode.TERMINATED if number == signal.SIGTERM else ExitCode.HANGUP
+
+
+class Signals:
+    """SIGINT, SIGTERM and SIGHUP while ``run`` has a task.
+
+    Until :meth:`start_following` they are only noted (the task is being recorded and handed to
+    an executor); then SIGTERM and SIGHUP raise :class:`_StopFollowing`. SIGINT (Ctrl-C) sets
+    :attr:`interrupted` for the follower to ask about, except while the task is being aborted
+    (:attr:`aborting`), when it raises :class:`KeyboardInterrupt` to stop following at once.
     """
+
+    _STOPPING = (signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.interrupted = False
+        self.aborting = False
+        self._following = False
+        self._stop: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> Signals:
+        for number in (signal.SIGINT, *self._STOPPING):
+            self._previous[number] = signal.signal(number, self._handle)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for number, previous in self._previous.items():
+            signal.signal(number, previous)
+
+    def start_following(self) -> None:
+        self._following = True
+        if self._stop is not None:
+            raise _StopFollowing(self._stop)
+
+    def _handle(self, number: int, _frame: FrameType | None) -> None:
+        if number == signal.SIGINT:
+            if self.aborting:
+                raise KeyboardInterrupt
+            self.interrupted = True
+        elif self._following:
+            raise _StopFollowing(number)
+        else:
+            self._stop = number
+
+
+def _note_quietly(text: str) -> None:
+    """One line on standard error, if it can still be written (not after SIGHUP)."""
+    with contextlib.suppress(OSError):
+        click.echo(text, err=True)
+
+
+class TaskView(Protocol):
+    """What the follower reads of the task store (the SQLite store, in tests a recording)."""
+
+    def get(self, task_id: str) -> TaskRecord: ...
+
+    def history(self, task_id: str) -> list[HistoryEntry]: ...
+
+    def events(self, task_id: str) -> list[AttachedEvent]: ...
+
+    def request_abort(self, task_id: str, now: datetime) -> TaskRecord: ...
+
+
+class Keeper(Protocol):
+    """Keeps an executor serving the task (:class:`~podwright.cli.executors.ExecutorKeeper`)."""
+
+    pid: int | None
+
+    def keep(self, task_id: str, revision: int, *, now: bool = False) -> None: ...
+
+
+class Follower:
+    """Shows what happens to the task, from the store and its output, until it is finalized."""
 
     def __init__(
         self,
-        store: SQLiteTaskStore,
-        home: Path,
-        task_id: str,
+        store: TaskView,
+        record: TaskRecord,
+        logs: LogTail,
+        keeper: Keeper,
+        signals: Signals,
         *,
-        key: str,
-        kubeconfig: str | None,
-        lifecycle: LifecycleConfig,
-        namespace: str,
+        clock: Callable[[], datetime] = utc_now,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self._store, self._home, self._task_id, self._key = store, home, task_id, key
-        self._kubeconfig, self._lifecycle, self._namespace = kubeconfig, lifecycle, namespace
-        self._backend: OpenBackend | None = None
-        self._executor: Executor | None = None
-        self._logs: LogTail | None = None
-        self._interrupted = False
-        self._aborting = False
+        self._store, self._task_id, self._logs = store, record.task_id, logs
+        self._origin = record.task.submitted_at
+        self._keeper, self._signals = keeper, signals
+        self._clock, self._sleep = clock, sleep
+        self._timeline = Timeline(SETTLE)
+        self._phases = self._events = 0
+        self._ended = False
+        self._output_read_at = self._origin
 
-    def follow(self, display: Display) -> Phase | None:
-        """Follow until the task is finalized: its phase, or None when the user detached."""
-        previous = signal.signal(signal.SIGINT, self._on_interrupt)
-        started = time.monotonic()
-        phases = events = 0
+    def follow(self, display: Display) -> int:
+        """Follow until the task is finalized; the exit status."""
         try:
             while True:
-                self._take_over()
-                if self._executor is not None:
-                    self._executor.run_round()
-                record = self._store.get(self._task_id)
-                elapsed = time.monotonic() - started
-                for entry in self._store.history(self._task_id)[phases:]:
-                    phases += 1
-                    display.phase(entry, elapsed)
-                for event in self._store.events(self._task_id)[events:]:
-                    events += 1
-                    display.event(event.reason, elapsed)
-                for line in self._log_tail(record).new_lines(now=record.finalized):
-                    display.output(line)
+                record = self._show_news(display)
                 if record.finalized:
-                    return record.phase
-                if self._interrupted and not self._handle_interrupt(display, record):
-                    return None
-                time.sleep(_POLL_SECONDS)
-        except KeyboardInterrupt:
-            if self._executor is None:
-                display.note("stopped following; the executor running the task aborts it")
-            else:
-                display.note("stopped: the task's processes are killed")
-            return Phase.ABORTED
+                    return _exit_code(record.phase)
+                self._keeper.keep(self._task_id, record.revision)
+                if self._signals.interrupted:
+                    code = self._on_interrupt(display, record)
+                    if code is not None:
+                        return code
+                self._sleep(POLL_SECONDS)
+        except KeyboardInterrupt:  # a second Ctrl-C, while the task is being aborted
+            return self._stop_following(display)
         finally:
-            signal.signal(signal.SIGINT, previous)
             display.close()
-            if self._executor is not None:
-                self._executor.close()
-            if self._backend is not None:
-                self._backend.close()
 
-    def _take_over(self) -> None:
-        if self._backend is not None:
-            return
+    def _show_news(self, display: Display) -> TaskRecord:
+        """Show what happened and settled since the last look, in order; the task as it is now.
+
+        The store is read before the output, so the output read includes everything written
+        before the phases read; once a phase is terminal the containers have ended, and their
+        output is read to its end and shown before that phase."""
         try:
-            self._backend = open_backend(
-                self._key,
-                home=self._home,
-                access=access_for(self._key, self._kubeconfig),
-                namespace=self._namespace,
-                workdir=Path.cwd(),
-            )
-        except LocalBackendBusyError:
-            return  # a detached local executor runs the task; watch the store
-        settings = LoopSettings(1, timedelta(seconds=_POLL_SECONDS), frozenset({self._task_id}))
-        self._executor = make_executor(self._store, self._backend, settings, self._lifecycle)
+            record = self._store.get(self._task_id)
+            phases = self._store.history(self._task_id)[self._phases :]
+            events = self._store.events(self._task_id)[self._events :]
+        except TaskStoreError as error:
+            message = f"{error} (task {self._task_id} goes on with the executor)"
+            raise Unavailable(message) from error
+        self._phases += len(phases)
+        self._events += len(events)
+        self._ended = (
+            self._ended or record.finalized or any(entry.phase.is_terminal for entry in phases)
+        )
+        new = bool(phases or events)
+        before = self._clock()
+        lines = self._logs.rest() if self._ended else self._logs.read(now=new)
+        self._timeline.add(phases, events, lines, lines_after=self._output_read_at)
+        self._output_read_at = before
+        now = self._clock()
+        for item in self._timeline.release(now, everything=self._ended):
+            show(display, item, self._origin, now)
+        return record
 
-    def _log_tail(self, record: TaskRecord) -> LogTail:
-        if self._logs is None:
-            ref = resource_ref(record, default_plugins(), self._lifecycle)
-            cluster = self._backend.cluster if self._backend is not None else None
-            if cluster is not None:
-                self._logs = ClusterLogTail(cluster.client, ref)
-            else:
-                manifest = workload_resource(record, default_plugins())
-                self._logs = LocalLogTail(self._home / LOCAL, ref, primary_container(manifest))
-        return self._logs
-
-    def _on_interrupt(self, _number: int, _frame: FrameType | None) -> None:
-        if self._aborting:
-            raise KeyboardInterrupt
-        self._interrupted = True
-
-    def _handle_interrupt(self, display: Display, record: TaskRecord) -> bool:
-        """Ask what Ctrl-C meant (on a terminal; elsewhere it aborts); False to detach."""
-        self._interrupted = False
-        if record.abort_requested:
-            self._aborting = True
-            return True
-        can_detach = self._key != LOCAL or self._executor is None
+    def _on_interrupt(self, display: Display, record: TaskRecord) -> int | None:
+        """Ask what Ctrl-C meant (on a terminal; elsewhere it aborts): the exit status when this
+        command should stop now, else None."""
+        self._signals.interrupted = False
+        if record.abort_requested:  # being aborted already: Ctrl-C stops following
+            return self._stop_following(display)
         choice = "abort"
         if sys.stdin.isatty():
             display.pause()
-            choices = ["abort", "detach", "continue"] if can_detach else ["abort", "continue"]
-            if not can_detach:
-                click.echo(
-                    "(this command runs the task's processes: start it with --detach to leave "
-                    "it running)",
-                    err=True,
-                )
             try:
                 choice = click.prompt(
-                    "interrupted: abort the task, or " + " or ".join(choices[1:]) + "?",
-                    type=click.Choice(choices),
+                    "interrupted: abort the task, or detach or continue?",
+                    type=click.Choice(["abort", "detach", "continue"]),
                     default="abort",
                     err=True,
                 )
@@ -280,15 +429,36 @@ class _Follower:
                 choice = "abort"
             display.resume()
         if choice == "detach":
-            return False
+            for item in self._timeline.release(self._clock(), everything=True):
+                show(display, item, self._origin, self._clock())
+            self._keeper.keep(self._task_id, record.revision, now=True)
+            display.note(
+                f"detached: task {self._task_id} goes on with the executor (pid "
+                f"{self._keeper.pid}); podwright status {self._task_id}; podwright logs "
+                f"{self._task_id} -f"
+            )
+            return ExitCode.OK
         if choice == "abort":
-            display.note("interrupted: aborting the task (Ctrl-C again to stop at once)")
-            self._store.request_abort(self._task_id, utc_now())
-            self._aborting = True
-        return True
+            try:
+                self._store.request_abort(self._task_id, utc_now())
+            except TaskStoreError as error:
+                raise Unavailable(str(error)) from error
+            self._signals.aborting = True
+            display.note(
+                "interrupted: aborting the task (Ctrl-C again stops following; the executor "
+                "finishes the abort)"
+            )
+        return None
+
+    def _stop_following(self, display: Display) -> int:
+        display.note(
+            f"stopped following; the executor finishes aborting task {self._task_id} "
+            f"(podwright status {self._task_id})"
+        )
+        return ExitCode.ABORTED
 
 
-def _images(manifests: Sequence[dict[str, Any]]) -> list[str]:
+def _images(manifests: Sequence[Mapping[str, Any]]) -> list[str]:
     found: list[str] = []
 
     def walk(value: object) -> None:
@@ -316,134 +486,3 @@ def _exit_code(phase: Phase) -> int:
     if phase is Phase.ABORTED:
         return ExitCode.ABORTED
     return ExitCode.TASK_FAILED
-
-
-@click.command("list")
-@home_option
-def list_command(*, home: str) -> None:
-    """List the tasks in the store, oldest first."""
-    store = open_store(home)
-    try:
-        records = store.list_tasks()
-    finally:
-        store.close()
-    if not records:
-        click.echo("no tasks")
-        return
-    rows = [
-        [
-            record.task_id,
-            record.task.workload_type,
-            record.task.backend,
-            record.phase.value,
-            record.task.submitted_at.strftime("%Y-%m-%d %H:%M:%S"),
-            "no" if record.finalized else "yes",
-        ]
-        for record in records
-    ]
-    click.echo(table(["ID", "TYPE", "BACKEND", "PHASE", "SUBMITTED", "ACTIVE"], rows))
-
-
-@click.command("status")
-@click.argument("task_id", required=False)
-@home_option
-def status_command(*, task_id: str | None, home: str) -> None:
-    """Show a task (default: the latest): its phase, its phase history and its events."""
-    store = open_store(home)
-    try:
-        record = _find(store, task_id)
-        history = store.history(record.task_id)
-        events = store.events(record.task_id)
-    finally:
-        store.close()
-    task = record.task
-    click.echo(f"task:      {task.task_id}")
-    click.echo(f"workload:  {task.name} ({task.workload_type}), namespace {task.namespace}")
-    click.echo(f"backend:   {task.backend}")
-    click.echo(f"phase:     {record.phase.value}{f' ({record.reason})' if record.reason else ''}")
-    flags = [
-        flag
-        for flag, on in (
-            ("abort requested", record.abort_requested),
-            ("finalized", record.finalized),
-        )
-        if on
-    ]
-    if flags:
-        click.echo(f"           {', '.join(flags)}")
-    click.echo("history:")
-    for entry in history:
-        click.echo(f"  {entry.occurred_at:%H:%M:%S}  {history_line(entry)}")
-    if events:
-        click.echo("events:")
-        for event in events:
-            click.echo(f"  {event.reason}")
-
-
-@click.command("logs")
-@click.argument("task_id")
-@click.option("-f", "--follow", is_flag=True, help="Keep printing output until the task ends.")
-@click.option(
-    "--kubeconfig",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="For a cluster task: the kubeconfig holding its context (default: $KUBECONFIG, else "
-    "~/.kube/config).",
-)
-@home_option
-def logs_command(*, task_id: str, follow: bool, kubeconfig: str | None, home: str) -> None:
-    """Print a task's output: every container of a local task's pods, in order; the primary
-    container of a cluster task's primary pod."""
-    store = open_store(home)
-    try:
-        record = _find(store, task_id)
-        ref = resource_ref(record, default_plugins(), LifecycleConfig())
-        tail: LogTail
-        if record.task.backend == LOCAL:
-            tail = LocalLogTail(Path(home) / LOCAL, ref)
-        else:
-            access = access_for(record.task.backend, kubeconfig)
-            try:
-                client = KubernetesClient(connect(access.kubeconfig, access.context))
-            except KubernetesConfigError as error:
-                raise click.ClickException(str(error)) from error
-            tail = ClusterLogTail(client, ref)
-        while True:
-            for line in tail.new_lines():
-                click.echo(line)
-            if not follow or store.get(task_id).finalized:
-                return
-            time.sleep(_POLL_SECONDS)
-    finally:
-        store.close()
-
-
-@click.command("abort")
-@click.argument("task_id")
-@home_option
-def abort_command(*, task_id: str, home: str) -> None:
-    """Ask for a task to be aborted; whoever runs it stops its resources and ends it Aborted."""
-    store = open_store(home)
-    try:
-        record = _find(store, task_id)
-        if record.phase.is_terminal:
-            click.echo(f"task {task_id} already ended: {record.phase.value}")
-            return
-        store.request_abort(task_id, utc_now())
-    finally:
-        store.close()
-    click.echo(f"abort requested for task {task_id}")
-
-
-def _find(store: SQLiteTaskStore, task_id: str | None) -> TaskRecord:
-    try:
-        if task_id is not None:
-            return store.get(task_id)
-        records = store.list_tasks()
-    except TaskNotFoundError as error:
-        raise BadInput(str(error)) from error
-    except TaskStoreError as error:
-        raise click.ClickException(str(error)) from error
-    if not records:
-        raise BadInput(f"no tasks in {store.path}")
-    return records[-1]

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from podwright.adapters.sqlite_store import SQLiteTaskStore
+from podwright.cli.common import BadInput, Unavailable
 from podwright.engine.task_store import StoreUnavailableError
 
 HOME_ENV = "PODWRIGHT_HOME"
@@ -39,11 +40,16 @@ def store_path(home: str | Path) -> Path:
 
 
 def open_store(home: str | Path) -> SQLiteTaskStore:
-    """The task store (see :func:`store_path`), created on first use."""
+    """The task store (see :func:`store_path`), created on first use; :class:`Unavailable` when it
+    cannot be opened, :class:`BadInput` when its path names a directory."""
+    path = store_path(home)
+    if path.is_dir():
+        source = f"${STORE_ENV}" if os.environ.get(STORE_ENV) else "--home"
+        raise BadInput(f"{source}: the task store {path} is a directory; name a file")
     try:
-        return SQLiteTaskStore(store_path(home))
+        return SQLiteTaskStore(path)
     except StoreUnavailableError as error:
-        raise click.ClickException(str(error)) from error
+        raise Unavailable(str(error)) from error
 
 
 def utc_now() -> datetime:

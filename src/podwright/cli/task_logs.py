@@ -2,18 +2,23 @@
 
 * :class:`LocalLogTail`: the local backend's log files (of every pod the task's resource made, in
   order; every container's, or the one named), from the offset reached last time, whole lines
-  only.
+  only until the output is complete (:meth:`~LogTail.rest`). The files carry no timestamps: the
+  lines of one read get the file's modification time, when the last of them was written.
 * :class:`ClusterLogTail`: a cluster's pod log API, polled at most once a second with
   ``timestamps=true`` and ``sinceTime``; the lines of the last second are remembered so that a
-  line is never shown twice. The pod is the task's own, or the newest one its controller made
-  (a Job's, a Kubeflow job's primary replica, a Knative Service's revision), and the container
+  line is never shown twice, and each line keeps its timestamp, for ``run`` to show it in order
+  with the task's phases and events. The pod is the task's own, or the newest one its controller
+  made (a Job's, a Kubeflow job's primary replica, a Knative Service's revision), and the container
   the one the renderer marked primary.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import time
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -26,9 +31,24 @@ _PRIMARY_REPLICAS = ("master", "launcher", "chief")
 _POLL_SECONDS = 1.0
 
 
+@dataclasses.dataclass(frozen=True)
+class LogLine:
+    """A line of output, and when it was written if the source says."""
+
+    text: str
+    at: datetime | None = None
+
+
 class LogTail(Protocol):
-    def new_lines(self, *, now: bool = False) -> list[str]:
+    def read(self, *, now: bool = False) -> list[LogLine]:
         """Output lines not returned before; ``now``: read even if polled a moment ago."""
+
+    def rest(self) -> list[LogLine]:
+        """Every line not returned before, the output being complete (the containers ended): a
+        last line without its newline too."""
+
+    def close(self) -> None:
+        """Release what reading held (a cluster's connections)."""
 
 
 def primary_container(manifest: Mapping[str, Any]) -> str | None:
@@ -44,19 +64,27 @@ def primary_container(manifest: Mapping[str, Any]) -> str | None:
     return None
 
 
-def local_log_files(state_dir: Path, ref: ObjectRef, container: str | None = None) -> list[Path]:
-    """The output files of a local task's pods (the Pod's, or every pod its Job created): every
-    container's, or only ``container``'s."""
+def local_log_directories(state_dir: Path, ref: ObjectRef) -> list[Path]:
+    """The log directories of a local task's pods (the Pod's, or every pod its Job created), in
+    the order they were made."""
     root = state_dir / "logs" / ref.namespace
     if not root.is_dir():
         return []
     if ref.kind == "Pod":
-        directories = [root / ref.name]
-    else:  # a Job's pods are named <job>-<suffix>
-        created = (p for p in root.iterdir() if p.name.startswith(f"{ref.name}-"))
-        directories = sorted(created, key=lambda p: p.stat().st_mtime)
+        return [root / ref.name] if (root / ref.name).is_dir() else []
+    # A Job's pods are named <job>-<suffix>.
+    created = (p for p in root.iterdir() if p.name.startswith(f"{ref.name}-"))
+    return sorted(created, key=lambda p: p.stat().st_mtime)
+
+
+def local_log_files(state_dir: Path, ref: ObjectRef, container: str | None = None) -> list[Path]:
+    """The output files of a local task's pods: every container's, or only ``container``'s."""
     pattern = f"{container}.log" if container else "*.log"
-    return [log for directory in directories for log in sorted(directory.glob(pattern))]
+    return [
+        log
+        for directory in local_log_directories(state_dir, ref)
+        for log in sorted(directory.glob(pattern))
+    ]
 
 
 class LocalLogTail:
@@ -66,16 +94,27 @@ class LocalLogTail:
         self._state_dir, self._ref, self._container = state_dir, ref, container
         self._offsets: dict[Path, int] = {}
 
-    def new_lines(self, *, now: bool = False) -> list[str]:
-        lines: list[str] = []
+    def read(self, *, now: bool = False) -> list[LogLine]:
+        return self._read(whole_lines=True)
+
+    def close(self) -> None:
+        """Files are opened per read: nothing is held."""
+
+    def rest(self) -> list[LogLine]:
+        return self._read(whole_lines=False)
+
+    def _read(self, *, whole_lines: bool) -> list[LogLine]:
+        lines: list[LogLine] = []
         for path in local_log_files(self._state_dir, self._ref, self._container):
             offset = self._offsets.get(path, 0)
             with path.open("rb") as log:
                 log.seek(offset)
                 data = log.read()
-            complete = data[: data.rfind(b"\n") + 1]
-            self._offsets[path] = offset + len(complete)
-            lines.extend(complete.decode("utf-8", "replace").splitlines())
+                written = datetime.fromtimestamp(os.fstat(log.fileno()).st_mtime, UTC)
+            taken = data[: data.rfind(b"\n") + 1] if whole_lines else data
+            self._offsets[path] = offset + len(taken)
+            text = taken.decode("utf-8", "replace")
+            lines.extend(LogLine(line, written) for line in text.splitlines())
         return lines
 
 
@@ -95,7 +134,13 @@ class ClusterLogTail:
         self._since: str | None = None
         self._recent: set[tuple[str, str]] = set()
 
-    def new_lines(self, *, now: bool = False) -> list[str]:
+    def rest(self) -> list[LogLine]:
+        return self.read(now=True)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def read(self, *, now: bool = False) -> list[LogLine]:
         moment = self._monotonic()
         if moment < self._next_poll and not now:
             return []
@@ -113,13 +158,13 @@ class ClusterLogTail:
             return []  # not started yet, or gone: try again next time
         return self._unseen(raw)
 
-    def _unseen(self, raw: str) -> list[str]:
-        lines: list[str] = []
+    def _unseen(self, raw: str) -> list[LogLine]:
+        lines: list[LogLine] = []
         stamped = [line.partition(" ")[::2] for line in raw.splitlines() if line]
         for stamp, message in stamped:
             if (stamp, message) in self._recent:
                 continue
-            lines.append(message)
+            lines.append(LogLine(message, _timestamp(stamp)))
         if stamped:
             last_second = stamped[-1][0][:19]  # YYYY-MM-DDTHH:MM:SS
             self._since = last_second + "Z"
@@ -148,6 +193,15 @@ class ClusterLogTail:
             return None
         chosen = max(pods, key=_primacy)
         return text(section(chosen, "metadata"), "name"), _primary_container(chosen)
+
+
+def _timestamp(stamp: str) -> datetime | None:
+    """An RFC 3339 timestamp of the log API (nanoseconds are cut to microseconds)."""
+    try:
+        at = datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 def _primacy(pod: dict[str, Any]) -> tuple[bool, bool, str]:

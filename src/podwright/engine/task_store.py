@@ -7,6 +7,8 @@ the Kubernetes events newly attached, made *before* the executor acts on the rou
 crash at any point loses nothing: the next executor resumes from the last write. Every write is
 conditional on the task's revision, so two writers (two executors, or an executor and ``podwright
 abort``) never overwrite each other: the loser gets :class:`StaleRevisionError`, re-reads, retries.
+Removing a task (``podwright delete``) is conditional in the same way, so a task that changed
+since it was judged removable stays.
 
 The error tree is the port's contract; an adapter (SQLite by default) maps its library's errors
 onto it.
@@ -126,6 +128,10 @@ class TaskStore(Protocol):
 
     def mark_finalized(self, task_id: str, revision: int, now: datetime) -> TaskRecord:
         """The task's resources are cleaned up; it leaves the active set."""
+
+    def delete(self, task_id: str, revision: int) -> None:
+        """Remove the task with its history and events, if it is still at ``revision``
+        (``podwright delete``: whoever decided to remove it decided on what it read)."""
 
     def history(self, task_id: str) -> list[HistoryEntry]:
         """The phases the task went through, in order."""

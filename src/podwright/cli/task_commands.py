@@ -1,0 +1,387 @@
+"""``podwright list``, ``status``, ``logs``, ``abort`` and ``delete``: the tasks in the task store.
+
+They read the store ``run`` writes (``--home``, or ``$PODWRIGHT_TASK_STORE``). ``abort`` records the
+request and makes sure an executor serves the task's backend, starting one when none does, so the
+abort happens even when nothing else runs. ``delete`` removes tasks from the store: a finalized
+one at once (with its history, events and, on the local backend, its log files); an active one is
+aborted first and removed once the executor finalized it (within ``--timeout``). A task whose
+backend cannot be reached from here (its context gone from the kubeconfig, the kubeconfig
+unreadable) is removed only if its resource was never created; otherwise ``delete`` refuses, and
+``--force`` removes the record anyway, saying what may be left on the cluster.
+
+Unknown task ids are bad input (exit status 2), each named, and the others are still handled;
+a task that cannot be aborted or removed makes the status 5 (:class:`~podwright.cli.common.
+ExitCode`). ``logs -f`` stops quietly on Ctrl-C, with status 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import TypeVar
+
+import click
+
+from podwright.adapters.kubernetes import KubernetesClient, KubernetesConfigError, connect
+from podwright.adapters.sqlite_store import SQLiteTaskStore
+from podwright.cli.backends import LOCAL, access_for, cluster_problem
+from podwright.cli.common import BadInput, ExitCode, Unavailable, table
+from podwright.cli.executor_command import DURATION
+from podwright.cli.executors import ExecutorKeeper, ExecutorLaunch, ExecutorStartError
+from podwright.cli.run_commands import POLL_SECONDS
+from podwright.cli.run_display import history_line
+from podwright.cli.state import home_option, open_store, utc_now
+from podwright.cli.task_logs import ClusterLogTail, LocalLogTail, LogTail, local_log_directories
+from podwright.core.lifecycle.plugin_state import (
+    CorruptedPluginStateError,
+    ManagerPhase,
+    decode_state,
+)
+from podwright.engine.config import LifecycleConfig
+from podwright.engine.executor import resource_ref
+from podwright.engine.plugin import PluginError
+from podwright.engine.plugins import default_plugins
+from podwright.engine.task_store import (
+    StaleRevisionError,
+    TaskNotFoundError,
+    TaskRecord,
+    TaskStoreError,
+)
+
+T = TypeVar("T")
+
+kubeconfig_option = click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="For a cluster task: the kubeconfig holding its context (default: $KUBECONFIG, else "
+    "~/.kube/config).",
+)
+
+
+@click.command("list")
+@home_option
+def list_command(*, home: str) -> None:
+    """List the tasks in the store, oldest first."""
+    store = open_store(home)
+    with contextlib.closing(store):
+        records = _stored(store.list_tasks)
+    if not records:
+        click.echo("no tasks")
+        return
+    rows = [
+        [
+            record.task_id,
+            record.task.workload_type,
+            record.task.backend,
+            record.phase.value,
+            record.task.submitted_at.strftime("%Y-%m-%d %H:%M:%S"),
+            "no" if record.finalized else "yes",
+        ]
+        for record in records
+    ]
+    click.echo(table(["ID", "TYPE", "BACKEND", "PHASE", "SUBMITTED", "ACTIVE"], rows))
+
+
+@click.command("status")
+@click.argument("task_id", required=False)
+@home_option
+def status_command(*, task_id: str | None, home: str) -> None:
+    """Show a task (default: the latest): its phase, its phase history and its events."""
+    store = open_store(home)
+    with contextlib.closing(store):
+        record = _find(store, task_id)
+        history = _stored(lambda: store.history(record.task_id))
+        events = _stored(lambda: store.events(record.task_id))
+    task = record.task
+    click.echo(f"task:      {task.task_id}")
+    click.echo(f"workload:  {task.name} ({task.workload_type}), namespace {task.namespace}")
+    click.echo(f"backend:   {task.backend}")
+    click.echo(f"phase:     {record.phase.value}{f' ({record.reason})' if record.reason else ''}")
+    flags = [
+        flag
+        for flag, on in (
+            ("abort requested", record.abort_requested),
+            ("finalized", record.finalized),
+        )
+        if on
+    ]
+    if flags:
+        click.echo(f"           {', '.join(flags)}")
+    click.echo("history:")
+    for entry in history:
+        click.echo(f"  {entry.occurred_at:%H:%M:%S}  {history_line(entry)}")
+    if events:
+        click.echo("events:")
+        for event in events:
+            click.echo(f"  {event.reason}")
+
+
+@click.command("logs")
+@click.argument("task_id")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing output until the task ends.")
+@kubeconfig_option
+@home_option
+def logs_command(*, task_id: str, follow: bool, kubeconfig: str | None, home: str) -> None:
+    """Print a task's output: every container of a local task's pods, in order; the primary
+    container of a cluster task's primary pod. Ctrl-C stops following."""
+    store = open_store(home)
+    with contextlib.closing(store):
+        record = _find(store, task_id)
+        tail = _all_output(record, Path(home), kubeconfig)
+        with contextlib.closing(tail):
+            try:
+                while True:
+                    ended = _stored(lambda: store.get(task_id)).finalized
+                    for line in tail.rest() if ended or not follow else tail.read():
+                        click.echo(line.text)
+                    if ended or not follow:
+                        return
+                    time.sleep(POLL_SECONDS)
+            except KeyboardInterrupt:
+                return  # Ctrl-C ends following, as it does for 'kubectl logs -f'
+
+
+def _all_output(record: TaskRecord, home: Path, kubeconfig: str | None) -> LogTail:
+    ref = resource_ref(record, default_plugins(), LifecycleConfig())
+    if record.task.backend == LOCAL:
+        return LocalLogTail(home / LOCAL, ref)
+    access = access_for(record.task.backend, kubeconfig)
+    try:
+        client = KubernetesClient(connect(access.kubeconfig, access.context))
+    except KubernetesConfigError as error:
+        raise BadInput(f"task {record.task_id} runs on {record.task.backend}: {error}") from error
+    return ClusterLogTail(client, ref)
+
+
+@click.command("abort")
+@click.argument("task_id")
+@kubeconfig_option
+@home_option
+def abort_command(*, task_id: str, kubeconfig: str | None, home: str) -> None:
+    """Abort a task: its executor (started when none runs) stops its resources and ends it
+    Aborted. 'podwright status ID' follows it."""
+    store = open_store(home)
+    with contextlib.closing(store):
+        record = _find(store, task_id)
+        if record.phase.is_terminal:
+            click.echo(f"task {task_id} already ended: {record.phase.value}")
+            return
+        launch = ExecutorLaunch(Path(home), store.path, record.task.backend, kubeconfig)
+        problem = _unreachable(launch)
+        if problem is not None:
+            raise Unavailable(
+                f"task {task_id} cannot be aborted: its backend {record.task.backend} cannot be "
+                f"reached from here: {problem}; 'podwright delete {task_id}' removes its record"
+            )
+        _stored(lambda: store.request_abort(task_id, utc_now()))
+        try:
+            serving = launch.ensure()
+        except ExecutorStartError as error:
+            raise Unavailable(f"abort of task {task_id} recorded, but {error}") from error
+    runner = "a background executor" if serving.started else "the executor"
+    click.echo(f"abort requested for task {task_id}: {runner} (pid {serving.pid}) stops it")
+
+
+@click.command("delete")
+@click.argument("task_ids", metavar="[ID]...", nargs=-1)
+@click.option("--all-finished", is_flag=True, help="Delete every finalized task too.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Remove the record of a task whose backend cannot be reached even when its resource "
+    "was created there (which may then be left behind).",
+)
+@click.option(
+    "--timeout",
+    type=DURATION,
+    default="2m",
+    show_default=True,
+    help="How long to wait for an active task's abort (a Go duration: 30s, 5m).",
+)
+@kubeconfig_option
+@home_option
+def delete_command(
+    *,
+    task_ids: tuple[str, ...],
+    all_finished: bool,
+    force: bool,
+    timeout: timedelta,
+    kubeconfig: str | None,
+    home: str,
+) -> None:
+    """Delete tasks from the store: an active one is aborted first; its history, events and local
+    log files go with it."""
+    if not task_ids and not all_finished:
+        raise click.UsageError("give the IDs of the tasks to delete, or --all-finished")
+    store = open_store(home)
+    with contextlib.closing(store):
+        records: dict[str, TaskRecord] = {}
+        unknown: list[str] = []
+        for task_id in dict.fromkeys(task_ids):
+            try:
+                records[task_id] = store.get(task_id)
+            except TaskNotFoundError:
+                unknown.append(task_id)
+            except TaskStoreError as error:
+                raise Unavailable(str(error)) from error
+        if all_finished:
+            for record in _stored(store.list_tasks):
+                if record.finalized:
+                    records.setdefault(record.task_id, record)
+        for task_id in unknown:
+            click.echo(f"podwright: error: no task {task_id!r} in {store.path}", err=True)
+        deleter = _Deleter(store, Path(home), kubeconfig, force=force, timeout=timeout)
+        failed = 0
+        for record in records.values():
+            try:
+                click.echo(deleter.delete(record))
+            except click.ClickException as error:
+                failed += 1
+                click.echo(f"podwright: error: {error.format_message()}", err=True)
+    if unknown:
+        sys.exit(ExitCode.BAD_INPUT)
+    if failed:
+        sys.exit(ExitCode.UNAVAILABLE)
+
+
+class _Deleter:
+    """Removes one task after another, aborting those still active."""
+
+    def __init__(
+        self,
+        store: SQLiteTaskStore,
+        home: Path,
+        kubeconfig: str | None,
+        *,
+        force: bool,
+        timeout: timedelta,
+    ) -> None:
+        self._store, self._home, self._kubeconfig = store, home, kubeconfig
+        self._force, self._timeout = force, timeout
+
+    def delete(self, record: TaskRecord) -> str:
+        """Remove the task; what was done, in one line."""
+        task_id, backend = record.task_id, record.task.backend
+        if record.finalized:
+            self._remove(record)
+            return f"task {task_id} deleted"
+        launch = ExecutorLaunch(self._home, self._store.path, backend, self._kubeconfig)
+        problem = _unreachable(launch)
+        if problem is None:
+            self._remove(self._aborted(record, launch))
+            return f"task {task_id} aborted and deleted"
+        if not _was_created(record):
+            self._remove(record)
+            return (
+                f"task {task_id} deleted: its backend {backend} cannot be reached ({problem}), "
+                "and nothing of it was created there"
+            )
+        left = _resource_name(record)
+        if not self._force:
+            raise Unavailable(
+                f"task {task_id} is not deleted: its backend {backend} cannot be reached "
+                f"({problem}), and its {left} may exist there; --force removes the record anyway"
+            )
+        self._remove(record)
+        return (
+            f"task {task_id} deleted (--force): its {left} may be left on {backend}; delete it "
+            "there if it is"
+        )
+
+    def _aborted(self, record: TaskRecord, launch: ExecutorLaunch) -> TaskRecord:
+        """The task once the executor finalized it, its abort requested if it is not over."""
+        task_id = record.task_id
+        if not record.phase.is_terminal:
+            record = _stored(lambda: self._store.request_abort(task_id, utc_now()))
+        keeper = ExecutorKeeper(launch)
+        keeper.keep(task_id, record.revision, now=True)
+        click.echo(
+            f"task {task_id}: {record.phase.value}, aborting it: waiting for the executor "
+            f"(pid {keeper.pid}) to finish, at most {_duration(self._timeout)}",
+            err=True,
+        )
+        deadline = time.monotonic() + self._timeout.total_seconds()
+        while not record.finalized:
+            if time.monotonic() > deadline:
+                raise Unavailable(
+                    f"task {task_id} is not deleted: not finalized within "
+                    f"{_duration(self._timeout)} (it is {record.phase.value}, abort requested); "
+                    f"see {launch.log}"
+                )
+            time.sleep(POLL_SECONDS)
+            record = _stored(lambda: self._store.get(task_id))
+            keeper.keep(task_id, record.revision)
+        return record
+
+    def _remove(self, record: TaskRecord) -> None:
+        """Remove the record as it was read (a task that changed meanwhile stays), and its local
+        log files."""
+        try:
+            self._store.delete(record.task_id, record.revision)
+        except StaleRevisionError as error:
+            raise Unavailable(
+                f"task {record.task_id} is not deleted: it changed while it was being deleted "
+                "(an executor serves it); try again"
+            ) from error
+        except TaskStoreError as error:
+            raise Unavailable(str(error)) from error
+        if record.task.backend == LOCAL:
+            with contextlib.suppress(PluginError):
+                ref = resource_ref(record, default_plugins(), LifecycleConfig())
+                for directory in local_log_directories(self._home / LOCAL, ref):
+                    shutil.rmtree(directory, ignore_errors=True)
+
+
+def _unreachable(launch: ExecutorLaunch) -> str | None:
+    """Why the task's backend cannot be served from here, or None (an executor serves it, or one
+    can be started)."""
+    if launch.slot.serving() is not None:
+        return None
+    return cluster_problem(launch.key, launch.kubeconfig)
+
+
+def _was_created(record: TaskRecord) -> bool:
+    """Whether the task's resource may have been created (its launch started)."""
+    try:
+        return decode_state(record.plugin_state).manager_phase is not ManagerPhase.NOT_STARTED
+    except CorruptedPluginStateError:
+        return True
+
+
+def _resource_name(record: TaskRecord) -> str:
+    try:
+        ref = resource_ref(record, default_plugins(), LifecycleConfig())
+    except PluginError:
+        return "resource"
+    return f"{ref.kind} {ref.namespace}/{ref.name}"
+
+
+def _duration(value: timedelta) -> str:
+    seconds = int(value.total_seconds())
+    return f"{seconds // 60}m{seconds % 60}s" if seconds >= 60 else f"{value.total_seconds():g}s"
+
+
+def _stored(read: Callable[[], T]) -> T:
+    """A store operation; the store being unavailable ends the command with status 5."""
+    try:
+        return read()
+    except TaskNotFoundError as error:
+        raise BadInput(str(error)) from error
+    except TaskStoreError as error:
+        raise Unavailable(str(error)) from error
+
+
+def _find(store: SQLiteTaskStore, task_id: str | None) -> TaskRecord:
+    """The task of ``task_id`` (bad input when unknown), else the latest one."""
+    if task_id is not None:
+        return _stored(lambda: store.get(task_id))
+    records = _stored(store.list_tasks)
+    if not records:
+        raise BadInput(f"no tasks in {store.path}")
+    return records[-1]
