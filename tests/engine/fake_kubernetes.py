@@ -30,10 +30,15 @@ class FakeKubernetes:
         self.created: list[str] = []
         """``Kind/name`` of every object created, in order."""
         self.failures: defaultdict[str, list[KubernetesError]] = defaultdict(list)
+        self.kind_failures: defaultdict[str, list[KubernetesError]] = defaultdict(list)
         self.cache_enabled = True
 
     def fail(self, verb: str, *errors: KubernetesError) -> None:
         self.failures[verb].extend(errors)
+
+    def fail_create_of(self, kind: str, *errors: KubernetesError) -> None:
+        """The next creates of objects of ``kind`` raise ``errors``, one each."""
+        self.kind_failures[kind].extend(errors)
 
     def namespace(self, name: str) -> None:
         self.store.create(resource_of("v1", "Namespace"), "", {"metadata": {"name": name}})
@@ -51,6 +56,9 @@ class FakeKubernetes:
     def create(self, obj: JsonObject) -> dict[str, Any]:
         resource = resource_of(obj["apiVersion"], obj["kind"])
         namespace = obj["metadata"].get("namespace", "")
+        if self.kind_failures[obj["kind"]]:
+            self.calls["create"] += 1
+            raise self.kind_failures[obj["kind"]].pop(0)
         created: dict[str, Any] = self._call(
             "create", lambda: self.store.create(resource, namespace, obj)
         )

@@ -14,6 +14,7 @@ import pytest
 from podwright.adapters.sqlite_store import SQLiteTaskStore
 from podwright.core.lifecycle import Phase, decode_state
 from podwright.engine.config import LifecycleConfig
+from podwright.engine.event_index import EventIndex, EventKey, ObjectEvent
 from podwright.engine.executor import Executor, ExecutorConfig
 from podwright.engine.kubernetes_port import ApiConnectionError, ObjectRef
 from podwright.engine.task_store import NewTask
@@ -220,3 +221,49 @@ def test_an_abort_that_cannot_read_the_resource_still_counts_its_bound_from_the_
     executor.run_round()
     assert store.get("t1").phase is Phase.ABORTED
     assert kube.calls["delete"] == 1
+
+
+def test_events_that_arrive_after_the_task_ended_are_attached_before_it_is_finalized(
+    store: SQLiteTaskStore, kube: FakeKubernetes, clock: Clock
+) -> None:
+    # The event watch lags behind the pod's: a quick pod's Scheduled event may be indexed only
+    # after the round that saw it succeed. It still reaches the task, without a new phase entry.
+    events = EventIndex(ttl=timedelta(hours=1), max_per_object=50)
+    with Executor(
+        store,
+        kube,
+        ExecutorConfig(backend="kubernetes/test", events_settle=timedelta(seconds=1)),
+        LifecycleConfig(inject_finalizer=True),
+        clock=clock,
+        sleep=lambda _seconds: None,
+        events=events,
+    ) as executor:
+        _submit(store, clock)
+        executor.run_round()
+        ref = ObjectRef("v1", "Pod", NAMESPACE, "t1")
+        kube.set_status(
+            ref,
+            {
+                "phase": "Succeeded",
+                "containerStatuses": [{"name": "main", "state": {"terminated": {"exitCode": 0}}}],
+            },
+        )
+        clock.advance(1)
+        executor.run_round()
+        assert store.get("t1").phase is Phase.SUCCESS
+        history = len(store.history("t1"))
+        scheduled = ObjectEvent(
+            "e1", clock.now - timedelta(seconds=2), clock.now, "Scheduled", "assigned to node-1"
+        )
+        events.add(EventKey(NAMESPACE, "Pod", "t1"), scheduled, clock())
+        executor.run_round()
+        ended = store.get("t1")
+        assert not ended.finalized
+        assert [event.reason for event in store.events("t1")] == ["Scheduled: assigned to node-1"]
+        assert len(store.history("t1")) == history
+        executor.run_round()
+        assert not store.get("t1").finalized  # the events settle first
+        clock.advance(1)
+        executor.run_round()
+        assert store.get("t1").finalized
+        assert [event.reason for event in store.events("t1")] == ["Scheduled: assigned to node-1"]

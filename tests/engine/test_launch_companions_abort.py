@@ -241,15 +241,16 @@ def _services(kube: FakeKubernetes) -> list[dict[str, Any]]:
     return kube.store.list(resource_of("v1", "Service"), NAMESPACE)[0]
 
 
-def test_dependents_are_created_once_the_resource_exists_owned_by_it(
+def test_dependents_are_created_right_after_the_resource_owned_by_it(
     kube: FakeKubernetes,
 ) -> None:
+    # Created in the launch round, with the uid the create answered: a Service exists as soon as
+    # its pod does, even for a pod that ends before the next round.
     harness = Harness(kube)
     the_task = a_task(dependents=(service(**LABELS),))
-    harness.round(the_task)
-    assert _services(kube) == []
-    checked = harness.round(the_task)
-    assert checked.info.phase is Phase.QUEUED
+    launched = harness.round(the_task)
+    assert launched.info.phase is Phase.QUEUED
+    assert kube.created == ["Pod/task-1", "Service/task-1"]
     pod = kube.store.get(resource_of("v1", "Pod"), NAMESPACE, "task-1")
     (exposed,) = _services(kube)
     assert exposed["metadata"]["ownerReferences"] == [
@@ -265,7 +266,7 @@ def test_a_dependent_of_an_earlier_round_is_the_tasks_own(kube: FakeKubernetes) 
     kube.create(service(**LABELS))
     harness = Harness(kube)
     the_task = a_task(dependents=(service(**LABELS),))
-    harness.round(the_task)
+    assert harness.round(the_task).info.phase is Phase.QUEUED
     assert harness.round(the_task).info.phase is Phase.QUEUED
 
 
@@ -273,37 +274,40 @@ def test_a_dependent_whose_name_another_holds_fails_the_task_and_cleans_up(
     kube: FakeKubernetes,
 ) -> None:
     kube.create(service(**{"podwright.dev/task-id": "another-task"}))
-    harness = Harness(kube)
-    the_task = a_task(dependents=(service(**LABELS),))
-    harness.round(the_task)
-    failed = harness.round(the_task)
+    failed = Harness(kube).round(a_task(dependents=(service(**LABELS),)))
     assert failed.info.phase is Phase.PERMANENT_FAILURE
     assert failed.info.reason == "CompanionNameTaken"
     assert failed.info.cleanup_on_failure
 
 
 def test_a_dependent_the_api_refuses_fails_the_task_and_cleans_up(kube: FakeKubernetes) -> None:
-    harness = Harness(kube)
-    the_task = a_task(dependents=(service(**LABELS),))
-    harness.round(the_task)
-    kube.fail("create", InvalidError('Service "task-1" is invalid: spec.ports', status=422))
-    failed = harness.round(the_task)
+    kube.fail_create_of(
+        "Service", InvalidError('Service "task-1" is invalid: spec.ports', status=422)
+    )
+    failed = Harness(kube).round(a_task(dependents=(service(**LABELS),)))
     assert (failed.info.phase, failed.info.reason) == (Phase.PERMANENT_FAILURE, "CompanionRefused")
     assert failed.info.cleanup_on_failure
 
 
-def test_a_dependent_that_meets_a_system_error_is_tried_again(kube: FakeKubernetes) -> None:
+@pytest.mark.parametrize("launch_fails", [True, False], ids=["at-launch", "in-a-later-round"])
+def test_a_dependent_that_meets_a_system_error_is_tried_again(
+    kube: FakeKubernetes, launch_fails: bool
+) -> None:
     harness = Harness(kube)
     the_task = a_task(dependents=(service(**LABELS),))
-    harness.round(the_task)
-    kube.fail("create", _refused())
-    later = harness.round(the_task)
-    assert later.info.phase is Phase.QUEUED
-    assert later.retry_after is not None
-    assert later.api_error is not None
+    kube.fail_create_of("Service", _refused(), *([_refused()] if launch_fails else []))
+    launched = harness.round(the_task)
+    assert launched.info.phase is Phase.QUEUED
     assert not _state(harness).dependents_created
+    if launch_fails:
+        later = harness.round(the_task)
+        assert later.info.phase is Phase.QUEUED
+        assert later.retry_after is not None
+        assert later.api_error is not None
+        assert not _state(harness).dependents_created
     harness.round(the_task)
     assert len(_services(kube)) == 1
+    assert _state(harness).dependents_created
 
 
 # The task's labels on every pod the resource makes ------------------------------------------------

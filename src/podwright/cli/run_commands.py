@@ -386,7 +386,8 @@ class Follower:
 
         The store is read before the output, so the output read includes everything written
         before the phases read; once a phase is terminal the containers have ended, and their
-        output is read to its end and shown before that phase."""
+        output is read to its end and shown before that phase, with the events attached until
+        the task is finalized."""
         try:
             record = self._store.get(self._task_id)
             phases = self._store.history(self._task_id)[self._phases :]
@@ -405,7 +406,9 @@ class Follower:
         self._timeline.add(phases, events, lines, lines_after=self._output_read_at)
         self._output_read_at = before
         now = self._clock()
-        for item in self._timeline.release(now, everything=self._ended):
+        # The terminal phase is shown once the task is finalized: until then the executor may
+        # still attach events that happened before it (the event watch lags behind the pod's).
+        for item in self._timeline.release(now, everything=record.finalized):
             show(display, item, self._origin, now)
         return record
 

@@ -82,12 +82,14 @@ class ExecutorConfig:
     """Which tasks this executor serves, and how it paces them."""
 
     backend: str
-    task_ids: frozenset[str] | None = None
-    """Serve only these tasks (``podwright run`` runs its own task); None: every task."""
     concurrency: int = 16
     round_interval: timedelta = timedelta(seconds=1)
     error_backoff_base: timedelta = timedelta(seconds=1)
     error_backoff_max: timedelta = timedelta(minutes=1)
+    events_settle: timedelta = timedelta(seconds=1)
+    """How long after a task ended its events are still attached before it is finalized: the
+    event watch lags behind the object's, and the last events (Completed, a late Scheduled of a
+    quick pod) would be lost."""
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -200,13 +202,7 @@ class Executor:
         except TaskStoreError:
             seconds = time.monotonic() - started
             return self._report(RoundReport(0, 0, 0, 1, seconds, store_read=False))
-        only = self.config.task_ids
-        mine = [
-            record
-            for record in active
-            if record.task.backend == self.config.backend
-            and (only is None or record.task_id in only)
-        ]
+        mine = [record for record in active if record.task.backend == self.config.backend]
         due = [record for record in mine if self._due.get(record.task_id, now) <= now]
         outcomes = list(self._pool.map(lambda record: self._reconcile(record, now), due))
         known = {record.task_id for record in mine}
@@ -335,6 +331,15 @@ class Executor:
             # Nothing was ever created: nothing to clean up, and no request to make.
             self.store.mark_finalized(record.task_id, record.revision, now)
             return _Outcome(finalized=record.phase)
+        late = manager.late_events(task, record.plugin_state, now)
+        if late is not None:
+            self.store.advance(
+                record.task_id, record.revision, late.encoded_state(), late.info, now
+            )
+            return _Outcome(advanced=True, delay=self.config.events_settle)
+        settled_at = record.updated_at + self.config.events_settle
+        if now < settled_at:
+            return _Outcome(delay=settled_at - now)
         ttl = _ttl_after_finished(task.resource, self._lifecycle.label_domain)
         if ttl is not None:
             ends_at = record.updated_at + ttl

@@ -6,10 +6,11 @@ resource, built by the plugin, given a name derived from the task id, podwright'
 annotations (the task's labels on its pod templates too), an owner reference and (when configured)
 podwright's finalizer. A started task is checked: its object is read from the watch cache (a
 direct GET only when the cache has not seen it yet), the plugin decides its phase (never going
-back to an earlier one without a cause the plugin names: ``phases.hold_progress``), what depends
-on the resource (its Services: ``TaskContext.dependents``) is created once, owned by it, and
-Kubernetes events that arrived since the last round are attached. The state that comes back is
-written only when it changed.
+back to an earlier one without a cause the plugin names: ``phases.hold_progress``), and
+Kubernetes events that arrived since the last round are attached. What depends on the resource
+(its Services: ``TaskContext.dependents``) is created once, owned by it: right after the
+resource, or in a later round when that fails. The state that comes back is written only when
+it changed.
 
 :meth:`abort` stops a task (the plugin's override, else a delete in the foreground, or in the
 background for a Pod); :meth:`abort_progress` then tells whether the resource has really stopped;
@@ -208,7 +209,7 @@ class PluginManager:
                     creating = _ref_of(need)
                     notes.extend(self._create_need(need, task, now))
             creating = ref
-            self._create_resource(task, ref)
+            created = self._create_resource(task, ref)
         except KubernetesError as exc:
             # What its pods need is there once the resource's own create was tried.
             state = replace(state, needs_created=state.needs_created or creating == ref)
@@ -227,7 +228,17 @@ class PluginManager:
             maybe_created=True,
             needs_created=True,
         )
-        return self._settle(started, info, now, notes=notes)
+        if not task.dependents:
+            return self._settle(started, info, now, notes=notes)
+        # The resource's uid is known now: its dependents (Services) exist as soon as it does,
+        # even for a pod that ends before the next round. Errors worth retrying leave them to it.
+        try:
+            refused = self._create_dependents(task, ref, created, now)
+        except KubernetesError:
+            return self._settle(started, info, now, notes=notes)
+        if refused is not None:
+            return self._settle(started, refused, now, notes=notes)
+        return self._settle(replace(started, dependents_created=True), info, now, notes=notes)
 
     def _create_need(self, need: JsonObject, task: TaskContext, now: datetime) -> list[ReasonInfo]:
         """Create what the task's pods need; a note for the user when an object of its name
@@ -247,9 +258,11 @@ class PluginManager:
             ]
         return []
 
-    def _create_resource(self, task: TaskContext, ref: ObjectRef) -> None:
+    def _create_resource(self, task: TaskContext, ref: ObjectRef) -> JsonObject:
+        """Create the resource; the object as the server has it (ours from an earlier round
+        whose outcome was lost, when it exists already)."""
         try:
-            self._kubernetes.create(self._prepare(task, ref))
+            return self._kubernetes.create(self._prepare(task, ref))
         except AlreadyExistsError:
             existing = self._kubernetes.cached(ref) or self._kubernetes.get(ref)
             owner = section(section(existing, "metadata"), "annotations").get(TASK_ID_ANNOTATION)
@@ -259,6 +272,7 @@ class PluginManager:
                     f"annotation is {owner!r}); podwright does not take over another's object"
                 ) from None
             # Created by an earlier round whose outcome was lost: carry on with it.
+            return existing
 
     def _create_failed(
         self,
@@ -498,11 +512,9 @@ class PluginManager:
             info = PhaseInfo(state.phase, reason=state.reason, occurred_at=now)
         attached = list(notes)
         last_created, last_recorded = state.last_event_created, state.last_event_recorded
-        if events_of is not None and self._events is not None:
-            key = EventKey(events_of.namespace, events_of.kind, events_of.name)
-            for event in self._events.list(key, last_created, last_recorded):
-                attached.append(ReasonInfo(event.describe(), event.created))
-                last_created, last_recorded = event.created, event.recorded
+        if events_of is not None:
+            events, last_created, last_recorded = self._new_events(events_of, state)
+            attached.extend(events)
         changed = (info.phase, info.reason) != (state.phase, state.reason) or bool(attached)
         version = state.phase_version + 1 if changed else state.phase_version
         info = replace(info, version=version, additional_reasons=tuple(attached))
@@ -515,6 +527,43 @@ class PluginManager:
             last_event_recorded=last_recorded,
         )
         return Transition(info, new_state, new_state != state, retry_after, api_error)
+
+    def _new_events(
+        self, ref: ObjectRef, state: PluginState
+    ) -> tuple[list[ReasonInfo], datetime | None, datetime | None]:
+        """The events of ``ref`` indexed since ``state``'s last, and the new last times."""
+        last_created, last_recorded = state.last_event_created, state.last_event_recorded
+        attached: list[ReasonInfo] = []
+        if self._events is not None:
+            key = EventKey(ref.namespace, ref.kind, ref.name)
+            for event in self._events.list(key, last_created, last_recorded):
+                attached.append(ReasonInfo(event.describe(), event.created))
+                last_created, last_recorded = event.created, event.recorded
+        return attached, last_created, last_recorded
+
+    def late_events(
+        self, task: TaskContext, persisted: Mapping[str, Any] | None, now: datetime
+    ) -> Transition | None:
+        """The events of a finished task's resource that arrived after its last round (the
+        event watch lags behind the object's), attached to its final phase report without a new
+        phase version; None when there are none. The executor asks before it finalizes."""
+        state = decode_state(persisted)
+        if state.never_created:
+            return None
+        attached, last_created, last_recorded = self._new_events(self.object_ref(task), state)
+        if not attached:
+            return None
+        info = PhaseInfo(
+            state.phase,
+            state.phase_version,
+            state.reason,
+            occurred_at=now,
+            additional_reasons=tuple(attached),
+        )
+        new_state = replace(
+            state, last_event_created=last_created, last_event_recorded=last_recorded
+        )
+        return Transition(info, new_state, state_changed=True)
 
     def _retry_delay(self, attempt: int, exc: KubernetesError) -> timedelta:
         base = self._config.system_error_backoff_base
