@@ -12,7 +12,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from rich.console import Console
 
-from podwright.cli.run_commands import Follower, Signals
+from podwright.cli.common import ExitCode, Unreachable
+from podwright.cli.run_commands import LOST_SERVER_AFTER, Follower, Signals
 from podwright.cli.run_display import Happening, LiveDisplay, PlainDisplay, Timeline
 from podwright.cli.task_logs import LogLine
 from podwright.core.lifecycle.phases import Phase
@@ -168,14 +169,20 @@ LOOKS = [
 class RecordedTask:
     """The store and the log file of :data:`LOOKS`, a look per poll."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        looks: list[Look] | None = None,
+        unanswered: tuple[timedelta, str] | None = None,
+    ) -> None:
+        self.looks = LOOKS if looks is None else looks
+        self.unanswered = unanswered
         self.look = -1
         self.clock = at(0)
         self.task = NewTask("hello-1", "training", "hello", "default", "local", {}, {}, (), T0)
 
     def next_look(self) -> Look:
-        self.look = min(self.look + 1, len(LOOKS) - 1)
-        return LOOKS[self.look]
+        self.look = min(self.look + 1, len(self.looks) - 1)
+        return self.looks[self.look]
 
     def sleep(self, seconds: float) -> None:
         self.clock += timedelta(seconds=seconds)
@@ -184,16 +191,16 @@ class RecordedTask:
 
     def get(self, task_id: str) -> TaskRecord:
         look = self.next_look()
-        last = [entry for seen in LOOKS[: self.look + 1] for entry in seen.phases][-1]
+        last = [entry for seen in self.looks[: self.look + 1] for entry in seen.phases][-1]
         return TaskRecord(
             self.task, self.look + 1, at(0), {}, last.phase, 1, "", False, look.finalized
         )
 
     def history(self, task_id: str) -> list[HistoryEntry]:
-        return [entry for seen in LOOKS[: self.look + 1] for entry in seen.phases]
+        return [entry for seen in self.looks[: self.look + 1] for entry in seen.phases]
 
     def events(self, task_id: str) -> list[AttachedEvent]:
-        return [item for seen in LOOKS[: self.look + 1] for item in seen.events]
+        return [item for seen in self.looks[: self.look + 1] for item in seen.events]
 
     def request_abort(self, task_id: str, now: datetime) -> TaskRecord:
         raise AssertionError("nobody interrupts this run")
@@ -201,13 +208,16 @@ class RecordedTask:
     # The log file -----------------------------------------------------------------------
 
     def read(self, *, now: bool = False) -> list[LogLine]:
-        return [LogLine(text) for text in LOOKS[self.look].output]
+        return [LogLine(text) for text in self.looks[self.look].output]
 
     def rest(self) -> list[LogLine]:
         return self.read()
 
     def close(self) -> None:
         """Nothing is held."""
+
+    def unanswered_for(self) -> tuple[timedelta, str] | None:
+        return self.unanswered
 
 
 class Keeper:
@@ -265,3 +275,42 @@ def test_the_live_display_shows_success_only_after_the_output_before_it() -> Non
     assert text.index("│ saved") < success.start()
     assert text.index("event Completed") < success.start()
     assert "training hello: Success after 1.1s" in text
+
+
+UNREACHABLE = "cannot reach the Kubernetes API server https://10.0.0.1:6443: connection refused"
+
+
+def test_a_task_whose_launch_never_reached_the_api_server_exits_6() -> None:
+    gave_up = HistoryEntry(
+        Phase.SYSTEM_RETRYABLE_FAILURE,
+        2,
+        f"{UNREACHABLE}; gave up after 6 attempts",
+        at(30),
+        error_code="ApiServerUnreachable",
+    )
+    looks = [
+        Look([phase(Phase.NOT_READY, 0.1, "will retry")], [], []),
+        Look([gave_up], [], []),
+        Look([], [], [], finalized=True),
+    ]
+    assert follow(PlainDisplay(), RecordedTask(looks)) == ExitCode.UNREACHABLE == 6
+
+
+def test_following_stops_with_exit_6_once_the_api_server_gave_no_answer_for_long() -> None:
+    looks = [Look([phase(Phase.RUNNING, 0.1)], [], [])]
+    lost = RecordedTask(looks, unanswered=(LOST_SERVER_AFTER + timedelta(seconds=1), UNREACHABLE))
+    with pytest.raises(Unreachable) as caught:
+        follow(PlainDisplay(), lost)
+    assert caught.value.exit_code == 6
+    assert caught.value.format_message() == (
+        f"{UNREACHABLE}, for 31s; task hello-1 goes on with the executor (pid 4242), which keeps "
+        "retrying: podwright logs hello-1 -f"
+    )
+
+
+def test_a_server_that_was_silent_only_briefly_is_followed_on() -> None:
+    looks = [*LOOKS]
+    briefly = RecordedTask(
+        looks, unanswered=(LOST_SERVER_AFTER - timedelta(seconds=1), UNREACHABLE)
+    )
+    assert follow(PlainDisplay(), briefly) == 0

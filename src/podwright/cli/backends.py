@@ -41,11 +41,16 @@ from kubernetes.config.config_exception import ConfigException
 
 from podwright.adapters.kubernetes import KubernetesClient, KubernetesConfigError, connect
 from podwright.adapters.kubernetes.client import RequestObserver
-from podwright.adapters.kubernetes.cluster_port import ClusterPort
+from podwright.adapters.kubernetes.cluster_port import ClusterPort, connection_pool_size
 from podwright.adapters.local.cluster import LOCK_NAME, LocalCluster
-from podwright.cli.common import BadInput
+from podwright.cli.common import BadInput, Unreachable
 from podwright.engine.event_index import EventIndex
-from podwright.engine.kubernetes_port import KubernetesPort
+from podwright.engine.kubernetes_port import (
+    ApiConnectionError,
+    ForbiddenError,
+    KubernetesError,
+    KubernetesPort,
+)
 from podwright.engine.plugins import default_plugins
 
 LOCAL = "local"
@@ -156,6 +161,35 @@ def cluster_problem(key: str, kubeconfig: str | None) -> str | None:
     return None
 
 
+def check_reachable(key: str, kubeconfig: str | None) -> None:
+    """That the API server of a cluster backend answers (``GET /version``, a few bounded retries
+    with backoff), before anything is recorded that would need it: :class:`Unreachable` naming
+    the server and the cause when it does not; :class:`BadInput` naming the context when it
+    refuses its credentials. Nothing to check for the local backend."""
+    if key == LOCAL:
+        return
+    access = access_for(key, kubeconfig)
+    try:
+        client = KubernetesClient(connect(access.kubeconfig, access.context, pool_size=1))
+    except (KubernetesConfigError, yaml.YAMLError) as error:
+        raise BadInput(str(error)) from error
+    try:
+        client.server_version()
+    except ApiConnectionError as error:
+        raise Unreachable(f"{error.message}; nothing was recorded") from error
+    except ForbiddenError as error:
+        raise BadInput(
+            f"the API server {client.server} refused the credentials of the backend {key}: "
+            f"{error.message}"
+        ) from error
+    except KubernetesError as error:
+        raise Unreachable(
+            f"the API server {client.server} cannot serve: {error.message}; nothing was recorded"
+        ) from error
+    finally:
+        client.close()
+
+
 def _kubeconfig_contexts(access: ClusterAccess) -> tuple[list[str], str]:
     """The names of the kubeconfig's contexts, and its current one."""
     source = _kubeconfig_source(access)
@@ -225,13 +259,15 @@ def open_backend(
     access: ClusterAccess,
     namespace: str | None = None,
     observer: RequestObserver | None = None,
+    concurrency: int = 16,
 ) -> OpenBackend:
     """Open the backend of ``key`` for the executor that holds its executor lock.
 
     The local backend also takes ``<home>/local/executor.lock``, and raises
     :class:`LocalBackendBusyError` when the executor of another task store holds it.
-    ``namespace`` limits a cluster's watches to one namespace. A cluster that cannot be configured
-    is :class:`BadInput`.
+    ``namespace`` limits a cluster's watches to one namespace; ``concurrency`` (the executor's
+    workers) sizes the connection pool, with room for every watch stream. A cluster that cannot be
+    configured is :class:`BadInput`.
     """
     events = event_index()
     if key == LOCAL:
@@ -244,12 +280,14 @@ def open_backend(
             )
         local = LocalCluster(home / LOCAL, events=events)
         return OpenBackend(key, local, events, lambda: True, local=local, _lock=lock)
+    plugins = default_plugins()
+    pool_size = connection_pool_size(concurrency, plugins)
     try:
-        api = connect(access.kubeconfig, access.context)
+        api = connect(access.kubeconfig, access.context, pool_size=pool_size)
     except (KubernetesConfigError, yaml.YAMLError) as error:
         raise BadInput(str(error)) from error
     client = KubernetesClient(api, observer=observer)
-    port = ClusterPort(client, default_plugins(), events, namespace=namespace)
+    port = ClusterPort(client, plugins, events, namespace=namespace)
     return OpenBackend(key, port, events, port.synced, cluster=port)
 
 

@@ -30,6 +30,12 @@ class ExitCode(IntEnum):
     read or written; no executor could be started, or kept running, for the task's backend; a task
     could not be removed because its backend cannot be reached (``delete`` without ``--force``)
     or its abort did not end in time. A task already recorded is kept."""
+    UNREACHABLE = 6
+    """The Kubernetes API server gave no answer, after bounded retries with backoff: ``run``
+    before it recorded anything, a task whose launch never reached the server
+    (``ApiServerUnreachable``), or ``run`` lost the server while following its task (the task
+    goes on with the executor, which keeps retrying). The message names the server and the
+    cause."""
     HANGUP = 128 + 1
     """``run`` got SIGHUP (its terminal closed) and stopped following; the task goes on with the
     executor (128 + the signal's number, as a shell reports a process the signal killed)."""
@@ -54,6 +60,12 @@ class Unavailable(click.ClickException):
     """Something podwright needs is unavailable (the store, an executor); exit status 5."""
 
     exit_code = ExitCode.UNAVAILABLE
+
+
+class Unreachable(click.ClickException):
+    """The Kubernetes API server gives no answer; exit status 6."""
+
+    exit_code = ExitCode.UNREACHABLE
 
 
 def point_output_at_devnull() -> None:

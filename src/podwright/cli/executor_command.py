@@ -237,7 +237,7 @@ def executor_command(
                 "executor for the %s backend of %s started (pid %d)", name, store.path, os.getpid()
             )
             while True:
-                opened = _open(name, Path(home), access, namespace, metrics)
+                opened = _open(name, Path(home), access, namespace, metrics, concurrency)
                 serving[:] = [opened]
                 try:
                     _serve(
@@ -272,11 +272,21 @@ def executor_command(
 
 
 def _open(
-    name: str, home: Path, access: ClusterAccess, namespace: str | None, metrics: ExecutorMetrics
+    name: str,
+    home: Path,
+    access: ClusterAccess,
+    namespace: str | None,
+    metrics: ExecutorMetrics,
+    concurrency: int,
 ) -> OpenBackend:
     try:
         return open_backend(
-            name, home=home, access=access, namespace=namespace, observer=metrics.api_request
+            name,
+            home=home,
+            access=access,
+            namespace=namespace,
+            observer=metrics.api_request,
+            concurrency=concurrency,
         )
     except LocalBackendBusyError as error:
         raise Unavailable(str(error)) from error

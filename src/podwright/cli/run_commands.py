@@ -21,8 +21,10 @@ Ctrl-C on a terminal asks whether to abort the task, detach from it, or continue
 aborts. Aborting follows the task to Aborted; a second Ctrl-C then stops following at once, the
 executor finishing the abort. The exit status (:class:`~podwright.cli.common.ExitCode`): 0
 succeeded (or detached), 1 rejected by the policies, 2 bad input, 3 failed, 4 aborted, 5 no
-executor could serve it or the store is unavailable, 129 and 143 stopped following on SIGHUP or
-SIGTERM, 141 output closed; in the last three the task goes on with the executor.
+executor could serve it or the store is unavailable, 6 the API server gave no answer (before
+anything was recorded, at the task's launch, or for ``LOST_SERVER_AFTER`` while following it),
+129 and 143 stopped following on SIGHUP or SIGTERM, 141 output closed; in the last three, and
+when the server was lost while following, the task goes on with the executor.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from podwright.cli.backends import (
     LOCAL,
     ClusterAccess,
     access_for,
+    check_reachable,
     cluster_options,
     resolve_backend,
 )
@@ -56,6 +59,7 @@ from podwright.cli.common import (
     BadInput,
     ExitCode,
     Unavailable,
+    Unreachable,
     point_output_at_devnull,
     scalar_text,
     table,
@@ -79,6 +83,7 @@ from podwright.cli.task_logs import (
 from podwright.core.lifecycle.phases import Phase
 from podwright.engine.config import LifecycleConfig
 from podwright.engine.executor import resource_ref, workload_resource
+from podwright.engine.plugin_manager import API_SERVER_UNREACHABLE
 from podwright.engine.plugins import default_plugins
 from podwright.engine.task_store import (
     AttachedEvent,
@@ -92,6 +97,10 @@ POLL_SECONDS = 0.2
 SETTLE = timedelta(seconds=1.5)
 """How long what happened is held back before it is shown: the executor records a task's events
 and phases in its next round (a second by default), after the output they came before."""
+
+LOST_SERVER_AFTER = timedelta(seconds=30)
+"""How long ``run`` follows a task whose API server gives no answer before it stops following
+(exit status 6): about as long as the executor retries a launch before it gives up."""
 
 _NEEDS_A_CLUSTER_WITH = {
     "kubeflow.org": "the Kubeflow training operator",
@@ -134,6 +143,7 @@ def run_command(
     if key == LOCAL:
         refuse_unrunnable_locally(prepared)
         manifests = with_working_dir(manifests, Path.cwd())
+    check_reachable(key, kubeconfig)
     workload_type = str(prepared.submission.workload_type.value)
     task = NewTask(
         task_id=f"{prepared.name}-{secrets.token_hex(3)}",
@@ -362,6 +372,7 @@ class Follower:
         self._phases = self._events = 0
         self._ended = False
         self._output_read_at = self._origin
+        self._error_code: str | None = None
 
     def follow(self, display: Display) -> int:
         """Follow until the task is finalized; the exit status."""
@@ -369,7 +380,8 @@ class Follower:
             while True:
                 record = self._show_news(display)
                 if record.finalized:
-                    return _exit_code(record.phase)
+                    return _exit_code(record.phase, self._error_code)
+                self._check_server()
                 self._keeper.keep(self._task_id, record.revision)
                 if self._signals.interrupted:
                     code = self._on_interrupt(display, record)
@@ -397,6 +409,8 @@ class Follower:
             raise Unavailable(message) from error
         self._phases += len(phases)
         self._events += len(events)
+        if phases:
+            self._error_code = phases[-1].error_code
         self._ended = (
             self._ended or record.finalized or any(entry.phase.is_terminal for entry in phases)
         )
@@ -411,6 +425,18 @@ class Follower:
         for item in self._timeline.release(now, everything=record.finalized):
             show(display, item, self._origin, now)
         return record
+
+    def _check_server(self) -> None:
+        """:class:`Unreachable` once the task's API server has given no answer for
+        ``LOST_SERVER_AFTER``: the executor keeps retrying, but following would only wait."""
+        lost = self._logs.unanswered_for()
+        if lost is None or lost[0] < LOST_SERVER_AFTER:
+            return
+        raise Unreachable(
+            f"{lost[1]}, for {lost[0].total_seconds():.0f}s; task {self._task_id} goes on with "
+            f"the executor (pid {self._keeper.pid}), which keeps retrying: podwright logs "
+            f"{self._task_id} -f"
+        )
 
     def _on_interrupt(self, display: Display, record: TaskRecord) -> int | None:
         """Ask what Ctrl-C meant (on a terminal; elsewhere it aborts): the exit status when this
@@ -483,9 +509,12 @@ def _plain(data: object) -> dict[str, Any]:
     return plain
 
 
-def _exit_code(phase: Phase) -> int:
+def _exit_code(phase: Phase, error_code: str | None) -> int:
+    """The exit status of a task finalized in ``phase``, its last report's error ``error_code``."""
     if phase is Phase.SUCCESS:
         return ExitCode.OK
     if phase is Phase.ABORTED:
         return ExitCode.ABORTED
+    if error_code == API_SERVER_UNREACHABLE:
+        return ExitCode.UNREACHABLE
     return ExitCode.TASK_FAILED

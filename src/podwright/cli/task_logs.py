@@ -18,13 +18,13 @@ import dataclasses
 import os
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
 from podwright.adapters.kubernetes import KubernetesClient
 from podwright.core.lifecycle.objects import section, text
-from podwright.engine.kubernetes_port import KubernetesError, ObjectRef
+from podwright.engine.kubernetes_port import ApiConnectionError, KubernetesError, ObjectRef
 
 PRIMARY_ANNOTATIONS = ("podwright.dev/primary-container", "kubectl.kubernetes.io/default-container")
 _PRIMARY_REPLICAS = ("master", "launcher", "chief")
@@ -49,6 +49,10 @@ class LogTail(Protocol):
 
     def close(self) -> None:
         """Release what reading held (a cluster's connections)."""
+
+    def unanswered_for(self) -> tuple[timedelta, str] | None:
+        """How long the source has given no answer, and why (a cluster's API server that cannot
+        be reached), or None while it answers."""
 
 
 def primary_container(manifest: Mapping[str, Any]) -> str | None:
@@ -100,6 +104,9 @@ class LocalLogTail:
     def close(self) -> None:
         """Files are opened per read: nothing is held."""
 
+    def unanswered_for(self) -> tuple[timedelta, str] | None:
+        return None  # files always answer
+
     def rest(self) -> list[LogLine]:
         return self._read(whole_lines=False)
 
@@ -133,9 +140,16 @@ class ClusterLogTail:
         self._pod: tuple[str, str] | None = None
         self._since: str | None = None
         self._recent: set[tuple[str, str]] = set()
+        self._unanswered: tuple[float, str] | None = None
 
     def rest(self) -> list[LogLine]:
         return self.read(now=True)
+
+    def unanswered_for(self) -> tuple[timedelta, str] | None:
+        if self._unanswered is None:
+            return None
+        since, why = self._unanswered
+        return timedelta(seconds=self._monotonic() - since), why
 
     def close(self) -> None:
         self._client.close()
@@ -147,6 +161,7 @@ class ClusterLogTail:
         self._next_poll = moment + _POLL_SECONDS
         try:
             pod = self._primary_pod()
+            self._unanswered = None  # the server answered
             if pod is None:
                 return []
             if pod != self._pod:  # a new pod (a Job's retry): start from its beginning
@@ -154,8 +169,13 @@ class ClusterLogTail:
             raw = self._client.read_pod_log(
                 self._ref.namespace, pod[0], pod[1], since_time=self._since
             )
+        except ApiConnectionError as error:
+            since = moment if self._unanswered is None else self._unanswered[0]
+            self._unanswered = (since, error.message)
+            return []
         except KubernetesError:
-            return []  # not started yet, or gone: try again next time
+            self._unanswered = None  # an answer: not started yet, or gone; try again next time
+            return []
         return self._unseen(raw)
 
     def _unseen(self, raw: str) -> list[LogLine]:

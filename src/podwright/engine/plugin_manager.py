@@ -135,6 +135,10 @@ class AbortProgress:
     error: KubernetesError | None = None
 
 
+API_SERVER_UNREACHABLE = "ApiServerUnreachable"
+"""The error code of a launch that never got an answer from the API server."""
+
+
 class _NameTakenError(Exception):
     """An object of the name the task needs exists, and is not the task's."""
 
@@ -336,7 +340,7 @@ class PluginManager:
         )
         if failures >= self._config.launch_attempts:
             if isinstance(exc, ApiConnectionError):
-                code = "ApiServerUnreachable"
+                code = API_SERVER_UNREACHABLE
                 message = f"{exc.message}; gave up after {failures} attempts"
             else:
                 code = "LaunchFailed"

@@ -129,6 +129,12 @@ class KubernetesClient:
         """The API server's URL."""
         return str(self._api.configuration.host)
 
+    @property
+    def pool_size(self) -> int:
+        """The connections kept for reuse: the most requests (watches included) made at once
+        without opening and discarding extra connections."""
+        return int(self._api.configuration.connection_pool_maxsize)
+
     def connections_opened(self) -> int:
         """The connections opened so far (each reused connection counted once): compared with
         the requests made, it tells whether the pool fits the load."""
