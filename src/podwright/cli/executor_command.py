@@ -47,13 +47,22 @@ from podwright.cli.common import BadInput, Unavailable
 from podwright.cli.executors import ExecutorSlot, HeldSlot
 from podwright.cli.state import home_option, open_store, utc_now
 from podwright.engine.config import ConfigError, LifecycleConfig, config_from_data, parse_duration
-from podwright.engine.executor import Executor, ExecutorConfig, RoundObserver, RoundReport
+from podwright.engine.executor import (
+    Executor,
+    ExecutorConfig,
+    RoundObserver,
+    RoundReport,
+    stop_grace,
+)
+from podwright.engine.plugins import default_plugins
 from podwright.engine.task_store import TaskStoreError
 
 logger = logging.getLogger("podwright.executor")
 
-_STOP_ABORT_SECONDS = 60.0
-"""How long a stopping local executor waits for the tasks it aborted to be finalized."""
+_STOP_ABORT_SLACK = timedelta(seconds=10)
+"""Beyond the longest time the engine waits for an aborted task's processes to stop (their grace
+period, then ``abortMargin``), how long a stopping local executor waits for the tasks it aborted
+to be finalized."""
 
 
 class _Duration(click.ParamType[timedelta]):
@@ -237,7 +246,14 @@ def executor_command(
                 "executor for the %s backend of %s started (pid %d)", name, store.path, os.getpid()
             )
             while True:
-                opened = _open(name, Path(home), access, namespace, metrics, concurrency)
+                opened = _open(
+                    name,
+                    Path(home),
+                    access,
+                    metrics,
+                    namespace=namespace,
+                    concurrency=concurrency,
+                )
                 serving[:] = [opened]
                 try:
                     _serve(
@@ -275,8 +291,9 @@ def _open(
     name: str,
     home: Path,
     access: ClusterAccess,
-    namespace: str | None,
     metrics: ExecutorMetrics,
+    *,
+    namespace: str | None,
     concurrency: int,
 ) -> OpenBackend:
     try:
@@ -309,7 +326,7 @@ def _serve(
     with make_executor(store, opened, settings, lifecycle, observer=_RoundLog(metrics)) as executor:
         executor.run(stop, until_idle=until_idle)
         if opened.name == LOCAL and stop.is_set():
-            _abort_local_tasks(executor, store)
+            _abort_local_tasks(executor, store, lifecycle)
 
 
 def _has_active_tasks(store: SQLiteTaskStore, name: str) -> bool:
@@ -363,8 +380,11 @@ class _RoundLog:
             )
 
 
-def _abort_local_tasks(executor: Executor, store: SQLiteTaskStore) -> None:
-    """Abort the local tasks still running, and finalize them, before their processes go."""
+def _abort_local_tasks(
+    executor: Executor, store: SQLiteTaskStore, lifecycle: LifecycleConfig
+) -> None:
+    """Abort the local tasks still running, and finalize them, before their processes go: as
+    long as their grace periods let them stop (then the backend's close kills what is left)."""
     try:
         active = [
             record
@@ -379,7 +399,10 @@ def _abort_local_tasks(executor: Executor, store: SQLiteTaskStore) -> None:
     if not active:
         return
     logger.info("aborting %d local task(s): their processes stop with the executor", len(active))
-    deadline = time.monotonic() + _STOP_ABORT_SECONDS
+    plugins = default_plugins()
+    graces = [stop_grace(record, plugins) for record in active]
+    wait = max(graces) + lifecycle.abort_margin + executor.config.events_settle + _STOP_ABORT_SLACK
+    deadline = time.monotonic() + wait.total_seconds()
     while time.monotonic() < deadline:
         report = executor.run_round()
         if not report.active_by_phase:

@@ -407,6 +407,12 @@ def _ttl_after_finished(resource: Mapping[str, Any], label_domain: str) -> timed
     return timedelta(seconds=max(0, seconds))
 
 
+def stop_grace(record: TaskRecord, plugins: Mapping[tuple[str, str], Plugin]) -> timedelta:
+    """How long the task's pods may take to stop once its resource is deleted."""
+    resource = workload_resource(record, plugins)
+    return plugin_for(resource, plugins).stop_grace(resource)
+
+
 def resource_ref(
     record: TaskRecord, plugins: Mapping[tuple[str, str], Plugin], lifecycle: LifecycleConfig
 ) -> ObjectRef:
