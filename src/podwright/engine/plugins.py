@@ -54,16 +54,24 @@ class PodPlugin(Plugin):
 
     def trim(self, observed: JsonObject) -> dict[str, Any]:
         # Pods are the most numerous objects in the cache: keep the metadata the manager reads,
-        # the whole status, and only the names of the spec's containers.
+        # the whole status, and of the spec what tells which containers the kubelet restarts
+        # (the pod's restartPolicy, the containers' names and own restartPolicy: a sidecar's).
         metadata = section(observed, "metadata")
         spec = section(observed, "spec")
+        trimmed: dict[str, Any] = {
+            key: [
+                {field: c[field] for field in ("name", "restartPolicy") if field in c}
+                for c in spec[key] or []
+                if isinstance(c, Mapping)
+            ]
+            for key in ("initContainers", "containers")
+            if key in spec
+        }
+        if "restartPolicy" in spec:
+            trimmed["restartPolicy"] = spec["restartPolicy"]
         return {
             "metadata": without_managed_fields(metadata),
-            "spec": {
-                key: [{"name": c.get("name")} for c in spec[key] or [] if isinstance(c, Mapping)]
-                for key in ("initContainers", "containers")
-                if key in spec
-            },
+            "spec": trimmed,
             "status": dict(section(observed, "status")),
         }
 
