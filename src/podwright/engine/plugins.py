@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from podwright.core.lifecycle import PhaseInfo, PluginState
+from podwright.core.lifecycle import Phase, PhaseInfo, PluginState
 from podwright.core.lifecycle.objects import integer, section
 from podwright.core.lifecycle.pod_status import pod_phase, preemption_ends_task
 from podwright.core.lifecycle.resource_status import (
@@ -86,7 +86,7 @@ class JobPlugin(Plugin):
     def phase(
         self, observed: JsonObject, state: PluginState, now: datetime, config: LifecycleConfig
     ) -> PhaseInfo:
-        return job_phase(observed, now)
+        return job_phase(observed, now, ran=state.phase is Phase.RUNNING)
 
     def pod_templates(self, resource: JsonObject) -> list[dict[str, Any]]:
         return _spec_template(resource)

@@ -30,7 +30,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from podwright.core.lifecycle import Phase
+from podwright.core.lifecycle.phases import hold_progress
 from podwright.core.lifecycle.pod_status import PodPhaseConfig, pod_phase
+from podwright.core.lifecycle.resource_status import job_phase
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 UID = "0f6c2a4e-5d1b-4c8e-9a37-2b6f0e1d9c55"
@@ -403,3 +405,84 @@ def test_a_pod_the_kubelet_restarts_is_running_and_names_every_restart(
         assert (f"[{name}] " in info.reason) is named
         if count:
             assert f"[{name}] restarted {count} time{'s' if count > 1 else ''}," in info.reason
+
+
+# A Job that retries says what its status carries ---------------------------------------------------
+
+
+def job(policy: str = "OnFailure", completions: int = 1, **status: Any) -> dict[str, Any]:
+    """A Job as the Job controller writes its status (``ready`` and ``terminating`` always,
+    zero counters otherwise omitted)."""
+    return {
+        "spec": {
+            "backoffLimit": 6,
+            "completions": completions,
+            "template": {"spec": {"restartPolicy": policy, "containers": [{"name": "main"}]}},
+        },
+        "status": {
+            "startTime": _time(120),
+            "ready": 0,
+            "terminating": 0,
+            "uncountedTerminatedPods": {},
+            **status,
+        },
+    }
+
+
+ON_FAILURE_RETRY = (
+    "retrying: 1 active pod(s), 0 ready: a failed container restarts in place after the "
+    "kubelet's back-off (restartPolicy OnFailure; restarts count toward the backoff limit of 6)"
+)
+
+
+@pytest.mark.parametrize(
+    ("observed", "ran", "phase", "reason"),
+    [
+        pytest.param(job(active=1), False, Phase.INITIALIZING, "1 pod(s) starting", id="starting"),
+        pytest.param(job(active=1, ready=1), False, Phase.RUNNING, "", id="running"),
+        pytest.param(job(active=1), True, Phase.RUNNING, ON_FAILURE_RETRY, id="on-failure-retry"),
+        pytest.param(
+            job("Never", active=1),
+            True,
+            Phase.RUNNING,
+            "1 active pod(s), 0 ready",
+            id="never-not-ready",
+        ),
+        pytest.param(
+            job("Never", active=1, failed=1),
+            True,
+            Phase.RUNNING,
+            "retrying: 1 failed pod(s) of a backoff limit of 6; a new pod is starting",
+            id="never-replacement-pod",
+        ),
+        pytest.param(
+            job(completions=3, active=1, succeeded=1),
+            True,
+            Phase.RUNNING,
+            "1 of 3 completions; 1 pod(s) starting",
+            id="next-completion",
+        ),
+        pytest.param(job(active=1, ready=1), True, Phase.RUNNING, "", id="ready-again"),
+    ],
+)
+def test_a_job_whose_pod_is_not_ready_after_it_ran_is_retrying(
+    observed: dict[str, Any], ran: bool, phase: Phase, reason: str
+) -> None:
+    info = job_phase(observed, NOW, ran=ran)
+    assert (info.phase, info.reason) == (phase, reason)
+
+
+def test_a_retrying_job_is_never_shown_going_back() -> None:
+    # What a task whose OnFailure pod crash-loops shows, round after round (hold_progress and
+    # the reached phase, as the plugin manager applies them).
+    reached, shown = Phase.UNDEFINED, []
+    for status in ({"active": 1}, {"active": 1, "ready": 1}, {"active": 1}, {"active": 1}):
+        info = hold_progress(reached, job_phase(job(**status), NOW, ran=reached is Phase.RUNNING))
+        reached = info.phase
+        shown.append((info.phase, info.reason))
+    assert shown == [
+        (Phase.INITIALIZING, "1 pod(s) starting"),
+        (Phase.RUNNING, ""),
+        (Phase.RUNNING, ON_FAILURE_RETRY),
+        (Phase.RUNNING, ON_FAILURE_RETRY),
+    ]
