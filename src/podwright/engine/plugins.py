@@ -20,7 +20,7 @@ from podwright.core.lifecycle.resource_status import (
     knative_service_phase,
     kubeflow_job_phase,
 )
-from podwright.core.lifecycle.termination import pod_stopped
+from podwright.core.lifecycle.termination import job_stopped, pod_stopped
 from podwright.engine.config import LifecycleConfig
 from podwright.engine.kubernetes_port import JsonObject
 from podwright.engine.plugin import (
@@ -90,6 +90,9 @@ class JobPlugin(Plugin):
 
     def pod_templates(self, resource: JsonObject) -> list[dict[str, Any]]:
         return _spec_template(resource)
+
+    def stopped(self, observed: JsonObject) -> bool:
+        return job_stopped(observed)
 
 
 class KubeflowJobPlugin(Plugin):
