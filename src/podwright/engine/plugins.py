@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from podwright.core.lifecycle import PhaseInfo, PluginState
+from podwright.core.lifecycle import Phase, PhaseInfo, PluginState
 from podwright.core.lifecycle.objects import integer, section
 from podwright.core.lifecycle.pod_status import pod_phase, preemption_ends_task
 from podwright.core.lifecycle.resource_status import (
@@ -20,7 +20,7 @@ from podwright.core.lifecycle.resource_status import (
     knative_service_phase,
     kubeflow_job_phase,
 )
-from podwright.core.lifecycle.termination import pod_stopped
+from podwright.core.lifecycle.termination import job_stopped, pod_stopped
 from podwright.engine.config import LifecycleConfig
 from podwright.engine.kubernetes_port import JsonObject
 from podwright.engine.plugin import (
@@ -54,16 +54,24 @@ class PodPlugin(Plugin):
 
     def trim(self, observed: JsonObject) -> dict[str, Any]:
         # Pods are the most numerous objects in the cache: keep the metadata the manager reads,
-        # the whole status, and only the names of the spec's containers.
+        # the whole status, and of the spec what tells which containers the kubelet restarts
+        # (the pod's restartPolicy, the containers' names and own restartPolicy: a sidecar's).
         metadata = section(observed, "metadata")
         spec = section(observed, "spec")
+        trimmed: dict[str, Any] = {
+            key: [
+                {field: c[field] for field in ("name", "restartPolicy") if field in c}
+                for c in spec[key] or []
+                if isinstance(c, Mapping)
+            ]
+            for key in ("initContainers", "containers")
+            if key in spec
+        }
+        if "restartPolicy" in spec:
+            trimmed["restartPolicy"] = spec["restartPolicy"]
         return {
             "metadata": without_managed_fields(metadata),
-            "spec": {
-                key: [{"name": c.get("name")} for c in spec[key] or [] if isinstance(c, Mapping)]
-                for key in ("initContainers", "containers")
-                if key in spec
-            },
+            "spec": trimmed,
             "status": dict(section(observed, "status")),
         }
 
@@ -78,10 +86,13 @@ class JobPlugin(Plugin):
     def phase(
         self, observed: JsonObject, state: PluginState, now: datetime, config: LifecycleConfig
     ) -> PhaseInfo:
-        return job_phase(observed, now)
+        return job_phase(observed, now, ran=state.phase is Phase.RUNNING)
 
     def pod_templates(self, resource: JsonObject) -> list[dict[str, Any]]:
         return _spec_template(resource)
+
+    def stopped(self, observed: JsonObject) -> bool:
+        return job_stopped(observed)
 
 
 class KubeflowJobPlugin(Plugin):

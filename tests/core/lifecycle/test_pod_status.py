@@ -28,7 +28,10 @@ def _pod(
     reason: str = "",
     message: str = "",
     created_minutes_ago: float = 1,
+    policy: str = "Never",
 ) -> dict[str, Any]:
+    """A pod as the API server shows it; ``policy`` is its ``restartPolicy`` (the rows of this
+    table are pods that run once: restarts are ``test_restarts.py``'s)."""
     annotations = {"podwright.dev/primary-container": primary} if primary else {}
     status: dict[str, Any] = {"phase": phase, "containerStatuses": containers or []}
     if conditions is not None:
@@ -39,7 +42,10 @@ def _pod(
         status["message"] = message
     return {
         "metadata": {"annotations": annotations, "creationTimestamp": _time(created_minutes_ago)},
-        "spec": {"containers": [{"name": n} for n in spec_containers]},
+        "spec": {
+            "restartPolicy": policy,
+            "containers": [{"name": n} for n in spec_containers],
+        },
         "status": status,
     }
 

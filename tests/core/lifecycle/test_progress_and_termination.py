@@ -20,7 +20,12 @@ from podwright.core.lifecycle.companions import (
 )
 from podwright.core.lifecycle.phases import hold_progress
 from podwright.core.lifecycle.pod_status import PodPhaseConfig, pod_phase, scheduler_message
-from podwright.core.lifecycle.termination import dependents_deleted, grace_period, pod_stopped
+from podwright.core.lifecycle.termination import (
+    dependents_deleted,
+    grace_period,
+    job_stopped,
+    pod_stopped,
+)
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 P = Phase
@@ -161,6 +166,57 @@ def test_a_foreground_deletion_is_done_once_its_finalizer_is_gone(
     metadata: dict[str, Any], deleted: bool
 ) -> None:
     assert dependents_deleted({"metadata": metadata}) is deleted
+
+
+DELETED = "2026-11-21T12:00:00Z"
+
+
+def _deleted_job(finalizers: list[str], **status: Any) -> dict[str, Any]:
+    """A deleted Job, its status as the Job controller goes on writing it (``syncJob``: ``active``
+    counts pods not being deleted, ``terminating`` those being deleted; ``ready`` and
+    ``terminating`` are always written, zero counters otherwise omitted)."""
+    return {
+        "metadata": {"deletionTimestamp": DELETED, "finalizers": finalizers},
+        "status": {"ready": 0, "terminating": 0, "uncountedTerminatedPods": {}, **status},
+    }
+
+
+@pytest.mark.parametrize(
+    ("job", "stopped"),
+    [
+        pytest.param(
+            _deleted_job(["foregroundDeletion"], terminating=1),
+            False,
+            id="foreground-pods-terminating",
+        ),
+        pytest.param(
+            _deleted_job(["podwright.dev/finalizer"], terminating=1),
+            False,
+            id="finalizer-gone-count-not-updated-yet",
+        ),
+        pytest.param(
+            # Deleted in the background (kubectl delete) while podwright's finalizer holds it:
+            # the garbage collector leaves its pod running as long as the Job exists.
+            _deleted_job(["podwright.dev/finalizer"], active=1, ready=1),
+            False,
+            id="background-pod-still-running",
+        ),
+        pytest.param(_deleted_job(["podwright.dev/finalizer"]), True, id="pods-gone"),
+        pytest.param(
+            _deleted_job(["podwright.dev/finalizer"], succeeded=1), True, id="finished-job"
+        ),
+        pytest.param(
+            {"metadata": {"deletionTimestamp": DELETED}, "status": {}},
+            True,
+            id="counts-omitted",
+        ),
+        pytest.param({"metadata": {}, "status": {}}, False, id="not-deleted"),
+    ],
+)
+def test_a_deleted_job_has_stopped_once_no_pod_is_active_or_terminating(
+    job: dict[str, Any], stopped: bool
+) -> None:
+    assert job_stopped(job) is stopped
 
 
 def test_the_grace_period_is_the_longest_of_the_pods() -> None:

@@ -17,7 +17,18 @@ enough. The rules are those of Flyte's pod plugin, learned by its users the hard
   recovers); after it the pod is failed and cleaned up.
 * With a primary container (the ``podwright.dev/primary-container`` annotation written by
   ``PodTemplate.to_k8s_pod()``), that container's termination decides the task while sidecars
-  run on.
+  run on, when the kubelet will not restart it: under ``restartPolicy: Never``, or ``OnFailure``
+  with exit code 0.
+* Restarts are not ends. The kubelet restarts a container that exits under ``restartPolicy:
+  Always`` (a bare Pod's default) and one that fails under ``OnFailure``, an init container that
+  fails unless the policy is ``Never``, and a native sidecar (an init container with its own
+  ``restartPolicy: Always``) whatever it does; it shows the container ``terminated`` for a moment,
+  then ``waiting`` in ``CrashLoopBackOff`` with its back-off, then running again, with its
+  ``restartCount`` and ``lastState.terminated``, while the pod stays Running (``getPhase`` in
+  ``pkg/kubelet/kubelet_pods.go``; ``doBackOff`` in ``pkg/kubelet/kuberuntime/
+  kuberuntime_manager.go``). So a Running pod is Running, and a Pending pod whose init container
+  crash-loops is Initializing (``podPendingTimeout`` bounds the wait), each with a reason that
+  says which containers restarted, how many times, how the last run ended, and the back-off.
 """
 
 from __future__ import annotations
@@ -38,7 +49,7 @@ from podwright.core.lifecycle.objects import (
     text,
     timestamp,
 )
-from podwright.core.lifecycle.phases import PhaseInfo
+from podwright.core.lifecycle.phases import Phase, PhaseInfo
 from podwright.core.pod_template import PRIMARY_CONTAINER_ANNOTATION
 
 # Pod status reasons set when the node the pod ran on shut down, was drained, or stopped matching.
@@ -47,6 +58,9 @@ NODE_LOSS_REASONS = frozenset({"Shutdown", "Terminated", "NodeShutdown", "NodeAf
 SIGKILL_EXIT_CODES = frozenset({137, 247})
 OOM_KILLED = "OOMKilled"
 INITIALIZING_REASONS = frozenset({"ErrImagePull", "ContainerCreating", "PodInitializing"})
+CRASH_LOOP_BACK_OFF = "CrashLoopBackOff"
+# The API server defaults a pod's restartPolicy to Always (pkg/apis/core/v1/defaults.go).
+DEFAULT_RESTART_POLICY = "Always"
 # The scheduler's FitError message ("0/N nodes are available: <why>.") ends with the message of its
 # PostFilter plugins. When a PreFilter plugin rejects a pod outright (VolumeBinding: a claim that
 # does not exist yet, or an unbound Immediate claim), the PreFilter plugins after it never run,
@@ -78,7 +92,7 @@ def pod_phase(pod: JsonObject, now: datetime, config: PodPhaseConfig) -> PhaseIn
     if pod_phase_name == "Running":
         if primary:
             return _primary_container_phase(pod, primary, now)
-        return phases.running(now)
+        return phases.running(now, _restarts(pod))
     if pod_phase_name == "Pending" or not pod_phase_name:
         info = _pending(pod, now, config)
         timeout = config.pod_pending_timeout
@@ -160,9 +174,9 @@ def _primary_container_phase(pod: JsonObject, primary: str, now: datetime) -> Ph
         if text(container, "name") != primary:
             continue
         terminated = section(container, "state", "terminated")
-        if not terminated:
-            return phases.running(now)
         exit_code = integer(terminated, "exitCode")
+        if not terminated or _RestartRules.of(pod).restarts(primary, exit_code):
+            return phases.running(now, _restarts(pod))
         reason = text(terminated, "reason")
         message = _termination(primary, exit_code, reason, text(terminated, "message"))
         if reason == OOM_KILLED:
@@ -197,17 +211,25 @@ def _pending(pod: JsonObject, now: datetime, config: PodPhaseConfig) -> PhaseInf
     )
     waited = now - since
     status = section(pod, "status")
+    restarted = _restart_clauses(pod)
     for container in _container_statuses(status):
         waiting = section(container, "state", "waiting")
         reason = text(waiting, "reason")
-        if not reason:
+        if not reason or reason == CRASH_LOOP_BACK_OFF:
+            # The kubelet retries a crash-looping container: its restarts say what happens.
             continue
-        message = describe(reason, text(waiting, "message"))
-        message = f"[{text(container, 'name')}] {message}"
+        name = text(container, "name")
+        message = f"[{name}] {describe(reason, text(waiting, 'message'))}"
         decided = _waiting_container(reason, message, waited, now, config)
-        if decided is not None:
+        if decided is None:
+            continue
+        if decided.phase is not Phase.INITIALIZING:
             return decided
-    return phases.initializing(now, text(ready, "reason") or "ContainersNotReady")
+        if name not in restarted:  # else its restarts say it
+            return phases.initializing(now, "; ".join([*restarted.values(), message]))
+    return phases.initializing(
+        now, "; ".join(restarted.values()) or text(ready, "reason") or "ContainersNotReady"
+    )
 
 
 def _waiting_container(
@@ -243,6 +265,105 @@ def _after_grace(
 
 def _container_statuses(status: JsonObject) -> list[JsonObject]:
     return [*items(status, "initContainerStatuses"), *items(status, "containerStatuses")]
+
+
+def _restarts(pod: JsonObject) -> str:
+    """What the kubelet restarts in ``pod``, as a reason (see :func:`_restart_clauses`)."""
+    return "; ".join(_restart_clauses(pod).values())
+
+
+def _restart_clauses(pod: JsonObject) -> dict[str, str]:
+    """By container, in the pod's order, a clause for each container that restarted or is about
+    to: how many times, how its last run ended, and what it waits for between two runs (the
+    back-off), e.g. ``[main] restarted 1 time, last exit code 1 (Error), CrashLoopBackOff:
+    back-off 10s restarting failed container=main pod=…``.
+
+    An init container that completed is left out: its restarts were the pod's initialization.
+    """
+    rules = _RestartRules.of(pod)
+    status = section(pod, "status")
+    clauses = {}
+    for container in _container_statuses(status):
+        name = text(container, "name")
+        completed = section(container, "state", "terminated")
+        if (
+            name in rules.init
+            and name not in rules.sidecars
+            and completed
+            and integer(completed, "exitCode") == 0
+        ):
+            continue
+        clause = _restart_clause(container, rules)
+        if clause:
+            clauses[name] = clause
+    return clauses
+
+
+def _restart_clause(container: JsonObject, rules: _RestartRules) -> str:
+    name = text(container, "name")
+    count = integer(container, "restartCount") or 0
+    parts = [f"restarted {count} time{'' if count == 1 else 's'}"] if count else []
+    state = section(container, "state")
+    terminated = section(state, "terminated")
+    waiting = section(state, "waiting")
+    last = section(container, "lastState", "terminated")
+    if terminated and rules.restarts(name, integer(terminated, "exitCode")):
+        # The kubelet shows the exit for a moment, then restarts the container or backs off.
+        parts += [f"ended with {_exit(terminated)}", f"restarting ({rules.describe(name)})"]
+    elif waiting and (count or last):
+        # Between two runs: in CrashLoopBackOff with its back-off, or being created again.
+        parts += [f"last {_exit(last)}"] if last else []
+        parts.append(describe(text(waiting, "reason"), text(waiting, "message")))
+    elif count:
+        ended = terminated or last
+        parts += [f"last {_exit(ended)}"] if ended else []
+    return f"[{name}] {', '.join(parts)}" if parts else ""
+
+
+def _exit(terminated: JsonObject) -> str:
+    """How a container's run ended: ``exit code 137 (OOMKilled)``."""
+    reason = text(terminated, "reason")
+    line = f"exit code {integer(terminated, 'exitCode')}"
+    return f"{line} ({reason})" if reason else line
+
+
+@dataclass(frozen=True, slots=True)
+class _RestartRules:
+    """Whether the kubelet restarts a container that exited, as ``pkg/kubelet/kuberuntime``
+    decides it (``ShouldContainerBeRestarted``, ``computeInitContainerActions``): a native
+    sidecar always; an init container that failed unless the pod's policy is ``Never``; a
+    container as the pod's ``restartPolicy`` says (``Always``: whatever its exit; ``OnFailure``:
+    a non-zero one). A pod being deleted restarts nothing."""
+
+    policy: str
+    init: frozenset[str]
+    sidecars: frozenset[str]
+    deleting: bool
+
+    @classmethod
+    def of(cls, pod: JsonObject) -> _RestartRules:
+        spec = section(pod, "spec")
+        init = items(spec, "initContainers")
+        return cls(
+            text(spec, "restartPolicy") or DEFAULT_RESTART_POLICY,
+            frozenset(text(c, "name") for c in init),
+            frozenset(text(c, "name") for c in init if text(c, "restartPolicy") == "Always"),
+            bool(section(pod, "metadata").get("deletionTimestamp")),
+        )
+
+    def restarts(self, name: str, exit_code: int | None) -> bool:
+        if self.deleting:
+            return False
+        if name in self.sidecars:
+            return True
+        if name in self.init:
+            return exit_code != 0 and self.policy != "Never"
+        return self.policy == "Always" or (self.policy == "OnFailure" and exit_code != 0)
+
+    def describe(self, name: str) -> str:
+        if name in self.sidecars:
+            return "a sidecar: restartPolicy Always"
+        return f"restartPolicy {self.policy}"
 
 
 def preemption_ends_task(

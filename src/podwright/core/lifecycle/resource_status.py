@@ -9,7 +9,11 @@ their controllers write them:
   pod fail or end (``failed``, ``uncountedTerminatedPods``, ``terminating``) runs on between two
   pods: the Job controller replaces a failed pod after a backoff of 10 s, doubling with each
   failure, at most 10 min (``DefaultJobPodFailureBackOff`` and ``MaxJobPodFailureBackOff`` in
-  ``pkg/controller/job/job_controller.go``), and the task is Running, retrying, meanwhile.
+  ``pkg/controller/job/job_controller.go``), and the task is Running, retrying, meanwhile. With
+  ``restartPolicy: OnFailure`` a failed container restarts in place instead, after the kubelet's
+  crash-loop back-off, and its pod stays active but not ready meanwhile: a Job whose task ran
+  and that has an active pod and none ready is retrying too. The Job carries no restart count
+  (its pods do); its reason says what it carries: active, ready, failed and terminating pods.
 * Kubeflow ``kubeflow.org/v1`` jobs (PyTorchJob, MPIJob, TFJob, XGBoostJob, JAXJob): ``Succeeded``
   and ``Failed`` are final, ``Suspended`` holds the job, ``Restarting`` and ``Running`` run,
   ``Created`` waits for its pods.
@@ -38,8 +42,9 @@ JOB_POD_FAILURE_BACKOFF_MAX = timedelta(minutes=10)
 JOB_DEFAULT_BACKOFF_LIMIT = 6
 
 
-def job_phase(job: JsonObject, now: datetime) -> PhaseInfo:
-    """The task phase of a ``batch/v1`` Job."""
+def job_phase(job: JsonObject, now: datetime, *, ran: bool = False) -> PhaseInfo:
+    """The task phase of a ``batch/v1`` Job; ``ran``: the task was Running before (a pod of the
+    Job was ready), so a pod that is not ready now is not one starting for the first time."""
     if condition_is(job, "Complete", "True") is not None:
         return phases.success(now)
     failed = condition_is(job, "Failed", "True")
@@ -61,14 +66,17 @@ def job_phase(job: JsonObject, now: datetime) -> PhaseInfo:
         return phases.running(now, _retries(job))
     if _failed_pods(job) or terminating:
         return phases.running(now, _between_pods(job, active, terminating))
-    if active > 0:
-        return phases.initializing(now, f"{active} pod(s) starting")
     succeeded = integer(status, "succeeded") or 0
-    if succeeded:
-        completions = integer(section(job, "spec"), "completions") or 1
-        return phases.running(
-            now, f"{succeeded} of {completions} completions; the next pod is being created"
-        )
+    completions = integer(section(job, "spec"), "completions") or 1
+    done = f"{succeeded} of {completions} completions" if succeeded else ""
+    if active > 0:
+        if done:
+            return phases.running(now, f"{done}; {active} pod(s) starting")
+        if ran:
+            return phases.running(now, _not_ready(job, active))
+        return phases.initializing(now, f"{active} pod(s) starting")
+    if done:
+        return phases.running(now, f"{done}; the next pod is being created")
     if status.get("startTime"):
         return phases.queued(now, "job started, but has no pod (see the job's events)")
     return phases.queued(now, "job created; no pod yet")
@@ -105,6 +113,19 @@ def _between_pods(job: JsonObject, active: int, terminating: int) -> str:
     return (
         f"{done}; next pod after the Job controller's backoff "
         f"({_duration(delay)} after the last failure)"
+    )
+
+
+def _not_ready(job: JsonObject, active: int) -> str:
+    """Why a Job that ran has active pods and none ready, in what its status carries."""
+    counts = f"{active} active pod(s), 0 ready"
+    policy = text(section(job, "spec", "template", "spec"), "restartPolicy")
+    if policy != "OnFailure":
+        return counts
+    return (
+        f"retrying: {counts}: a failed container restarts in place after the kubelet's back-off "
+        f"(restartPolicy OnFailure; restarts count toward the backoff limit of "
+        f"{_backoff_limit(job)})"
     )
 
 

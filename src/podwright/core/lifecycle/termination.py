@@ -19,6 +19,12 @@ the API server shows it, kind by kind:
   the finalizer only once every dependent that blocks its owner's deletion is gone. The resource
   has stopped once it is gone, or once it carries a ``deletionTimestamp`` and no
   ``foregroundDeletion`` finalizer any more.
+* **A Job** has stopped, besides, only once its status counts no active and no terminating pod:
+  the finalizer says nothing when the Job was deleted another way (in the background, by a
+  person, while a finalizer holds it: the garbage collector leaves its pods running while it
+  exists), and the Job controller goes on counting a deleted Job's pods (``syncJob`` in
+  ``pkg/controller/job/job_controller.go`` writes ``active`` and, since Kubernetes 1.29,
+  ``terminating``) until they are gone.
 
 How long to wait is the pods' grace period (``terminationGracePeriodSeconds``, 30 s by default),
 plus a margin the engine's configuration sets; past it, the abort is recorded anyway, saying the
@@ -57,6 +63,17 @@ def dependents_deleted(obj: JsonObject) -> bool:
     finalizers = metadata.get("finalizers")
     pending = isinstance(finalizers, list) and FOREGROUND_DELETION in finalizers
     return bool(metadata.get("deletionTimestamp")) and not pending
+
+
+def job_stopped(job: JsonObject) -> bool:
+    """Whether a deleted Job has stopped: its foreground deletion is done, and its status counts
+    no active and no terminating pod (absent counts are zero, as the API omits them)."""
+    status = section(job, "status")
+    return (
+        dependents_deleted(job)
+        and not integer(status, "active")
+        and not integer(status, "terminating")
+    )
 
 
 def grace_period(
