@@ -397,7 +397,10 @@ def api_pod(pod: PodRun, now: datetime, previous: dict[str, Any] | None = None) 
             "creationTimestamp": "2026-11-21T12:00:00Z",
             "annotations": {"podwright.dev/primary-container": "main"},
         },
-        "spec": {"containers": [{"name": c.name} for c in pod.shape.main]},
+        "spec": {
+            "restartPolicy": pod.shape.restart_policy,
+            "containers": [{"name": c.name} for c in pod.shape.main],
+        },
         "status": pod_status(pod, now, FAST, previous),
     }
 
