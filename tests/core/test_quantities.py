@@ -7,6 +7,7 @@ from decimal import Decimal
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from kubernetes.utils.quantity import parse_quantity
 
 from podwright.core.quantities import QuantityError, format_quantity, parse
 
@@ -27,7 +28,30 @@ def test_parse(text: object, amount: Decimal) -> None:
     assert parse(text) == amount
 
 
-@pytest.mark.parametrize("bad", ["abc", "1Gb", "", True, None, [1], float("nan")])
+# The API server refuses these (apimachinery's grammar); the official client's parser accepts
+# the last five, which is one reason podwright parses quantities itself.
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "abc",
+        "1Gb",
+        "",
+        "1e",
+        "ki",
+        "1ki",
+        " 1",
+        True,
+        None,
+        [1],
+        float("nan"),
+        float("inf"),
+        Decimal("NaN"),
+        "NaN",
+        "Infinity",
+        "1_000",
+        "1e3k",
+    ],
+)
 def test_not_quantities(bad: object) -> None:
     with pytest.raises(QuantityError):
         parse(bad)
@@ -51,3 +75,23 @@ def test_format(amount: Decimal, text: str) -> None:
 @given(st.decimals(min_value=0, max_value=10**15, places=4, allow_nan=False, allow_infinity=False))
 def test_format_then_parse_is_exact(amount: Decimal) -> None:
     assert parse(format_quantity(amount)) == amount
+
+
+_NUMBERS = st.one_of(
+    st.from_regex(r"[+-]?[0-9]{1,12}", fullmatch=True),
+    st.from_regex(r"[+-]?[0-9]{1,9}\.[0-9]{0,6}", fullmatch=True),
+    st.from_regex(r"[+-]?\.[0-9]{1,6}", fullmatch=True),
+)
+_SUFFIXES = st.one_of(
+    st.sampled_from(["", "n", "u", "m", "k", "M", "G", "T", "P", "E"]),
+    st.sampled_from(["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"]),
+    st.from_regex(r"[eE][+-]?[0-9]{1,2}", fullmatch=True),
+)
+
+
+@given(_NUMBERS, _SUFFIXES)
+def test_every_quantity_of_the_api_servers_grammar_is_what_the_official_client_reads(
+    number: str, suffix: str
+) -> None:
+    text = number + suffix
+    assert parse(text) == parse_quantity(text)

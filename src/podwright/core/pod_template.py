@@ -17,7 +17,7 @@ import dataclasses
 import posixpath
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
@@ -32,8 +32,8 @@ from kubernetes.client import (
     V1Volume,
     V1VolumeMount,
 )
-from kubernetes.utils.quantity import parse_quantity
 
+from podwright.core import quantities
 from podwright.core.fuse_proxy.manifests import (
     FuseProxyPodConflictError,
     FuseProxySetup,
@@ -429,8 +429,8 @@ def _request_fuse_device(primary: V1Container) -> None:
 def _device_count(amount: str) -> Decimal | None:
     """A quantity of devices if ``amount`` is a whole-number quantity, else None."""
     try:
-        value: Decimal = parse_quantity(amount)
-    except (ValueError, InvalidOperation):
+        value = quantities.parse(amount)
+    except quantities.QuantityError:
         return None
     return value if value == value.to_integral_value() else None
 

@@ -1,21 +1,36 @@
-"""Kubernetes quantities ("500m", "2Gi", "1G", "5M", 10) as exact decimals, and back.
+"""Kubernetes quantities ("500m", "2Gi", "1G", "5M", "1e3", 10) as exact decimals, and back.
 
 Policies compare memory and CPU amounts written in any unit ("1G" against "1000M", "0.5" against
-"500m"); a float would make such comparisons, and a factor applied to them, inexact. Parsing is
-the official client's (``kubernetes.utils.quantity``), which returns :class:`~decimal.Decimal`;
-this module adds the reverse direction, for values podwright computes (a ``defaultFrom`` factor).
+"500m"); a float would make such comparisons, and a factor applied to them, inexact. Parsing follows
+the grammar of apimachinery's ``resource.Quantity`` (``pkg/api/resource/quantity.go``): a signed
+decimal number, then a binary suffix (Ki … Ei), a decimal one (n, u, m, k, M … E) or a decimal
+exponent (``e3``, ``E-2``); anything else is refused, as the API server refuses it. It is
+written here rather than taken from the official client (``kubernetes.utils.quantity``, against
+which the tests check it) because that module cannot be imported without the whole client, which
+would cost every command start-up a third of a second; the client's parser is also looser than
+the API server (it accepts ``NaN``, ``1_000``, ``Infinity``).
 """
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
-
-from kubernetes.utils.quantity import parse_quantity
+import re
+from decimal import Decimal
 
 _BINARY_SUFFIXES = tuple(
     (f"{prefix}i", 2 ** (10 * power)) for power, prefix in enumerate("KMGTPE", 1)
 )
 _DECIMAL_SUFFIXES = tuple((suffix, 10 ** (3 * power)) for power, suffix in enumerate("kMGTPE", 1))
+_MULTIPLIERS: dict[str, Decimal] = {
+    "": Decimal(1),
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    **{suffix: Decimal(size) for suffix, size in (*_BINARY_SUFFIXES, *_DECIMAL_SUFFIXES)},
+}
+_QUANTITY = re.compile(
+    r"(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+    r"(?:(?P<suffix>[KMGTPE]i|[numkMGTPE])|[eE](?P<exponent>[+-]?[0-9]+))?"
+)
 
 
 class QuantityError(ValueError):
@@ -30,17 +45,25 @@ def parse(value: object) -> Decimal:
     """
     if isinstance(value, bool) or not isinstance(value, str | int | float | Decimal):
         raise QuantityError(f"expected a quantity such as '500m', '2Gi' or 10, got {value!r}")
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise QuantityError(f"{value!r} is not a finite quantity")
+        return value
+    if isinstance(value, int):
+        return Decimal(value)
     text = repr(value) if isinstance(value, float) else value
-    try:
-        amount: Decimal = parse_quantity(text)
-    except (ValueError, InvalidOperation) as error:
+    match = _QUANTITY.fullmatch(text)
+    if match is None:
+        if isinstance(value, float):
+            raise QuantityError(f"{value!r} is not a finite quantity")
         raise QuantityError(
             f"{value!r} is not a quantity (a number with an optional suffix such as "
-            "m, k, M, G, T, Ki, Mi, Gi, Ti)"
-        ) from error
-    if not amount.is_finite():
-        raise QuantityError(f"{value!r} is not a finite quantity")
-    return amount
+            "m, k, M, G, T, Ki, Mi, Gi, Ti, or an exponent such as e3)"
+        )
+    number = Decimal(match["number"])
+    if match["exponent"] is not None:
+        return number.scaleb(int(match["exponent"]))
+    return number * _MULTIPLIERS[match["suffix"] or ""]
 
 
 def format_quantity(amount: Decimal) -> str:
