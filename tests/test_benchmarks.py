@@ -105,3 +105,14 @@ def test_the_executor_benchmark_runs_every_task_to_success_on_both_backends(
     local = executor_bench.bench_local(3, tmp_path)
     assert local["phases"] == {"Success": 3}
     assert local["running_p50_seconds"] > 0
+
+
+def test_the_startup_benchmark_starts_every_command_it_times() -> None:
+    from benchmarks import startup_bench
+
+    figures = startup_bench.measure(1)
+    for name in startup_bench.COMMANDS:
+        row = figures[name]
+        assert isinstance(row, dict)
+        assert row["median_ms"] > 0
+    assert figures[startup_bench.BASELINE]["ratio"] == 1.0  # type: ignore[index]

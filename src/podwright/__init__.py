@@ -25,5 +25,5 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(import_module("podwright.core.pod_template"), name)
     if name == "__version__":
-        return import_module("importlib.metadata").version("podwright")
+        return import_module("podwright._version").__version__
     raise AttributeError(f"module 'podwright' has no attribute {name!r}")

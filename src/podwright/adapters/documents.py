@@ -18,17 +18,20 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-import yaml
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.scalarbool import ScalarBoolean
 
 from podwright.core.field_paths import FieldPath
+
+if TYPE_CHECKING:
+    from yaml import SafeDumper, ScalarNode
 
 STDIN = "-"
 STDIN_NAME = "<stdin>"
@@ -113,11 +116,14 @@ def dump_yaml(data: object) -> str:
 
     kubectl reads YAML 1.1, where ``on``, ``yes`` and ``no`` are booleans; PyYAML's dumper
     follows 1.1 and quotes such strings, so what is printed is read back unchanged by kubectl
-    and by YAML 1.2 readers alike.
+    and by YAML 1.2 readers alike. PyYAML is loaded on the first call: commands that print no
+    YAML start without it.
     """
+    import yaml  # noqa: PLC0415 (see above)
+
     return yaml.dump(
         data,
-        Dumper=_BlockDumper,
+        Dumper=_block_dumper(),
         sort_keys=False,
         default_flow_style=False,
         allow_unicode=True,
@@ -125,16 +131,21 @@ def dump_yaml(data: object) -> str:
     )
 
 
-class _BlockDumper(yaml.SafeDumper):
-    """Writes a string of several lines (a script) as a literal block, as a person would."""
+@functools.cache
+def _block_dumper() -> type[SafeDumper]:
+    """PyYAML's safe dumper, writing a string of several lines (a script) as a literal block, as
+    a person would."""
+    import yaml  # noqa: PLC0415 (loaded on first use, see dump_yaml)
 
+    class BlockDumper(yaml.SafeDumper):
+        pass
 
-def _represent_text(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in text and not text.startswith(" ") else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+    def represent_text(dumper: SafeDumper, text: str) -> ScalarNode:
+        style = "|" if "\n" in text and not text.startswith(" ") else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
 
-
-_BlockDumper.add_representer(str, _represent_text)
+    BlockDumper.add_representer(str, represent_text)
+    return BlockDumper
 
 
 def _reader() -> YAML:

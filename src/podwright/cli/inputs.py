@@ -11,7 +11,7 @@ import dataclasses
 import json
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
@@ -22,9 +22,11 @@ from podwright.core.effective_policy import EffectivePolicy, effective_policy
 from podwright.core.evaluation import Evaluation, Violation, evaluate
 from podwright.core.policies import Policy, Scope, policy_from_data, scope_from_text
 from podwright.core.problems import ProblemsError
-from podwright.core.render import DEFAULT_PROFILE, ClusterProfile, profile_from_data
 from podwright.core.workload_fields import WorkloadType
 from podwright.core.workloads import Submission, submission_from_data
+
+if TYPE_CHECKING:
+    from podwright.core.render import ClusterProfile
 
 T = TypeVar("T")
 
@@ -70,7 +72,12 @@ def load_catalogue(name: str, documents: dict[str, Document]) -> AssetCatalogue:
 
 
 def load_profile(name: str | None, documents: dict[str, Document]) -> ClusterProfile:
-    """Read and check the cluster profile file ``name``; without one, the safe defaults."""
+    """Read and check the cluster profile file ``name``; without one, the safe defaults.
+
+    The renderer (and with it the Kubernetes client's models) is loaded here, by the commands
+    that render, not by every command that reads inputs."""
+    from podwright.core.render import DEFAULT_PROFILE, profile_from_data  # noqa: PLC0415
+
     if name is None:
         return DEFAULT_PROFILE
     document = read(name, documents)
