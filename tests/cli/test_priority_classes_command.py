@@ -18,6 +18,7 @@ from podwright.cli.main import cli
 from podwright.engine.kubernetes_port import ObjectRef
 from tests.k8s_emulator import Emulator
 from tests.k8s_emulator.server import Fault
+from tests.kube.support import write_kubeconfig
 from tests.manifests import schema_errors
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,20 +85,7 @@ def emulator() -> Iterator[Emulator]:
 
 @pytest.fixture
 def kubeconfig(tmp_path: Path, emulator: Emulator) -> str:
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "emu", "cluster": {"server": emulator.url}}],
-                "users": [{"name": "emu", "user": {"token": "unused"}}],
-                "contexts": [{"name": "emu", "context": {"cluster": "emu", "user": "emu"}}],
-                "current-context": "emu",
-            }
-        )
-    )
-    return str(path)
+    return str(write_kubeconfig(tmp_path / "kubeconfig", emulator.url))
 
 
 def stored(emulator: Emulator, name: str) -> dict[str, Any]:

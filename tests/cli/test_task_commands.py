@@ -3,7 +3,6 @@ input: 2, with a message naming the argument at fault."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -17,7 +16,7 @@ from podwright.cli.main import cli
 from podwright.core.lifecycle.phases import Phase, PhaseInfo
 from podwright.engine.task_store import NewTask
 from tests.cli.test_run_commands import task_id_of, workload
-from tests.kube.support import eventually
+from tests.kube.support import eventually, write_kubeconfig
 
 
 def invoke(home: Path, *args: str) -> Result:
@@ -31,20 +30,8 @@ def run(home: Path, path: str, *extra: str) -> str:
 
 
 def kubeconfig(tmp_path: Path, context: str = "emu") -> Path:
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "emu", "cluster": {"server": "http://127.0.0.1:9"}}],
-                "users": [{"name": "emu", "user": {"token": "unused"}}],
-                "contexts": [{"name": context, "context": {"cluster": "emu", "user": "emu"}}],
-                "current-context": context,
-            }
-        )
-    )
-    return path
+    """A kubeconfig of a server nothing answers at (the discard port, refused)."""
+    return write_kubeconfig(tmp_path / "kubeconfig", "http://127.0.0.1:9", context)
 
 
 def record_cluster_task(home: Path, task_id: str, *, started: bool) -> None:

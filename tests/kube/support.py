@@ -8,11 +8,13 @@ that does not exist, so no node picks them up and their status is the test's to 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -50,6 +52,24 @@ class ApiServer:
     def bind(self, pod_name: str, node: str = ABSENT_NODE) -> None:
         """Bind a pod of the test's namespace to a node, as the scheduler would."""
         bind_pod(self.api_client, self.namespace, pod_name, node)
+
+
+def write_kubeconfig(path: Path, server: str, context: str = "emu") -> Path:
+    """A kubeconfig at ``path`` whose one context, current, names ``server`` (a token that no
+    emulator checks)."""
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "emu", "cluster": {"server": server}}],
+                "users": [{"name": "emu", "user": {"token": "unused"}}],
+                "contexts": [{"name": context, "context": {"cluster": "emu", "user": "emu"}}],
+                "current-context": context,
+            }
+        )
+    )
+    return path
 
 
 def pod(name: str, namespace: str, **labels: str) -> dict[str, Any]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import http.client
-import json
 import logging
 import socket
 import ssl
@@ -30,7 +29,7 @@ from podwright.engine.executor import ExecutorConfig
 from podwright.engine.kubernetes_port import ApiConnectionError, ObjectRef
 from podwright.engine.plugins import default_plugins
 from tests.k8s_emulator import Emulator
-from tests.kube.support import config_map
+from tests.kube.support import config_map, write_kubeconfig
 
 SERVER = "https://10.0.0.1:6443"
 
@@ -270,19 +269,7 @@ def test_concurrent_requests_reuse_at_most_pool_size_connections(
 
 
 def test_connect_sizes_the_pool_and_leaves_retries_to_the_engine(tmp_path: Path) -> None:
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "c", "cluster": {"server": SERVER}}],
-                "users": [{"name": "u", "user": {"token": "t"}}],
-                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-                "current-context": "x",
-            }
-        )
-    )
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", SERVER)
     api = connect(str(kubeconfig), pool_size=7)
     pool = api.rest_client.pool_manager.connection_pool_kw
     api.close()

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import re
@@ -40,7 +39,7 @@ from podwright.engine.task_store import NewTask
 from tests.cli.background import no_executor_left, serving_executors, wait_until_gone
 from tests.k8s_emulator import Emulator
 from tests.k8s_emulator.kubelet import OUTCOME_ANNOTATION, FakeKubelet
-from tests.kube.support import eventually
+from tests.kube.support import eventually, write_kubeconfig
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -60,20 +59,7 @@ def emulator() -> Iterator[Emulator]:
 
 @pytest.fixture
 def kubeconfig(tmp_path: Path, emulator: Emulator) -> Path:
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "emu", "cluster": {"server": emulator.url}}],
-                "users": [{"name": "emu", "user": {"token": "unused"}}],
-                "contexts": [{"name": CONTEXT, "context": {"cluster": "emu", "user": "emu"}}],
-                "current-context": CONTEXT,
-            }
-        )
-    )
-    return path
+    return write_kubeconfig(tmp_path / "kubeconfig", emulator.url, CONTEXT)
 
 
 @pytest.fixture

@@ -275,7 +275,7 @@ def open_backend(
         if lock is None:
             raise LocalBackendBusyError(
                 f"the local backend of {home} is run by the executor of another task store "
-                f"(pid {_lock_holder(home / LOCAL / LOCK_NAME) or 'unknown'}); one state "
+                f"(pid {lock_holder(home / LOCAL / LOCK_NAME) or 'unknown'}); one state "
                 "directory runs one store's local tasks at a time"
             )
         local = LocalCluster(home / LOCAL, events=events)
@@ -291,7 +291,9 @@ def open_backend(
     return OpenBackend(key, port, events, port.synced, cluster=port)
 
 
-def _take_local_lock(path: Path) -> IO[str] | None:
+def try_lock(path: Path) -> IO[str] | None:
+    """An exclusive lock on the file ``path`` (created if need be), held while the returned file
+    stays open, or None when another process holds it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = path.open("a+")
     try:
@@ -299,14 +301,25 @@ def _take_local_lock(path: Path) -> IO[str] | None:
     except BlockingIOError:
         handle.close()
         return None
-    handle.seek(0)
-    handle.truncate()
-    handle.write(f"{os.getpid()}\n")
-    handle.flush()
     return handle
 
 
-def _lock_holder(path: Path) -> int | None:
+def write_pid(lock: IO[str]) -> IO[str]:
+    """Write this process's pid in a held lock's file, for others to name its holder."""
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    return lock
+
+
+def lock_holder(path: Path) -> int | None:
+    """The pid a lock's holder wrote in its file (without checking that it is held)."""
     with contextlib.suppress(OSError, ValueError):
         return int(path.read_text().strip())
     return None
+
+
+def _take_local_lock(path: Path) -> IO[str] | None:
+    lock = try_lock(path)
+    return None if lock is None else write_pid(lock)

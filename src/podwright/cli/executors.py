@@ -40,7 +40,14 @@ from pathlib import Path
 from typing import IO
 from urllib.parse import quote
 
-from podwright.cli.backends import KUBERNETES, LOCAL, access_for
+from podwright.cli.backends import (
+    KUBERNETES,
+    LOCAL,
+    access_for,
+    lock_holder,
+    try_lock,
+    write_pid,
+)
 from podwright.cli.common import Unavailable
 
 _DAEMON_LAUNCHER = """
@@ -106,14 +113,10 @@ class ExecutorSlot:
         with self.starting() as start_lock:
             if _starting_pid(start_lock) == os.getpid():
                 _record_starting(start_lock, None)
-            handle = _try_lock(self.lock_path)
+            handle = try_lock(self.lock_path)
             if handle is None:
                 return None
-            handle.seek(0)
-            handle.truncate()
-            handle.write(f"{os.getpid()}\n")
-            handle.flush()
-            return HeldSlot(self, handle)
+            return HeldSlot(self, write_pid(handle))
 
     def serving(self) -> int | None:
         """The pid of the executor serving the pair (holding its lock, or starting), if any."""
@@ -131,7 +134,7 @@ class ExecutorSlot:
             return Serving(pid, started=True)
 
     def _serving(self, start_lock: IO[str]) -> int | None:
-        handle = _try_lock(self.lock_path)
+        handle = try_lock(self.lock_path)
         if handle is None:
             return self.holder()
         handle.close()
@@ -139,20 +142,7 @@ class ExecutorSlot:
 
     def holder(self) -> int | None:
         """The pid the executor lock's holder wrote in it (without checking it is held)."""
-        with contextlib.suppress(OSError, ValueError):
-            return int(self.lock_path.read_text().strip())
-        return None
-
-
-def _try_lock(path: Path) -> IO[str] | None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle = path.open("a+")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.close()
-        return None
-    return handle
+        return lock_holder(self.lock_path)
 
 
 def _starting_pid(start_lock: IO[str]) -> int | None:
