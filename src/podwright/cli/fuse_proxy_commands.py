@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Callable
 
@@ -18,8 +19,20 @@ from podwright.adapters.fuse import shim, wrapper
 from podwright.adapters.fuse.bundle import DEFAULT_INTERPRETER, install_bundle
 from podwright.adapters.fuse.client import ProxyClient
 from podwright.adapters.fuse.errors import FuseProxyError
-from podwright.adapters.fuse.server import ServerConfig
+from podwright.adapters.fuse.server import (
+    DEFAULT_SHUTDOWN_GRACE,
+    MAX_SHUTDOWN_GRACE,
+    STOP_SIGNALS,
+    ServerConfig,
+)
 from podwright.cli.common import BadInput
+from podwright.core.fuse_proxy.admission import (
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_CONNECTIONS_PER_UID,
+    DEFAULT_MAX_REQUESTS_PER_UID,
+    DEFAULT_WORKERS,
+    DaemonLimits,
+)
 from podwright.core.fuse_proxy.manifests import (
     DEFAULT_MOUNT_PREFIXES,
     DEFAULT_NAMESPACE,
@@ -59,6 +72,58 @@ def _policy_options(command: Callable[..., None]) -> Callable[..., None]:
     return command
 
 
+def _limit_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The daemon's capacity and per-caller limits, for ``server`` and the ``manifests`` that
+    run it."""
+    count = click.IntRange(min=1)
+    options = [
+        click.option(
+            "--workers",
+            type=count,
+            default=DEFAULT_WORKERS,
+            show_default=True,
+            help="Threads that carry out mounts and unmounts.",
+        ),
+        click.option(
+            "--max-connections",
+            type=count,
+            default=DEFAULT_MAX_CONNECTIONS,
+            show_default=True,
+            help="Connections held at once, all callers together (the daemon's own clients, "
+            "such as its liveness probe, are never refused).",
+        ),
+        click.option(
+            "--max-connections-per-uid",
+            type=count,
+            default=DEFAULT_MAX_CONNECTIONS_PER_UID,
+            show_default=True,
+            help="Connections one user (uid) may hold at once; keep it well below "
+            "--max-connections, so that one user never takes them all. Beyond it the caller "
+            "is told the proxy is busy and to retry later.",
+        ),
+        click.option(
+            "--max-requests-per-uid",
+            type=count,
+            default=DEFAULT_MAX_REQUESTS_PER_UID,
+            show_default=True,
+            help="Mounts and unmounts of one user in progress at once; keep it below --workers, "
+            "so that one user's slow mounts never occupy every worker.",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _limits(
+    workers: int, max_connections: int, max_connections_per_uid: int, max_requests_per_uid: int
+) -> DaemonLimits:
+    try:
+        return DaemonLimits(workers, max_connections, max_connections_per_uid, max_requests_per_uid)
+    except ValueError as error:
+        raise BadInput(str(error)) from error
+
+
 def _policy(prefixes: tuple[str, ...], allow_other: bool, max_mounts_per_user: int) -> ProxyPolicy:
     try:
         return ProxyPolicy(prefixes or DEFAULT_MOUNT_PREFIXES, allow_other, max_mounts_per_user)
@@ -94,8 +159,15 @@ def fuse_proxy_group() -> None:
     show_default=True,
     help="Seconds one mount or unmount may take.",
 )
-@click.option("--workers", type=click.IntRange(min=1), default=8, show_default=True)
-@click.option("--max-connections", type=click.IntRange(min=1), default=256, show_default=True)
+@_limit_options
+@click.option(
+    "--shutdown-grace",
+    type=click.FloatRange(min=0, max=MAX_SHUTDOWN_GRACE),
+    default=DEFAULT_SHUTDOWN_GRACE,
+    show_default=True,
+    help="Seconds mounts and unmounts in progress have to finish after SIGTERM before they are "
+    "cancelled; the daemon exits within this grace plus one second.",
+)
 @click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
@@ -112,18 +184,32 @@ def server_command(
     operation_timeout: float,
     workers: int,
     max_connections: int,
+    max_connections_per_uid: int,
+    max_requests_per_uid: int,
+    shutdown_grace: float,
     log_level: str,
 ) -> None:
-    """Run the privileged FUSE proxy daemon (as root, in the node's pid namespace)."""
+    """Run the privileged FUSE proxy daemon (as root, in the node's pid namespace).
+
+    SIGTERM or SIGINT stop it: it exits 0 within --shutdown-grace plus one second, even while
+    it starts.
+    """
+    # SIGTERM now must stop the daemon cleanly, not kill it: block it until the daemon's
+    # handlers are in place (the mask survives the exec below; the daemon unblocks it).
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     policy = _policy(prefixes, allow_other, max_mounts_per_user)
+    limits = _limits(workers, max_connections, max_connections_per_uid, max_requests_per_uid)
     try:
         config = ServerConfig(
             socket_path=socket_path,
             policy=policy,
             request_timeout=request_timeout,
             operation_timeout=operation_timeout,
-            workers=workers,
-            max_connections=max_connections,
+            workers=limits.workers,
+            max_connections=limits.max_connections,
+            max_connections_per_uid=limits.max_connections_per_uid,
+            max_requests_per_uid=limits.max_requests_per_uid,
+            shutdown_grace=shutdown_grace,
         )
     except ValueError as error:
         raise BadInput(str(error)) from error
@@ -194,6 +280,7 @@ def ping_command(socket_path: str, timeout: float) -> None:
 @click.option("--namespace", default=DEFAULT_NAMESPACE, show_default=True)
 @click.option("--socket-dir", default=DEFAULT_SOCKET_DIR, show_default=True)
 @_policy_options
+@_limit_options
 @click.option(
     "--example-pod",
     is_flag=True,
@@ -207,13 +294,18 @@ def manifests_command(
     prefixes: tuple[str, ...],
     allow_other: bool,
     max_mounts_per_user: int,
+    workers: int,
+    max_connections: int,
+    max_connections_per_uid: int,
+    max_requests_per_uid: int,
     example_pod: bool,
 ) -> None:
     """Print the daemon's Namespace, ServiceAccount and DaemonSet as YAML."""
     policy = _policy(prefixes, allow_other, max_mounts_per_user)
+    limits = _limits(workers, max_connections, max_connections_per_uid, max_requests_per_uid)
     try:
         options = DaemonSetOptions(
-            image=image, policy=policy, namespace=namespace, socket_dir=socket_dir
+            image=image, policy=policy, limits=limits, namespace=namespace, socket_dir=socket_dir
         )
         documents = daemon_manifests(options)
         if example_pod:

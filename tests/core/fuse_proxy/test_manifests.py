@@ -16,6 +16,7 @@ from kubernetes.client import (
 )
 
 from podwright.cli.main import cli
+from podwright.core.fuse_proxy.admission import DaemonLimits
 from podwright.core.fuse_proxy.manifests import (
     DaemonSetOptions,
     FuseProxySetup,
@@ -31,7 +32,13 @@ SETUP = FuseProxySetup(shim_image=IMAGE)
 
 def test_the_daemon_manifests_are_schema_valid_and_privileged_only_where_needed() -> None:
     documents = daemon_manifests(
-        DaemonSetOptions(image=IMAGE, policy=ProxyPolicy(("/mnt", "/data"), allow_other=True))
+        DaemonSetOptions(
+            image=IMAGE,
+            policy=ProxyPolicy(("/mnt", "/data"), allow_other=True),
+            limits=DaemonLimits(
+                workers=6, max_connections=100, max_connections_per_uid=10, max_requests_per_uid=3
+            ),
+        )
     )
     assert [doc["kind"] for doc in documents] == ["Namespace", "ServiceAccount", "DaemonSet"]
     for document in documents:
@@ -56,6 +63,10 @@ def test_the_daemon_manifests_are_schema_valid_and_privileged_only_where_needed(
         "--max-mounts-per-user",
         "1000",
         "--allow-other",
+        *("--workers", "6"),
+        *("--max-connections", "100"),
+        *("--max-connections-per-uid", "10"),
+        *("--max-requests-per-uid", "3"),
     ]
     assert pod["volumes"] == [
         {
