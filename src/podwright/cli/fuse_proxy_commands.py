@@ -11,8 +11,10 @@ import os
 import signal
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import click
+from kubernetes.client import V1Container, V1PodSpec
 
 from podwright.adapters.documents import dump_yaml
 from podwright.adapters.fuse import shim, wrapper
@@ -286,6 +288,13 @@ def ping_command(socket_path: str, timeout: float) -> None:
     is_flag=True,
     help="Also print a pod granted FUSE through the proxy (the pieces every such pod needs).",
 )
+@click.option(
+    "--example-image",
+    metavar="IMAGE",
+    help="The example pod's image (default: --image). It needs python3 (the shim runs on it), "
+    "the FUSE adapter the pod will run (gcsfuse, s3fs, rclone, squashfuse...), and sh and "
+    "sleep for the example's command, which prints the shim's version and waits.",
+)
 def manifests_command(
     *,
     image: str,
@@ -299,10 +308,14 @@ def manifests_command(
     max_connections_per_uid: int,
     max_requests_per_uid: int,
     example_pod: bool,
+    example_image: str | None,
 ) -> None:
-    """Print the daemon's Namespace, ServiceAccount and DaemonSet as YAML."""
+    """Print the daemon's Namespace, ServiceAccount and DaemonSet as YAML (and an example pod),
+    each as a real API server accepts it."""
     policy = _policy(prefixes, allow_other, max_mounts_per_user)
     limits = _limits(workers, max_connections, max_connections_per_uid, max_requests_per_uid)
+    if example_image is not None and not example_pod:
+        raise BadInput("--example-image needs --example-pod")
     try:
         options = DaemonSetOptions(
             image=image, policy=policy, limits=limits, namespace=namespace, socket_dir=socket_dir
@@ -310,9 +323,23 @@ def manifests_command(
         documents = daemon_manifests(options)
         if example_pod:
             setup = FuseProxySetup(shim_image=image, socket_dir=socket_dir)
-            documents.append(
-                PodTemplate().allow_fuse_via_proxy(setup).to_k8s_pod(name="fuse-proxy-example")
-            )
+            documents.append(_example_pod(setup, example_image or image))
     except ValueError as error:
         raise BadInput(str(error)) from error
     click.echo("---\n".join(dump_yaml(document) for document in documents), nl=False)
+
+
+EXAMPLE_POD_NAME = "fuse-proxy-example"
+EXAMPLE_COMMAND = [
+    "sh",
+    "-c",
+    "fusermount3 -V || exit 1; trap 'exit 0' TERM; sleep infinity & wait",
+]
+"""Shows that the shim is in place (``kubectl logs``), then waits for ``kubectl exec`` (and
+ends at once on SIGTERM)."""
+
+
+def _example_pod(setup: FuseProxySetup, image: str) -> dict[str, Any]:
+    primary = V1Container(name="primary", image=image, command=EXAMPLE_COMMAND)
+    template = PodTemplate.from_spec(V1PodSpec(containers=[primary]))
+    return template.allow_fuse_via_proxy(setup).to_k8s_pod(name=EXAMPLE_POD_NAME)
