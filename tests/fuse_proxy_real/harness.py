@@ -206,10 +206,10 @@ class Daemon:
         killed, after its threads' kernel wait channels are recorded for the report).
         """
         started = time.monotonic()
-        if self.process.poll() is not None:
-            return 0.0
-        family = self.process_family()
-        self.process.send_signal(number)
+        family = []
+        if self.process.poll() is None:  # (it may have ended already: it is checked all the same)
+            family = self.process_family()
+            self.process.send_signal(number)
         try:
             self.process.wait(STOP_LIMIT)
         except subprocess.TimeoutExpired:
