@@ -213,3 +213,20 @@ def test_a_signal_during_start_up_ends_the_daemon_with_status_0(
     assert state != "fatal"
     if state == "blocked":  # held until its handlers were in place, then acted on at once
         assert daemon.log_lines("serv") == ["INFO podwright.fuse_proxy: stopping before serving"]
+
+
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_burst_of_signals_ends_the_daemon_with_status_0(
+    workspace: Workspace, number: int
+) -> None:
+    # A second signal runs the handler again inside the first one (Ctrl-C pressed twice, or
+    # SIGTERM then SIGINT): the handler must hold no lock that its second run would wait for.
+    daemon = Daemon(workspace)
+    family = daemon.process_family()
+    started = time.monotonic()
+    with contextlib.suppress(ProcessLookupError):
+        while daemon.process.poll() is None and time.monotonic() - started < EXIT_LIMIT:
+            os.kill(daemon.pid, number)
+    daemon.stop(number)  # asserts status 0, no socket left
+    assert time.monotonic() - started < EXIT_LIMIT
+    assert wait_until_gone(family) == []

@@ -261,7 +261,9 @@ class FuseProxyServer:
         self._listener: socket.socket | None = None
         self._socket_identity: tuple[int, int] | None = None
         self._wake_read, self._wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        self._stopping = threading.Event()
+        self._stopping = False
+        """Set by :meth:`shutdown` (and read by every thread): a plain attribute, not an Event,
+        because a signal handler must take no lock (see :meth:`shutdown`)."""
         self._cancelling = threading.Event()
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
@@ -312,22 +314,22 @@ class FuseProxyServer:
 
         Returns within ``shutdown_grace`` + 1 s of :meth:`shutdown` (see the module docstring).
         """
-        if self._listener is None and not self._stopping.is_set():
+        if self._listener is None and not self._stopping:
             self.bind()
         pending: dict[int, _Pending] = {}
         selector = selectors.DefaultSelector()
         try:
-            if not self._stopping.is_set():
+            if not self._stopping:
                 assert self._listener is not None
                 selector.register(self._listener, selectors.EVENT_READ)
                 selector.register(self._wake_read, selectors.EVENT_READ)
                 self._mounter.start()  # before any worker thread exists
                 self._start_workers()
-            if self._stopping.is_set():
+            if self._stopping:
                 LOG.info("stopping before serving")
             else:
                 LOG.info("serving on %s", self.config.socket_path)
-            while not self._stopping.is_set():
+            while not self._stopping:
                 for key, _ in selector.select(self._next_timeout(pending)):
                     if key.fileobj is self._listener:
                         self._accept(selector, pending)
@@ -342,8 +344,12 @@ class FuseProxyServer:
             self._stop(selector, pending)
 
     def shutdown(self) -> None:
-        """Stop serving (safe from any thread or a signal handler)."""
-        self._stopping.set()
+        """Stop serving; safe from any thread or a signal handler.
+
+        It takes no lock: a handler that did (``threading.Event.set`` does) deadlocks the
+        daemon when a second signal interrupts the first one's handler while it holds the lock.
+        """
+        self._stopping = True
         with contextlib.suppress(OSError):
             os.write(self._wake_write, b"\0")
 
@@ -373,7 +379,7 @@ class FuseProxyServer:
         # Bytes written by the C-level signal handler are the signal numbers: act on them even
         # before the Python-level handler has run.
         if STOP_SIGNALS.intersection(data):
-            self._stopping.set()
+            self._stopping = True
 
     def _next_timeout(self, pending: dict[int, _Pending]) -> float | None:
         moments = [entry.deadline for entry in pending.values()]
@@ -510,7 +516,7 @@ class FuseProxyServer:
 
     def _stop(self, selector: selectors.BaseSelector, pending: dict[int, _Pending]) -> None:
         started = time.monotonic()
-        self._stopping.set()
+        self._stopping = True
         self._close_listener()
         if self._workers:
             with self._lock:
@@ -586,7 +592,7 @@ class FuseProxyServer:
     def _work_loop(self) -> None:
         while (work := self._queue.get()) is not None:
             try:
-                if self._stopping.is_set():
+                if self._stopping:
                     self._refuse_stopping(work)
                 else:
                     self._serve(work)
@@ -743,7 +749,7 @@ class FuseProxyServer:
         transport.send(encode_reply(reply), None, self._send_timeout())
 
     def _send_timeout(self) -> float:
-        if self._stopping.is_set():
+        if self._stopping:
             return _STOPPING_SEND_TIMEOUT
         return self.config.request_timeout
 
@@ -802,11 +808,17 @@ def serve(config: ServerConfig) -> None:
 
     SIGTERM and SIGINT may arrive blocked (``podwright fuse-proxy server`` blocks them before it
     becomes this process): they are unblocked once the handlers and the wake-up descriptor are
-    in place, so one sent during start-up is acted upon, not fatal.
+    in place, so one sent during start-up is acted upon, not fatal. The first one starts the
+    stop; the ones after it are ignored.
     """
     server = FuseProxyServer(config)
 
     def stop(_number: int, _frame: FrameType | None) -> None:
+        # The stop is under way, and bounded: later signals are ignored. Handled, a burst of
+        # them would run this handler inside itself until the stack overflows; and one that
+        # arrives while the interpreter exits (it restores the default actions) would kill it.
+        for number in STOP_SIGNALS:
+            signal.signal(number, signal.SIG_IGN)
         server.shutdown()
 
     previous_wakeup = signal.set_wakeup_fd(server.wakeup_fd, warn_on_full_buffer=False)
