@@ -163,6 +163,14 @@ class Daemon:
         """Where the daemon's log ends now, for :meth:`log_lines`."""
         return len(self.log.read_bytes())
 
+    def wait_for_log_lines(self, containing: str, count: int, since: int = 0) -> list[str]:
+        """The first ``count`` log lines (from ``since``) with ``containing``, once written."""
+        deadline = time.monotonic() + 10
+        while len(lines := self.log_lines(containing, since)) < count:
+            assert time.monotonic() < deadline, f"the daemon's log has {lines}"
+            time.sleep(0.02)
+        return lines[:count]
+
     def log_lines(self, containing: str = "", since: int = 0) -> list[str]:
         """The daemon's log lines (from ``since``) that contain ``containing``, without their
         time stamps."""

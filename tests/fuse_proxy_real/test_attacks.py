@@ -320,21 +320,22 @@ print(json.dumps({{"failures": [o for o in outcomes if not o.get("ok")], "left":
 HOLD_CONNECTIONS = """
 import socket, time
 from podwright.core.fuse_proxy.protocol import FrameDecoder, decode_reply
-held, answers = [], []
+notes = {notes!r}
+while not os.path.exists(notes + "/{after}"):  # the first user starts at once
+    time.sleep(0.002)
+held = []
 for _ in range({count}):
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(os.environ["PODWRIGHT_FUSE_PROXY_SOCKET"])
     held.append(sock)
-time.sleep(0.2)  # the refused ones are answered and closed at once; the others stay silent
-for sock in held:
-    sock.setblocking(False)
-    try:
-        (frame,) = FrameDecoder().feed(sock.recv(4096))
-        answers.append(decode_reply(frame).message)
-    except BlockingIOError:
-        answers.append(None)
-open({note!r}, "w").write(json.dumps(answers))
-time.sleep(0.3)
+open(notes + "/{uid}-connected", "w").close()
+answers = []
+for sock in held:  # a refusal comes at once; a silent connection is closed after 1 s
+    sock.settimeout(10)
+    (frame,) = FrameDecoder().feed(sock.recv(4096))
+    answers.append(decode_reply(frame).message)
+with open(notes + "/{uid}.json", "w") as file:
+    json.dump(answers, file)
 """
 
 
@@ -342,32 +343,32 @@ def test_a_flood_beyond_the_connection_limits_is_told_to_retry_later(
     daemon: Daemon, workspace: Workspace
 ) -> None:
     # One user may hold 32 connections (the default); both together, 48 (the harness's global
-    # limit). Connections still silent after the request timeout are closed.
+    # limit). The second user, already running, connects as soon as the first's connections
+    # are queued (the daemon accepts them in order), well within their 1 s request timeout.
     mark = daemon.log_mark()
     notes = workspace.shared_dir("limits")
-    first = notes / f"{OTHER_CALLER}.json"
-    setup = (
-        f"$AS_OTHER {client_script(workspace, HOLD_CONNECTIONS.format(count=40, note=str(first)))} &\n"
-        f"for _ in $(seq 100); do [ -s {first} ] && break; sleep 0.05; done"
+    (notes / "start").touch()
+    first = HOLD_CONNECTIONS.format(notes=str(notes), after="start", count=40, uid=OTHER_CALLER)
+    second = HOLD_CONNECTIONS.format(
+        notes=str(notes), after=f"{OTHER_CALLER}-connected", count=20, uid=CALLER
     )
-    second = notes / f"{CALLER}.json"
+    # The first user's process writes to the caller's output: as_caller returns after it ends.
     as_caller(
         workspace,
-        client_script(workspace, HOLD_CONNECTIONS.format(count=20, note=str(second))),
-        root_setup=setup,
+        client_script(workspace, second),
+        root_setup=f"$AS_OTHER {client_script(workspace, first)} &",
     )
     answers = {
-        uid: json.loads(note.read_text()) for uid, note in ((OTHER_CALLER, first), (CALLER, second))
+        uid: json.loads((notes / f"{uid}.json").read_text()) for uid in (OTHER_CALLER, CALLER)
     }
+    silent = "no complete request within 1s"
     retry_per_user = (
         f"the FUSE proxy is busy: user {OTHER_CALLER} already has 32 connections open, "
         "the most one user may have; retry later"
     )
-    assert answers[OTHER_CALLER][:32] == [None] * 32
-    assert answers[OTHER_CALLER][32:] == [retry_per_user] * 8
+    assert answers[OTHER_CALLER] == [silent] * 32 + [retry_per_user] * 8
     retry_all = "the FUSE proxy is busy: 48 connections are open, the most it holds; retry later"
-    assert answers[CALLER][:16] == [None] * 16
-    assert answers[CALLER][16:] == [retry_all] * 4
+    assert answers[CALLER] == [silent] * 16 + [retry_all] * 4
     assert daemon.log_lines("refusing user", since=mark) == [
         f"WARNING podwright.fuse_proxy: refusing user {OTHER_CALLER}: {retry_per_user} "
         "(--max-connections-per-uid); more refusals are counted every 10s",
@@ -420,7 +421,7 @@ print(json.dumps({{"replies": replies, "left": [l for l in open("/proc/self/moun
 """
     assert client_call(workspace, code) == {"replies": ["Mounted", "Failed"], "left": []}
     # The log tells what happened, in order, each step with its own duration.
-    mounted, detached = daemon.log_lines(repr(str(unacknowledged)), since=mark)
+    mounted, detached = daemon.wait_for_log_lines(repr(str(unacknowledged)), 2, since=mark)
     assert re.fullmatch(
         rf"WARNING podwright\.fuse_proxy: mount '{unacknowledged}' -o \(none\) for pid=\d+ "
         rf"uid={CALLER} gid={CALLER}: mounted in [\d.]+ ms, but the descriptor was not taken "
