@@ -12,7 +12,9 @@ and requests handed to workers (``max_requests_per_uid``). A caller over a limit
 "... retry later", and the connection is closed; the client
 (:class:`~podwright.adapters.fuse.client.ProxyClient`) retries such refusals with backoff within
 its timeout. Refusals are logged once per burst and
-then counted, so a flood does not flood the log.
+then counted, so a flood does not flood the log. The queue of connections not yet accepted is as
+long as the kernel allows, so that a flood cannot fill it and turn the others away before the
+daemon knows who they are.
 
 **The health check always answers.** A ping is answered by the selector thread itself, without
 a worker, so it never waits behind mounts. Callers in the daemon's own mount namespace (its
@@ -300,7 +302,11 @@ class FuseProxyServer:
         try:
             listener.bind(path)
             os.chmod(path, 0o666)  # anyone may connect; identity comes from SO_PEERCRED
-            listener.listen(min(self.config.max_connections, socket.SOMAXCONN))
+            # The queue of connections not yet accepted costs the daemon no descriptor, and the
+            # selector accepts (and refuses, when over a limit) at once; a short queue would let
+            # a flood fill it, and every other caller's connect would fail before the daemon
+            # could tell who it is. So: as long as the kernel allows (net.core.somaxconn).
+            listener.listen(socket.SOMAXCONN)
             listener.setblocking(False)
         except OSError as error:
             listener.close()
