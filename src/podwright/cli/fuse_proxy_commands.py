@@ -196,9 +196,6 @@ def server_command(
     SIGTERM or SIGINT stop it: it exits 0 within --shutdown-grace plus one second, even while
     it starts.
     """
-    # SIGTERM now must stop the daemon cleanly, not kill it: block it until the daemon's
-    # handlers are in place (the mask survives the exec below; the daemon unblocks it).
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     policy = _policy(prefixes, allow_other, max_mounts_per_user)
     limits = _limits(workers, max_connections, max_connections_per_uid, max_requests_per_uid)
     try:
@@ -218,10 +215,16 @@ def server_command(
     # Become a small process (see podwright.adapters.fuse.server.main): same pid, same options.
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execv(
-        sys.executable,
-        [sys.executable, "-m", "podwright.adapters.fuse.server", config.to_json(), log_level],
-    )
+    # From here SIGTERM must stop the daemon cleanly, not kill it: it is held (the mask
+    # survives the exec) until the daemon's handlers are in place, and the daemon unblocks it.
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        os.execv(
+            sys.executable,
+            [sys.executable, "-m", "podwright.adapters.fuse.server", config.to_json(), log_level],
+        )
+    finally:  # reached only when the exec failed
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 @fuse_proxy_group.command("shim", context_settings=_RAW, add_help_option=False)

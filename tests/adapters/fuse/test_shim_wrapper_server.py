@@ -233,9 +233,28 @@ def test_ping_reports_an_absent_daemon(tmp_path: Path) -> None:
     ],
 )
 def test_the_server_command_names_bad_settings(args: list[str], message: str) -> None:
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, set())
     result = CliRunner().invoke(cli, ["fuse-proxy", "server", *args])
     assert result.exit_code == 2
     assert message in result.output
+    # The signals it holds for the daemon's start-up are held only around the exec: a command
+    # that ends here (and every process started after it) may still be stopped.
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, set()) == before
+
+
+def test_a_server_command_that_cannot_become_the_daemon_holds_no_signal(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def cannot_exec(*_: object) -> None:
+        raise OSError(errno.ENOEXEC, "Exec format error")
+
+    monkeypatch.setattr(os, "execv", cannot_exec)
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    result = CliRunner().invoke(
+        cli, ["fuse-proxy", "server", "--socket", str(tmp_path / "proxy.sock")]
+    )
+    assert result.exit_code != 0
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, set()) == before
 
 
 @pytest.mark.parametrize(
