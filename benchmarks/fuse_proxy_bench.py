@@ -154,7 +154,13 @@ def squashfuse_read(mountpoint: Path, command: list[str], env: dict[str, str]) -
         subprocess.run(["umount", "-l", str(mountpoint)], capture_output=True, check=False)
 
 
-def run(cycles: int = 200, concurrent_callers: int = 50, file_mib: int = 64) -> dict[str, Any]:
+def run(
+    cycles: int = 200,
+    concurrent_callers: int = 50,
+    file_mib: int = 64,
+    ping_count: int = 300,
+    stop_runs: int = 5,
+) -> dict[str, Any]:
     """Every figure of the benchmark; must run as root inside a private mount namespace."""
     work = Path(tempfile.mkdtemp(prefix="podwright-fuse-bench-"))
     work.chmod(0o755)  # the flooding and pinging users reach the socket and the shim bundle
@@ -183,11 +189,11 @@ def run(cycles: int = 200, concurrent_callers: int = 50, file_mib: int = 64) -> 
             ]
             concurrency = concurrent_cycles(client, area, concurrent_callers)
             reads = read_comparison(work, area, bin_dir, env, file_mib)
-            flood = ping_during_flood(socket_path, bin_dir)
+            flood = ping_during_flood(socket_path, bin_dir, ping_count)
         finally:
             daemon.send_signal(signal.SIGTERM)
             daemon.wait(30)
-        stopping = sigterm_to_exit(work, area)
+        stopping = sigterm_to_exit(work, area, stop_runs)
         direct_summary, proxied_summary = summary(direct), summary(proxied)
         return {
             "cycles": cycles,
@@ -272,13 +278,13 @@ def read_comparison(
 AS_ANOTHER_USER = ["unshare", "--mount", "--", "setpriv", "--clear-groups"]
 
 FLOOD = """
-import selectors, socket, sys, time
-path, seconds = sys.argv[1], float(sys.argv[2])
+import selectors, socket, sys
+path = sys.argv[1]
 selector = selectors.DefaultSelector()
-end = time.monotonic() + seconds
+selector.register(sys.stdin, selectors.EVENT_READ)  # the flood lasts until it is closed
 connections = 0
-while time.monotonic() < end:
-    while len(selector.get_map()) < 300:
+while True:
+    while len(selector.get_map()) < 301:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.setblocking(False)
         try:
@@ -289,13 +295,15 @@ while time.monotonic() < end:
         connections += 1
         selector.register(sock, selectors.EVENT_READ)
     for key, _ in selector.select(0.05):
+        if key.fileobj is sys.stdin:
+            print(connections)
+            sys.exit(0)
         try:
             key.fileobj.recv(4096)
         except OSError:
             pass
         selector.unregister(key.fileobj)
         key.fileobj.close()
-print(connections)
 """
 
 PINGS = """
@@ -330,7 +338,10 @@ def ping_during_flood(socket_path: Path, bin_dir: Path, count: int = 300) -> dic
     quiet = pings(socket_path, count)
     python = [sys.executable, "-I", "-c"]
     flooder = subprocess.Popen(
-        as_user(65534, *python, FLOOD, str(socket_path), "6"), stdout=subprocess.PIPE, text=True
+        as_user(65534, *python, FLOOD, str(socket_path)),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         time.sleep(1.0)  # the flood is going, and its first silent connections time out
@@ -343,7 +354,7 @@ def ping_during_flood(socket_path: Path, bin_dir: Path, count: int = 300) -> dic
         )
         local = pings(socket_path, count)
         other_output, _ = other.communicate(timeout=60)
-        flood_output, _ = flooder.communicate(timeout=60)
+        flood_output, _ = flooder.communicate(timeout=60)  # closes its stdin: the flood ends
     finally:
         flooder.kill()
         flooder.wait()
@@ -362,7 +373,11 @@ def sigterm_to_exit(work: Path, area: Path, runs: int = 5) -> dict[str, Any]:
     (source / "hello.txt").write_text("hello\n")
     (source / "docs").mkdir()
     image = work / "small.sqfs"
-    subprocess.run(["mksquashfs", str(source), str(image), "-quiet", "-noappend"], check=True)
+    subprocess.run(
+        ["mksquashfs", str(source), str(image), "-quiet", "-no-progress", "-noappend"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     frozen = area / "frozen"
     frozen.mkdir()
     server = subprocess.Popen(["squashfuse", "-f", "-o", "allow_other", str(image), str(frozen)])
@@ -444,6 +459,8 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=200)
     parser.add_argument("--callers", type=int, default=50)
     parser.add_argument("--file-mib", type=int, default=64)
+    parser.add_argument("--pings", type=int, default=300, help="pings per ping figure")
+    parser.add_argument("--stop-runs", type=int, default=5, help="runs of SIGTERM to exit")
     args = parser.parse_args()
     problems = missing_requirements()
     if problems:
@@ -460,7 +477,7 @@ def main() -> None:
             *sys.argv,
         ]
         sys.exit(subprocess.run(command, env=env, check=False).returncode)
-    results = run(args.cycles, args.callers, args.file_mib)
+    results = run(args.cycles, args.callers, args.file_mib, args.pings, args.stop_runs)
     print(json.dumps(results, indent=2))
     print(
         f"mount+unmount p50: direct fusermount3 {results['direct_fusermount3']['p50_ms']} ms, "
