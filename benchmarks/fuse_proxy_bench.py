@@ -207,6 +207,7 @@ def run(
             **stopping,
         }
     finally:
+        detach_mounts_below(work)  # whatever a failed step left: rmtree cannot remove a mountpoint
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -439,18 +440,16 @@ def stop_while_busy(
         thread.join(30)
     for sock in silent:
         sock.close()
-    detach_fuse_mounts_below(area, keep=frozen)
+    detach_mounts_below(area, keep=frozen)  # what a cycle could not unmount once the daemon left
     return elapsed, status
 
 
-def detach_fuse_mounts_below(directory: Path, keep: Path) -> None:
-    """Detach what a cycle mounted and could not unmount once the daemon had gone."""
+def detach_mounts_below(directory: Path, keep: Path | None = None) -> None:
+    """Lazily detach every mount below ``directory`` (in this, the benchmark's own namespace)."""
     with open("/proc/self/mountinfo") as mountinfo:
-        entries = [line.split() for line in mountinfo]
-    for fields in entries:
-        mountpoint, fstype = fields[4], fields[fields.index("-") + 1]
-        below = mountpoint.startswith(f"{directory}/") and mountpoint != str(keep)
-        if fstype.startswith("fuse") and below:
+        mountpoints = [line.split()[4] for line in mountinfo]
+    for mountpoint in reversed(mountpoints):  # the innermost first
+        if mountpoint.startswith(f"{directory}/") and mountpoint != str(keep):
             subprocess.run(["umount", "-l", mountpoint], capture_output=True, check=False)
 
 
