@@ -11,7 +11,14 @@ namespace (``unshare --mount``), so every mount it makes disappears with it. Rep
   start of a Python interpreter for each of the two shim runs;
 * 50 concurrent callers doing mount+unmount cycles: operations per second, and errors (target 0);
 * sequential read throughput of a 64 MiB file through a squashfuse mount made directly and
-  through the proxy (the wrapper): the daemon is not in the data path, so they should be equal.
+  through the proxy (the wrapper): the daemon is not in the data path, so they should be equal;
+* ping latency (p50, p99) while one uid floods the daemon (300 silent connections, reconnecting
+  as they are dropped, from its own mount namespace as ``nobody``): from the daemon's own
+  namespace (where its liveness probe runs) and from another uid in another namespace, against
+  the same pings without the flood. Target: p99 under 100 ms;
+* SIGTERM to exit while work is in flight (50 silent connections, 8 callers cycling mounts, one
+  mount stuck on a stopped FUSE server): p50 and max over several runs, and the exit statuses.
+  Target: every exit 0, and under 2 s (the grace is 0.5 s).
 
 Run: ``python benchmarks/fuse_proxy_bench.py [--cycles 200]``.
 """
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import array
+import contextlib
 import json
 import os
 import shutil
@@ -29,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -42,7 +51,7 @@ from podwright.adapters.fuse.client import ProxyClient  # noqa: E402
 from podwright.adapters.fuse.errors import FuseProxyError  # noqa: E402
 
 _IN_NAMESPACE = "PODWRIGHT_FUSE_BENCH_IN_NAMESPACE"
-REQUIRED = ("fusermount3", "squashfuse", "mksquashfs", "unshare")
+REQUIRED = ("fusermount3", "squashfuse", "mksquashfs", "unshare", "setpriv")
 
 
 def missing_requirements() -> list[str]:
@@ -89,12 +98,15 @@ def fusermount_cycle(program: str, mountpoint: str, env: dict[str, str]) -> floa
 def client_cycle(client: ProxyClient, mountpoint: str) -> float:
     started = time.perf_counter()
     fd = client.mount(mountpoint, ("ro", "subtype=bench"))
-    client.unmount(mountpoint)
-    os.close(fd)
+    try:
+        client.unmount(mountpoint)
+    finally:
+        os.close(fd)  # nobody serves this mount: held open, a stat of it would wait forever
     return time.perf_counter() - started
 
 
 def start_daemon(socket_path: Path, prefix: Path, log: Path) -> subprocess.Popen[bytes]:
+    """The daemon, serving on ``socket_path``."""
     command = [
         sys.executable, "-m", "podwright", "fuse-proxy", "server",
         "--socket", str(socket_path), "--allow-prefix", str(prefix),
@@ -142,9 +154,16 @@ def squashfuse_read(mountpoint: Path, command: list[str], env: dict[str, str]) -
         subprocess.run(["umount", "-l", str(mountpoint)], capture_output=True, check=False)
 
 
-def run(cycles: int = 200, concurrent_callers: int = 50, file_mib: int = 64) -> dict[str, Any]:
+def run(
+    cycles: int = 200,
+    concurrent_callers: int = 50,
+    file_mib: int = 64,
+    ping_count: int = 300,
+    stop_runs: int = 5,
+) -> dict[str, Any]:
     """Every figure of the benchmark; must run as root inside a private mount namespace."""
     work = Path(tempfile.mkdtemp(prefix="podwright-fuse-bench-"))
+    work.chmod(0o755)  # the flooding and pinging users reach the socket and the shim bundle
     try:
         area = work / "area"
         area.mkdir()
@@ -170,9 +189,11 @@ def run(cycles: int = 200, concurrent_callers: int = 50, file_mib: int = 64) -> 
             ]
             concurrency = concurrent_cycles(client, area, concurrent_callers)
             reads = read_comparison(work, area, bin_dir, env, file_mib)
+            flood = ping_during_flood(socket_path, bin_dir, ping_count)
         finally:
             daemon.send_signal(signal.SIGTERM)
             daemon.wait(30)
+        stopping = sigterm_to_exit(work, area, stop_runs)
         direct_summary, proxied_summary = summary(direct), summary(proxied)
         return {
             "cycles": cycles,
@@ -182,8 +203,11 @@ def run(cycles: int = 200, concurrent_callers: int = 50, file_mib: int = 64) -> 
             "through_shim_end_to_end": summary(shim),
             **concurrency,
             **reads,
+            **flood,
+            **stopping,
         }
     finally:
+        detach_mounts_below(work)  # whatever a failed step left: rmtree cannot remove a mountpoint
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -252,11 +276,190 @@ def read_comparison(
     }
 
 
+AS_ANOTHER_USER = ["unshare", "--mount", "--", "setpriv", "--clear-groups"]
+
+FLOOD = """
+import selectors, socket, sys
+path = sys.argv[1]
+selector = selectors.DefaultSelector()
+selector.register(sys.stdin, selectors.EVENT_READ)  # the flood lasts until it is closed
+connections = 0
+while True:
+    while len(selector.get_map()) < 301:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        try:
+            sock.connect(path)
+        except OSError:
+            sock.close()
+            break
+        connections += 1
+        selector.register(sock, selectors.EVENT_READ)
+    for key, _ in selector.select(0.05):
+        if key.fileobj is sys.stdin:
+            print(connections)
+            sys.exit(0)
+        try:
+            key.fileobj.recv(4096)
+        except OSError:
+            pass
+        selector.unregister(key.fileobj)
+        key.fileobj.close()
+"""
+
+PINGS = """
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+from podwright.adapters.fuse.client import ProxyClient
+samples = []
+for _ in range(int(sys.argv[3])):
+    started = time.perf_counter()
+    ProxyClient(sys.argv[2], timeout=10).ping()
+    samples.append(time.perf_counter() - started)
+print(json.dumps(samples))
+"""
+
+
+def as_user(uid: int, *command: str) -> list[str]:
+    """``command`` as ``uid``, without capabilities, in a mount namespace of its own."""
+    return [*AS_ANOTHER_USER, "--reuid", str(uid), "--regid", str(uid), "--", *command]
+
+
+def pings(socket_path: Path, count: int) -> list[float]:
+    samples = []
+    for _ in range(count):
+        started = time.perf_counter()
+        ProxyClient(str(socket_path), timeout=10).ping()
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+def ping_during_flood(socket_path: Path, bin_dir: Path, count: int = 300) -> dict[str, Any]:
+    """Pings from the daemon's namespace and from another uid, without and during a flood."""
+    quiet = pings(socket_path, count)
+    python = [sys.executable, "-I", "-c"]
+    flooder = subprocess.Popen(
+        as_user(65534, *python, FLOOD, str(socket_path)),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(1.0)  # the flood is going, and its first silent connections time out
+        other = subprocess.Popen(
+            as_user(
+                65533, *python, PINGS, str(bin_dir / "fusermount3"), str(socket_path), str(count)
+            ),
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        local = pings(socket_path, count)
+        other_output, _ = other.communicate(timeout=60)
+        flood_output, _ = flooder.communicate(timeout=60)  # closes its stdin: the flood ends
+    finally:
+        flooder.kill()
+        flooder.wait()
+    return {
+        "ping_without_flood": summary(quiet),
+        "ping_during_flood_from_daemon_namespace": summary(local),
+        "ping_during_flood_from_another_uid": summary(json.loads(other_output)),
+        "flood_connections": int(flood_output),
+    }
+
+
+def sigterm_to_exit(work: Path, area: Path, runs: int = 5) -> dict[str, Any]:
+    """Seconds from SIGTERM to the daemon's exit, with work in flight; and the exit statuses."""
+    source = work / "small-image"
+    source.mkdir()
+    (source / "hello.txt").write_text("hello\n")
+    (source / "docs").mkdir()
+    image = work / "small.sqfs"
+    subprocess.run(
+        ["mksquashfs", str(source), str(image), "-quiet", "-no-progress", "-noappend"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    frozen = area / "frozen"
+    frozen.mkdir()
+    server = subprocess.Popen(["squashfuse", "-f", "-o", "allow_other", str(image), str(frozen)])
+    wait_for(frozen / "hello.txt")
+    server.send_signal(signal.SIGSTOP)  # a lookup below it now blocks until its caller dies
+    elapsed, statuses = [], []
+    try:
+        for run_index in range(runs):
+            socket_path = work / f"stop-{run_index}" / "proxy.sock"
+            daemon = start_daemon(socket_path, area, work / f"stop-{run_index}.log")
+            seconds, status = stop_while_busy(daemon, socket_path, area, frozen, run_index)
+            elapsed.append(seconds)
+            statuses.append(status)
+    finally:
+        server.kill()
+        server.wait()
+        subprocess.run(["umount", "-l", str(frozen)], capture_output=True, check=False)
+    return {
+        "sigterm_to_exit": {**summary(elapsed), "max_ms": round(max(elapsed) * 1000, 1)},
+        "sigterm_exit_statuses": statuses,
+    }
+
+
+def stop_while_busy(
+    daemon: subprocess.Popen[bytes], socket_path: Path, area: Path, frozen: Path, run_index: int
+) -> tuple[float, int]:
+    silent = []
+    for _ in range(50):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(str(socket_path))
+        silent.append(sock)
+    client = ProxyClient(str(socket_path), timeout=2)
+    stop = False
+
+    def cycle(index: int) -> None:
+        directory = area / f"stop-{run_index}-{index}"
+        directory.mkdir()
+        while not stop:
+            try:
+                client_cycle(client, str(directory))
+            except FuseProxyError:
+                return
+
+    def stuck() -> None:
+        with contextlib.suppress(FuseProxyError):
+            os.close(client.mount(str(frozen / "docs")))
+
+    threads = [threading.Thread(target=cycle, args=(index,)) for index in range(8)]
+    threads.append(threading.Thread(target=stuck))
+    for thread in threads:
+        thread.start()
+    time.sleep(0.3)  # everything is in flight
+    started = time.perf_counter()
+    daemon.send_signal(signal.SIGTERM)
+    status = daemon.wait(30)
+    elapsed = time.perf_counter() - started
+    stop = True
+    for thread in threads:
+        thread.join(30)
+    for sock in silent:
+        sock.close()
+    detach_mounts_below(area, keep=frozen)  # what a cycle could not unmount once the daemon left
+    return elapsed, status
+
+
+def detach_mounts_below(directory: Path, keep: Path | None = None) -> None:
+    """Lazily detach every mount below ``directory`` (in this, the benchmark's own namespace)."""
+    with open("/proc/self/mountinfo") as mountinfo:
+        mountpoints = [line.split()[4] for line in mountinfo]
+    for mountpoint in reversed(mountpoints):  # the innermost first
+        if mountpoint.startswith(f"{directory}/") and mountpoint != str(keep):
+            subprocess.run(["umount", "-l", mountpoint], capture_output=True, check=False)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cycles", type=int, default=200)
     parser.add_argument("--callers", type=int, default=50)
     parser.add_argument("--file-mib", type=int, default=64)
+    parser.add_argument("--pings", type=int, default=300, help="pings per ping figure")
+    parser.add_argument("--stop-runs", type=int, default=5, help="runs of SIGTERM to exit")
     args = parser.parse_args()
     problems = missing_requirements()
     if problems:
@@ -273,7 +476,7 @@ def main() -> None:
             *sys.argv,
         ]
         sys.exit(subprocess.run(command, env=env, check=False).returncode)
-    results = run(args.cycles, args.callers, args.file_mib)
+    results = run(args.cycles, args.callers, args.file_mib, args.pings, args.stop_runs)
     print(json.dumps(results, indent=2))
     print(
         f"mount+unmount p50: direct fusermount3 {results['direct_fusermount3']['p50_ms']} ms, "
@@ -289,6 +492,20 @@ def main() -> None:
         f"read {results['read_file_mib']} MiB: direct {results['read_direct_mib_s']} MiB/s, "
         f"proxied {results['read_proxied_mib_s']} MiB/s "
         f"(ratio {results['read_proxied_over_direct']})"
+    )
+    quiet, local = results["ping_without_flood"], results["ping_during_flood_from_daemon_namespace"]
+    other = results["ping_during_flood_from_another_uid"]
+    print(
+        f"ping p50/p99: {quiet['p50_ms']}/{quiet['p99_ms']} ms without a flood; during one uid's "
+        f"flood ({results['flood_connections']} connections) {local['p50_ms']}/{local['p99_ms']} "
+        f"ms from the daemon's namespace, {other['p50_ms']}/{other['p99_ms']} ms from another uid "
+        "(target p99 < 100 ms)"
+    )
+    stopping = results["sigterm_to_exit"]
+    print(
+        f"SIGTERM to exit with work in flight: p50 {stopping['p50_ms']} ms, max "
+        f"{stopping['max_ms']} ms, statuses {results['sigterm_exit_statuses']} "
+        "(target: 0, under 2000 ms)"
     )
 
 

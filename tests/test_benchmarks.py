@@ -68,7 +68,8 @@ def test_the_lifecycle_benchmark_scenario_runs_every_task_to_the_end() -> None:
 
 
 def test_the_fuse_proxy_benchmark_runs_its_scenario_without_errors() -> None:
-    """A short run of every part (latency, concurrency, read throughput), in its own namespace."""
+    """A short run of every part (latency, concurrency, read throughput, pings during a flood,
+    SIGTERM to exit), in its own namespace."""
     import json
     import subprocess
     import sys
@@ -79,7 +80,10 @@ def test_the_fuse_proxy_benchmark_runs_its_scenario_without_errors() -> None:
     require_real_fuse()
     bench = Path(__file__).resolve().parent.parent / "benchmarks" / "fuse_proxy_bench.py"
     completed = subprocess.run(
-        [sys.executable, str(bench), "--cycles", "5", "--callers", "5", "--file-mib", "2"],
+        [
+            *(sys.executable, str(bench), "--cycles", "5", "--callers", "5", "--file-mib", "2"),
+            *("--pings", "20", "--stop-runs", "1"),
+        ],
         capture_output=True,
         text=True,
         timeout=300,
@@ -90,6 +94,9 @@ def test_the_fuse_proxy_benchmark_runs_its_scenario_without_errors() -> None:
     assert figures["concurrent_errors"] == 0
     assert figures["through_proxy"]["p50_ms"] > 0
     assert figures["read_proxied_mib_s"] > 0
+    assert figures["flood_connections"] > 300
+    assert figures["ping_during_flood_from_another_uid"]["p50_ms"] > 0
+    assert figures["sigterm_exit_statuses"] == [0]
     assert "mount+unmount p50: direct fusermount3" in completed.stdout
 
 

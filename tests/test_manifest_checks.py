@@ -13,6 +13,7 @@ from tests.manifests import (
     api_server_errors,
     crd_schema_errors,
     manifest_errors,
+    required_value_errors,
     schema_errors,
 )
 
@@ -136,3 +137,28 @@ def test_knative_pod_fields_are_checked_as_a_pod() -> None:
         },
     }
     assert any("prots" in error for error in manifest_errors(service))
+
+
+def test_a_container_without_an_image_is_found_in_pods_and_pod_templates() -> None:
+    # The API server's answer: spec.containers[0].image: Required value.
+    pod = _pod({"name": "a"})
+    assert required_value_errors(pod) == ["Pod: spec.containers[0].image: Required value"]
+    daemon_set = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "d"},
+        "spec": {
+            "selector": {"matchLabels": {"a": "b"}},
+            "template": {
+                "metadata": {"labels": {"a": "b"}},
+                "spec": {
+                    "initContainers": [{"name": "i"}],
+                    "containers": [{"name": "a", "image": "x"}],
+                },
+            },
+        },
+    }
+    assert required_value_errors(daemon_set) == [
+        "spec.template: spec.initContainers[0].image: Required value"
+    ]
+    assert manifest_errors(daemon_set) == []

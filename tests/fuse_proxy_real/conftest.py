@@ -32,9 +32,7 @@ def daemon(workspace: Workspace) -> Iterator[Daemon]:
     # One request first, so that lazily opened descriptors are part of the baseline.
     assert server.answers()
     yield server
-    server.stop()
-    assert server.process.returncode == 0, server.log.read_text()[-3000:]
-    assert not workspace.socket.exists(), "the daemon left its socket behind"
+    server.stop()  # fails the last test, saying why, unless the daemon exits 0 leaving nothing
 
 
 @pytest.fixture(autouse=True)

@@ -38,6 +38,10 @@ CALLER = 40001
 OTHER_CALLER = 40002
 CALLER_UIDS = (CALLER, OTHER_CALLER)
 REQUEST_TIMEOUT = 1.0
+OPERATION_TIMEOUT = 5.0
+MAX_CONNECTIONS = 48
+STOP_LIMIT = 5.0
+"""Seconds the harness waits for the daemon to exit after a signal (the daemon needs under 2)."""
 
 
 def require_real_fuse() -> None:
@@ -104,6 +108,13 @@ class Workspace:
         os.chown(path, uid, uid)
         return path
 
+    def shared_dir(self, name: str) -> Path:
+        """A fresh directory outside the mount area where every caller may write (their notes)."""
+        path = self.outside / name
+        path.mkdir()
+        path.chmod(0o1777)
+        return path
+
     def script(self, name: str, text: str) -> Path:
         path = self.scripts / name
         path.write_text(text)
@@ -115,29 +126,60 @@ class Workspace:
 
 
 class Daemon:
-    """``podwright fuse-proxy server`` in its own process, with small timeouts."""
+    """``podwright fuse-proxy server`` in its own process, with small timeouts.
 
-    def __init__(self, workspace: Workspace) -> None:
+    The per-uid limits are the daemon's defaults; the global connection limit is low enough
+    that the two caller uids can reach it together.
+    """
+
+    def __init__(self, workspace: Workspace, *, wait: bool = True) -> None:
         self.workspace = workspace
-        self.log = workspace.root / "daemon.log"
+        self.log = workspace.root / f"daemon-{time.monotonic_ns()}.log"
         command = [
             sys.executable, "-m", "podwright", "fuse-proxy", "server",
             "--socket", str(workspace.socket),
             "--allow-prefix", str(workspace.area),
             "--request-timeout", str(REQUEST_TIMEOUT),
-            "--operation-timeout", "5",
-            "--workers", "4",
-            "--max-connections", "256",
+            "--operation-timeout", str(OPERATION_TIMEOUT),
+            "--max-connections", str(MAX_CONNECTIONS),
         ]  # fmt: skip
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         self.pid = self.process.pid
+        if wait:
+            self.wait_until_it_answers()
+
+    def wait_until_it_answers(self) -> None:
         deadline = time.monotonic() + 60
         while not self.answers():
             if self.process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"the daemon did not start:\n{self.log.read_text()}")
+                problem = f"the daemon did not start (exit status {self.process.poll()})"
+                with contextlib.suppress(AssertionError):
+                    self.stop()
+                raise RuntimeError(f"{problem}:\n{self.log.read_text()}")
             time.sleep(0.05)
+
+    def log_mark(self) -> int:
+        """Where the daemon's log ends now, for :meth:`log_lines`."""
+        return len(self.log.read_bytes())
+
+    def wait_for_log_lines(self, containing: str, count: int, since: int = 0) -> list[str]:
+        """The first ``count`` log lines (from ``since``) with ``containing``, once written."""
+        deadline = time.monotonic() + 10
+        while len(lines := self.log_lines(containing, since)) < count:
+            assert time.monotonic() < deadline, f"the daemon's log has {lines}"
+            time.sleep(0.02)
+        return lines[:count]
+
+    def log_lines(self, containing: str = "", since: int = 0) -> list[str]:
+        """The daemon's log lines (from ``since``) that contain ``containing``, without their
+        time stamps."""
+        text = self.log.read_bytes()[since:].decode(errors="replace")
+        return [
+            line.split(" ", 2)[2]
+            for line in text.splitlines()
+            if containing in line and line[:2] == "20"
+        ]
 
     def answers(self) -> bool:
         from podwright.adapters.fuse.client import ProxyClient
@@ -164,14 +206,72 @@ class Daemon:
             grandchild for helper in helpers for grandchild in children_of(helper)
         ]
 
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+    def stop(self, number: int = signal.SIGTERM) -> float:
+        """Send ``number`` and wait for the exit; the seconds it took.
+
+        Fails, naming what is wrong, unless the daemon exits 0 within :data:`STOP_LIMIT`
+        seconds leaving no process, socket or mount behind (a daemon that does not exit is
+        killed, after its threads' kernel wait channels are recorded for the report).
+        """
+        started = time.monotonic()
+        family = []
+        if self.process.poll() is None:  # (it may have ended already: it is checked all the same)
+            family = self.process_family()
+            self.process.send_signal(number)
+        try:
+            self.process.wait(STOP_LIMIT)
+        except subprocess.TimeoutExpired:
+            stuck = describe_processes(self.process_family())
+            self.process.kill()
+            self.process.wait()
+            raise AssertionError(
+                f"the daemon did not exit within {STOP_LIMIT}s of signal {number} and was "
+                f"killed; its processes were:\n{stuck}\nits log:\n{self.log.read_text()[-3000:]}"
+            ) from None
+        elapsed = time.monotonic() - started
+        problems = []
+        if self.process.returncode != 0:
+            problems.append(f"it exited with status {self.process.returncode}, not 0")
+        if self.workspace.socket.exists():
+            problems.append("it left its socket behind")
+        left = wait_until_gone(family)
+        if left:
+            problems.append(f"processes it started are still there: {describe_processes(left)}")
+        assert not problems, (
+            "stopping the daemon: " + "; ".join(problems) + f"\nits log:\n"
+            f"{self.log.read_text()[-3000:]}"
+        )
+        return elapsed
+
+    def process_family(self) -> list[int]:
+        """The daemon, its children and theirs."""
+        family = [self.pid]
+        for pid in family:
+            family.extend(children_of(pid))
+        return family
+
+
+def wait_until_gone(pids: list[int], limit: float = 5.0) -> list[int]:
+    """Wait until none of ``pids`` exists (a zombie counts as existing); those that remain."""
+    deadline = time.monotonic() + limit
+    while True:
+        left = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.02)
+
+
+def describe_processes(pids: list[int]) -> str:
+    """Each process with its state, kernel wait channel and command line, for a failure report."""
+    lines = []
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            for task in os.listdir(f"/proc/{pid}/task"):
+                wchan = Path(f"/proc/{pid}/task/{task}/wchan").read_text()
+                command = _cmdline(pid).replace(b"\0", b" ")[:120].decode(errors="replace")
+                lines.append(f"  {pid}/{task} state={state} wchan={wchan} {command}")
+    return "\n".join(lines) or "  (none)"
 
 
 def children_of(pid: int) -> list[int]:
@@ -240,6 +340,26 @@ def as_caller(
     ``root_setup`` runs first, as root, inside the namespace; ``$AS_CALLER`` there is the command
     prefix that drops to a caller (``$AS_CALLER sh -c ...``), for setups with several users.
     """
+    command, env = caller_command(
+        workspace, script, uid=uid, root_setup=root_setup, desktop_dev_fuse=desktop_dev_fuse
+    )
+    try:
+        return subprocess.run(
+            command, env=env, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    finally:
+        kill_callers()
+
+
+def caller_command(
+    workspace: Workspace,
+    script: str,
+    *,
+    uid: int = CALLER,
+    root_setup: str = "",
+    desktop_dev_fuse: bool = False,
+) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment :func:`as_caller` runs (to start it in the background)."""
     caller_script = workspace.script(f"caller-{time.monotonic_ns()}.sh", "set -u\n" + script)
     drop = (
         "setpriv --reuid {uid} --regid {uid} --clear-groups --inh-caps=-all "
@@ -265,17 +385,7 @@ def as_caller(
         "SCRIPTS": str(workspace.scripts),
         "LC_ALL": "C.UTF-8",
     }
-    try:
-        return subprocess.run(
-            ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", root_part],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    finally:
-        kill_callers()
+    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", root_part], env
 
 
 CLIENT_SCRIPT = """
@@ -297,11 +407,16 @@ def result(call):
 
 def client_call(workspace: Workspace, code: str, **options: Any) -> Any:
     """Run Python ``code`` (with :data:`CLIENT_SCRIPT` in scope) as a caller; its JSON output."""
-    program = workspace.script(f"client-{time.monotonic_ns()}.py", CLIENT_SCRIPT + code)
-    completed = as_caller(workspace, f"{SYSTEM_PYTHON} -I {program}", **options)
+    completed = as_caller(workspace, client_script(workspace, code), **options)
     lines = completed.stdout.strip().splitlines()
     assert lines, f"no output; stderr:\n{completed.stderr}"
     return json.loads(lines[-1])
+
+
+def client_script(workspace: Workspace, code: str) -> str:
+    """A shell command that runs Python ``code`` with :data:`CLIENT_SCRIPT` in scope."""
+    program = workspace.script(f"client-{time.monotonic_ns()}.py", CLIENT_SCRIPT + code)
+    return f"{SYSTEM_PYTHON} -I {program}"
 
 
 def raw_exchange(socket_path: Path, data: bytes, wait: float = 5) -> bytes:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
+import re
 import signal
 import socket
 import struct
@@ -27,6 +29,7 @@ from tests.fuse_proxy_real.harness import (
     Workspace,
     as_caller,
     client_call,
+    client_script,
     raw_exchange,
 )
 
@@ -170,6 +173,7 @@ def test_unmounting_another_users_fuse_mount_is_refused(
     workspace: Workspace, daemon: Daemon
 ) -> None:
     theirs = workspace.owned_dir("theirs", uid=OTHER_CALLER)
+    ready = workspace.shared_dir("holder") / "ready"
     holder = workspace.script(
         "holder.py",
         f"""
@@ -177,22 +181,24 @@ import os, sys, time
 sys.path.insert(0, os.environ["BUNDLE"])
 from podwright.adapters.fuse.client import ProxyClient
 fd = ProxyClient().mount({str(theirs)!r})
-open({str(workspace.scripts / "holder-ready")!r}.replace("ready", str(os.getuid())), "w").close()
+open({str(ready)!r}, "w").close()
 time.sleep(60)
 """,
     )
-    ready = workspace.scripts / f"holder-{OTHER_CALLER}"
     code = f"""
 import time
 for _ in range(100):
     if os.path.exists({str(ready)!r}):
         break
     time.sleep(0.1)
-print(json.dumps([result(lambda: ProxyClient().unmount({str(theirs)!r})), result(lambda: ProxyClient().unmount({str(theirs)!r}, lazy=True))]))
+held = any(" {theirs} " in line for line in open("/proc/self/mountinfo"))
+print(json.dumps([held, result(lambda: ProxyClient().unmount({str(theirs)!r})), result(lambda: ProxyClient().unmount({str(theirs)!r}, lazy=True))]))
 """
-    replies = client_call(workspace, code, root_setup=f"$AS_OTHER {SYSTEM_PYTHON} -I {holder} &")
+    replies = client_call(
+        workspace, code, root_setup=f"$AS_OTHER {SYSTEM_PYTHON} -I {holder} >/dev/null 2>&1 &"
+    )
     message = f"{theirs}: mounted by user {OTHER_CALLER}, not by user {CALLER}; only the owner may unmount it"
-    assert replies == [{"errno": errno.EPERM, "message": message}] * 2
+    assert replies == [True] + [{"errno": errno.EPERM, "message": message}] * 2
 
 
 def forged_namespace_code(workspace: Workspace, fd_expression: str) -> str:
@@ -311,21 +317,64 @@ print(json.dumps({{"failures": [o for o in outcomes if not o.get("ok")], "left":
     assert client_call(workspace, code, timeout=120) == {"failures": [], "left": []}
 
 
-def test_a_flood_beyond_the_connection_limit_is_told_to_retry(
+HOLD_CONNECTIONS = """
+import socket, time
+from podwright.core.fuse_proxy.protocol import FrameDecoder, decode_reply
+notes = {notes!r}
+while not os.path.exists(notes + "/{after}"):  # the first user starts at once
+    time.sleep(0.002)
+held = []
+for _ in range({count}):
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(os.environ["PODWRIGHT_FUSE_PROXY_SOCKET"])
+    held.append(sock)
+open(notes + "/{uid}-connected", "w").close()
+answers = []
+for sock in held:  # a refusal comes at once; a silent connection is closed after 1 s
+    sock.settimeout(10)
+    (frame,) = FrameDecoder().feed(sock.recv(4096))
+    answers.append(decode_reply(frame).message)
+with open(notes + "/{uid}.json", "w") as file:
+    json.dump(answers, file)
+"""
+
+
+def test_a_flood_beyond_the_connection_limits_is_told_to_retry_later(
     daemon: Daemon, workspace: Workspace
 ) -> None:
-    held = []
-    try:
-        for _ in range(256):
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.connect(str(workspace.socket))
-            held.append(sock)
-        time.sleep(0.2)
-        reply = raw_exchange(workspace.socket, b"")
-        assert b"the FUSE proxy is busy; try again" in reply
-    finally:
-        for sock in held:
-            sock.close()
+    # One user may hold 32 connections (the default); both together, 48 (the harness's global
+    # limit). The second user, already running, connects as soon as the first's connections
+    # are queued (the daemon accepts them in order), well within their 1 s request timeout.
+    mark = daemon.log_mark()
+    notes = workspace.shared_dir("limits")
+    (notes / "start").touch()
+    first = HOLD_CONNECTIONS.format(notes=str(notes), after="start", count=40, uid=OTHER_CALLER)
+    second = HOLD_CONNECTIONS.format(
+        notes=str(notes), after=f"{OTHER_CALLER}-connected", count=20, uid=CALLER
+    )
+    # The first user's process writes to the caller's output: as_caller returns after it ends.
+    as_caller(
+        workspace,
+        client_script(workspace, second),
+        root_setup=f"$AS_OTHER {client_script(workspace, first)} &",
+    )
+    answers = {
+        uid: json.loads((notes / f"{uid}.json").read_text()) for uid in (OTHER_CALLER, CALLER)
+    }
+    silent = "no complete request within 1s"
+    retry_per_user = (
+        f"the FUSE proxy is busy: user {OTHER_CALLER} already has 32 connections open, "
+        "the most one user may have; retry later"
+    )
+    assert answers[OTHER_CALLER] == [silent] * 32 + [retry_per_user] * 8
+    retry_all = "the FUSE proxy is busy: 48 connections are open, the most it holds; retry later"
+    assert answers[CALLER] == [silent] * 16 + [retry_all] * 4
+    assert daemon.log_lines("refusing user", since=mark) == [
+        f"WARNING podwright.fuse_proxy: refusing user {OTHER_CALLER}: {retry_per_user} "
+        "(--max-connections-per-uid); more refusals are counted every 10s",
+        f"WARNING podwright.fuse_proxy: refusing user {CALLER}: {retry_all} "
+        "(--max-connections); more refusals are counted every 10s",
+    ]
 
 
 def test_the_daemon_restarts_its_mount_helper_when_it_dies(
@@ -348,6 +397,7 @@ def test_a_mount_the_caller_never_acknowledges_is_detached(
     daemon: Daemon, workspace: Workspace
 ) -> None:
     unacknowledged = workspace.owned_dir("unacknowledged")
+    mark = daemon.log_mark()
     code = f"""
 from podwright.adapters.fuse.transport import FdTransport
 from podwright.core.fuse_proxy.protocol import MountRequest, Received, encode_request, decode_reply
@@ -370,6 +420,19 @@ time.sleep(3)  # the daemon waits up to its request timeout for the acknowledgem
 print(json.dumps({{"replies": replies, "left": [l for l in open("/proc/self/mountinfo") if " fuse" in l]}}))
 """
     assert client_call(workspace, code) == {"replies": ["Mounted", "Failed"], "left": []}
+    # The log tells what happened, in order, each step with its own duration.
+    mounted, detached = daemon.wait_for_log_lines(repr(str(unacknowledged)), 2, since=mark)
+    assert re.fullmatch(
+        rf"WARNING podwright\.fuse_proxy: mount '{unacknowledged}' -o \(none\) for pid=\d+ "
+        rf"uid={CALLER} gid={CALLER}: mounted in [\d.]+ ms, but the descriptor was not taken "
+        r"after [\d.]+ ms: the caller closed the connection",
+        mounted,
+    ), mounted
+    assert re.fullmatch(
+        rf"INFO podwright\.fuse_proxy: mount '{unacknowledged}' -o \(none\) for pid=\d+ "
+        rf"uid={CALLER} gid={CALLER}: detached {unacknowledged} in [\d.]+ ms",
+        detached,
+    ), detached
 
 
 def test_an_operation_that_never_completes_is_killed_and_refused(
@@ -386,6 +449,7 @@ def test_an_operation_that_never_completes_is_killed_and_refused(
         f"kill -STOP $(cat {pidfile})"
     )
     started = time.monotonic()
+    mark = daemon.log_mark()
     try:
         reply = client_call(workspace, mount_code(frozen / "docs"), root_setup=setup)
     finally:
@@ -395,3 +459,9 @@ def test_an_operation_that_never_completes_is_killed_and_refused(
     assert reply["errno"] == errno.ETIMEDOUT, reply
     assert "did not finish within 5s" in reply["message"]
     assert time.monotonic() - started < 30
+    (logged,) = daemon.log_lines(repr(str(frozen / "docs")), since=mark)
+    assert re.fullmatch(
+        rf"WARNING podwright\.fuse_proxy: mount '{frozen}/docs' -o \(none\) for pid=\d+ "
+        rf"uid={CALLER} gid={CALLER}: timed out after \d+ ms; the mount helper killed it",
+        logged,
+    ), logged

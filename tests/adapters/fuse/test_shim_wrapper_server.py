@@ -1,24 +1,47 @@
-"""The shim and wrapper as installed (a zipapp that needs only the standard library), and the
-daemon's start-up checks; none of these needs root or a FUSE device."""
+"""The shim and wrapper as installed (a zipapp that needs only the standard library), the
+daemon's start-up checks and its wake-up on signals, and the client against a busy daemon; none
+of these needs root or a FUSE device."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import errno
+import functools
+import io
 import os
+import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from podwright.adapters.fuse import shim
 from podwright.adapters.fuse.bundle import build_bundle, install_bundle
-from podwright.adapters.fuse.errors import ServerSetupError
+from podwright.adapters.fuse.client import ProxyClient
+from podwright.adapters.fuse.errors import ProxyRefusedError, ServerSetupError
+from podwright.adapters.fuse.mounter import (
+    HELPER_STOP_LIMIT,
+    ForkServer,
+    OperationCancelledError,
+)
 from podwright.adapters.fuse.server import FuseProxyServer, ServerConfig
 from podwright.cli.main import cli
 from podwright.core.fuse_proxy.mount_policy import ProxyPolicy
+from podwright.core.fuse_proxy.protocol import (
+    Done,
+    Failed,
+    FrameDecoder,
+    Reply,
+    decode_request,
+    encode_reply,
+)
 
 
 @pytest.fixture(scope="module")
@@ -197,12 +220,41 @@ def test_ping_reports_an_absent_daemon(tmp_path: Path) -> None:
         (["--allow-prefix", "relative"], "mount prefix 'relative': must be an absolute path"),
         (["--socket", "relative.sock"], "socket_path must be absolute, got 'relative.sock'"),
         (["--workers", "0"], "Invalid value for '--workers'"),
+        (
+            ["--max-connections-per-uid", "300"],
+            "max_connections_per_uid (300) must not exceed max_connections (256)",
+        ),
+        (
+            ["--workers", "2"],
+            "max_requests_per_uid (4) must not exceed workers (2)",
+        ),
+        (["--shutdown-grace", "21"], "Invalid value for '--shutdown-grace'"),
+        (["--shutdown-grace", "-1"], "Invalid value for '--shutdown-grace'"),
     ],
 )
 def test_the_server_command_names_bad_settings(args: list[str], message: str) -> None:
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, set())
     result = CliRunner().invoke(cli, ["fuse-proxy", "server", *args])
     assert result.exit_code == 2
     assert message in result.output
+    # The signals it holds for the daemon's start-up are held only around the exec: a command
+    # that ends here (and every process started after it) may still be stopped.
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, set()) == before
+
+
+def test_a_server_command_that_cannot_become_the_daemon_holds_no_signal(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def cannot_exec(*_: object) -> None:
+        raise OSError(errno.ENOEXEC, "Exec format error")
+
+    monkeypatch.setattr(os, "execv", cannot_exec)
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    result = CliRunner().invoke(
+        cli, ["fuse-proxy", "server", "--socket", str(tmp_path / "proxy.sock")]
+    )
+    assert result.exit_code != 0
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, set()) == before
 
 
 @pytest.mark.parametrize(
@@ -212,6 +264,12 @@ def test_the_server_command_names_bad_settings(args: list[str], message: str) ->
         ({"operation_timeout": -1}, "operation_timeout must be positive"),
         ({"workers": 0}, "workers must be at least 1, got 0"),
         ({"max_connections": 0}, "max_connections must be at least 1"),
+        ({"shutdown_grace": -0.1}, "shutdown_grace must be between 0 and 20 seconds, got -0.1"),
+        ({"shutdown_grace": float("nan")}, "shutdown_grace must be between 0 and 20 seconds"),
+        (
+            {"max_requests_per_uid": 5, "max_connections_per_uid": 4},
+            r"max_requests_per_uid \(5\) must not exceed max_connections_per_uid \(4\)",
+        ),
     ],
 )
 def test_a_server_config_is_checked(values: dict[str, float], message: str) -> None:
@@ -232,3 +290,172 @@ def test_the_shim_and_wrapper_commands_pass_their_arguments_through_untouched() 
     wrapper = runner.invoke(cli, ["fuse-proxy", "wrapper", "-m", "/mnt/x", "squashfuse"])
     assert wrapper.exit_code == 2
     assert "the command to run must follow '--'" in wrapper.output
+
+
+def test_a_server_config_survives_its_json_form() -> None:
+    original = dataclasses.replace(
+        config(Path("/run/x.sock")),
+        max_connections_per_uid=8,
+        max_requests_per_uid=2,
+        shutdown_grace=0.25,
+    )
+    assert ServerConfig.from_json(original.to_json()) == original
+
+
+def run_server(server: FuseProxyServer) -> threading.Thread:
+    thread = threading.Thread(target=server.serve_forever)
+    thread.start()
+    return thread
+
+
+def test_a_stop_signal_written_to_the_wakeup_descriptor_stops_the_server(tmp_path: Path) -> None:
+    # What the C-level signal handler does when SIGTERM arrives just before the selector blocks:
+    # the Python-level handler has not run yet, but the selector wakes and acts on the byte.
+    server = FuseProxyServer(config(tmp_path / "proxy.sock"))
+    server.bind()
+    thread = run_server(server)
+    try:
+        assert ping(tmp_path / "proxy.sock")
+        os.write(server.wakeup_fd, bytes([signal.SIGTERM]))
+        thread.join(10)
+        assert not thread.is_alive()
+    finally:
+        server.shutdown()
+        thread.join(10)
+        server.close()
+    assert not (tmp_path / "proxy.sock").exists()
+
+
+def ping(path: Path) -> bool:
+    ProxyClient(str(path), timeout=5).ping()
+    return True
+
+
+def test_a_live_daemon_with_a_full_backlog_is_not_replaced(tmp_path: Path) -> None:
+    # A flooded daemon does not accept at once; a second daemon must still not take its socket.
+    path = tmp_path / "busy.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(0)
+    queued = []
+    try:
+        while True:  # fill the backlog: the next connect would have to wait
+            client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            client.setblocking(False)
+            try:
+                client.connect(str(path))
+            except BlockingIOError:
+                client.close()
+                break
+            queued.append(client)
+        with pytest.raises(ServerSetupError, match="another FUSE proxy daemon is listening on"):
+            FuseProxyServer(config(path)).bind()
+        assert path.exists()
+    finally:
+        for client in queued:
+            client.close()
+        listener.close()
+
+
+@contextlib.contextmanager
+def fake_daemon(path: Path, replies: list[Reply], *, at_once: bool = False) -> Iterator[list[str]]:
+    """A daemon that answers its connections with ``replies`` in turn; what each asked.
+
+    ``at_once``: it answers and closes before reading, as the real one refuses a caller over a
+    connection limit.
+    """
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(64)
+    asked: list[str] = []
+
+    def serve() -> None:
+        for reply in replies:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            with connection:
+                if not at_once:
+                    decoder, frames = FrameDecoder(), []
+                    while not frames:
+                        frames = decoder.feed(connection.recv(4096))
+                    asked.append(type(decode_request(frames[0])).__name__)
+                connection.sendall(encode_reply(reply))
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield asked
+    finally:
+        listener.shutdown(socket.SHUT_RDWR)
+        listener.close()
+        thread.join(10)
+
+
+BUSY = Failed(
+    errno.EAGAIN,
+    "the FUSE proxy is busy: user 7 already has 32 connections open, the most one user may have; retry later",
+)
+
+
+def test_the_client_retries_a_busy_daemon_until_it_answers(tmp_path: Path) -> None:
+    path = tmp_path / "fake.sock"
+    with fake_daemon(path, [BUSY, BUSY, Done()]) as asked:
+        ProxyClient(str(path), timeout=10).ping()
+    assert asked == ["PingRequest"] * 3
+
+
+def test_the_client_reads_a_refusal_sent_before_its_request(tmp_path: Path) -> None:
+    path = tmp_path / "fake.sock"
+    with fake_daemon(path, [BUSY] * 3 + [Done()], at_once=True):
+        ProxyClient(str(path), timeout=10).ping()
+
+
+def test_the_client_gives_up_at_its_timeout_with_the_daemons_reason(tmp_path: Path) -> None:
+    path = tmp_path / "fake.sock"
+    with fake_daemon(path, [BUSY] * 1000) as asked:
+        started = time.monotonic()
+        with pytest.raises(ProxyRefusedError) as refusal:
+            ProxyClient(str(path), timeout=0.5).ping()
+        elapsed = time.monotonic() - started
+    assert (refusal.value.errno, refusal.value.message) == (BUSY.errno, BUSY.message)
+    assert len(asked) > 1
+    assert elapsed < 0.5 + 1.0  # the last pause is never longer than what is left
+
+
+def test_other_refusals_are_not_retried(tmp_path: Path) -> None:
+    path = tmp_path / "fake.sock"
+    with (
+        fake_daemon(path, [Failed(errno.EPERM, "not yours"), Done()]) as asked,
+        pytest.raises(ProxyRefusedError, match="not yours"),
+    ):
+        ProxyClient(str(path), timeout=10).unmount("/mnt/x")
+    assert asked == ["UnmountRequest"]
+
+
+def test_the_shim_reports_a_daemon_that_stays_busy_as_fusermount_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "fake.sock"
+    monkeypatch.setattr(shim, "ProxyClient", functools.partial(ProxyClient, timeout=0.3))
+    errors = io.StringIO()
+    with fake_daemon(path, [BUSY] * 1000):
+        status = shim.main(
+            ["fusermount3", "-u", "/mnt/x"], {"PODWRIGHT_FUSE_PROXY_SOCKET": str(path)}, errors
+        )
+    assert (status, errors.getvalue()) == (1, f"fusermount3: {BUSY.message}\n")
+
+
+def test_a_mount_helper_that_does_not_exit_is_killed_with_its_process_group() -> None:
+    fork_server = ForkServer()
+    fork_server.start()
+    pid = fork_server.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)  # it will never see its channel close
+    started = time.monotonic()
+    fork_server.close()
+    assert time.monotonic() - started < HELPER_STOP_LIMIT + 1.0
+    assert not Path(f"/proc/{pid}").exists()  # killed and reaped
+    with pytest.raises(OperationCancelledError, match="shutting down; retry later"):
+        fork_server.submit(b"job", [])

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 from click.testing import CliRunner
 from kubernetes.client import (
     V1Container,
@@ -16,6 +17,7 @@ from kubernetes.client import (
 )
 
 from podwright.cli.main import cli
+from podwright.core.fuse_proxy.admission import DaemonLimits
 from podwright.core.fuse_proxy.manifests import (
     DaemonSetOptions,
     FuseProxySetup,
@@ -23,7 +25,7 @@ from podwright.core.fuse_proxy.manifests import (
 )
 from podwright.core.fuse_proxy.mount_policy import ProxyPolicy
 from podwright.core.pod_template import PodTemplate, PodTemplateError
-from tests.manifests import assert_valid_pod, schema_errors
+from tests.manifests import assert_accepted_as_printed, assert_valid_pod, schema_errors
 
 IMAGE = "ghcr.io/podwright/podwright:0.1.0"
 SETUP = FuseProxySetup(shim_image=IMAGE)
@@ -31,7 +33,13 @@ SETUP = FuseProxySetup(shim_image=IMAGE)
 
 def test_the_daemon_manifests_are_schema_valid_and_privileged_only_where_needed() -> None:
     documents = daemon_manifests(
-        DaemonSetOptions(image=IMAGE, policy=ProxyPolicy(("/mnt", "/data"), allow_other=True))
+        DaemonSetOptions(
+            image=IMAGE,
+            policy=ProxyPolicy(("/mnt", "/data"), allow_other=True),
+            limits=DaemonLimits(
+                workers=6, max_connections=100, max_connections_per_uid=10, max_requests_per_uid=3
+            ),
+        )
     )
     assert [doc["kind"] for doc in documents] == ["Namespace", "ServiceAccount", "DaemonSet"]
     for document in documents:
@@ -56,6 +64,10 @@ def test_the_daemon_manifests_are_schema_valid_and_privileged_only_where_needed(
         "--max-mounts-per-user",
         "1000",
         "--allow-other",
+        *("--workers", "6"),
+        *("--max-connections", "100"),
+        *("--max-connections-per-uid", "10"),
+        *("--max-requests-per-uid", "3"),
     ]
     assert pod["volumes"] == [
         {
@@ -236,18 +248,81 @@ def test_a_setup_is_checked(arguments: dict[str, Any], message: str) -> None:
         FuseProxySetup(**arguments)
 
 
-def test_the_manifests_command_prints_valid_yaml_documents() -> None:
-    import yaml
-
-    result = CliRunner().invoke(
-        cli,
-        ["fuse-proxy", "manifests", "--image", IMAGE, "--allow-prefix", "/data", "--example-pod"],
-    )
+def manifests(*options: str) -> list[dict[str, Any]]:
+    result = CliRunner().invoke(cli, ["fuse-proxy", "manifests", "--image", IMAGE, *options])
     assert result.exit_code == 0, result.output
-    documents = list(yaml.safe_load_all(result.output))
-    assert [doc["kind"] for doc in documents] == ["Namespace", "ServiceAccount", "DaemonSet", "Pod"]
-    assert_valid_pod(documents[3])
-    assert "--allow-prefix" in documents[2]["spec"]["template"]["spec"]["containers"][0]["command"]
+    return list(yaml.safe_load_all(result.output))
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        pytest.param([], id="defaults"),
+        pytest.param(["--example-pod"], id="example-pod"),
+        pytest.param(
+            ["--example-pod", "--example-image", "ghcr.io/x/gcsfuse:3"], id="example-image"
+        ),
+        pytest.param(
+            ["--allow-other", "--allow-prefix", "/data", "--allow-prefix", "/scratch"],
+            id="policy",
+        ),
+        pytest.param(
+            ["--namespace", "fuse", "--socket-dir", "/run/fuse-proxy", "--example-pod"],
+            id="namespace-and-socket-dir",
+        ),
+        pytest.param(
+            [
+                *("--workers", "4", "--max-connections", "64"),
+                *("--max-connections-per-uid", "8", "--max-requests-per-uid", "2"),
+                *("--max-mounts-per-user", "10"),
+            ],
+            id="limits",
+        ),
+    ],
+)
+def test_every_manifest_the_command_prints_is_accepted_as_printed(options: list[str]) -> None:
+    documents = manifests(*options)
+    kinds = ["Namespace", "ServiceAccount", "DaemonSet"]
+    assert [doc["kind"] for doc in documents] == kinds + ["Pod"] * ("--example-pod" in options)
+    assert_accepted_as_printed(documents)
+
+
+def test_the_example_pod_runs_the_daemons_image_unless_told_otherwise() -> None:
+    *_, pod = manifests("--example-pod")
+    (primary,) = pod["spec"]["containers"]
+    assert (primary["image"], pod["spec"]["initContainers"][0]["image"]) == (IMAGE, IMAGE)
+    assert primary["command"][:2] == ["sh", "-c"]
+    assert primary["command"][2].startswith("fusermount3 -V || exit 1;")
+    *_, pod = manifests("--example-pod", "--example-image", "ghcr.io/x/gcsfuse:3")
+    assert pod["spec"]["containers"][0]["image"] == "ghcr.io/x/gcsfuse:3"
+    assert pod["spec"]["initContainers"][0]["image"] == IMAGE  # the shim comes from podwright's
+
+
+def test_the_example_image_needs_the_example_pod() -> None:
+    result = CliRunner().invoke(
+        cli, ["fuse-proxy", "manifests", "--image", IMAGE, "--example-image", "x"]
+    )
+    assert (result.exit_code, result.output) == (
+        2,
+        "podwright: error: --example-image needs --example-pod\n",
+    )
+
+
+def test_the_daemon_sets_command_line_is_what_the_server_command_accepts() -> None:
+    from podwright.cli.fuse_proxy_commands import server_command
+
+    (_, _, daemon_set) = manifests(
+        "--allow-other", "--max-connections-per-uid", "8", "--max-requests-per-uid", "2"
+    )
+    command = daemon_set["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[:3] == ["podwright", "fuse-proxy", "server"]
+    # Parsed and checked by the server command itself, without running it.
+    parameters = server_command.make_context("server", command[3:]).params
+    assert {key: parameters[key] for key in ("allow_other", "max_connections_per_uid")} == {
+        "allow_other": True,
+        "max_connections_per_uid": 8,
+    }
+    assert parameters["max_requests_per_uid"] == 2
 
 
 def test_the_manifests_command_names_a_bad_prefix() -> None:

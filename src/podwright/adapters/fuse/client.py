@@ -3,11 +3,17 @@
 Used by the fusermount shim, the wrapper, the ``ping`` probe, the tests and the benchmark. One
 connection per request. A mount request carries the caller's own mount-namespace descriptor,
 which the daemon checks against the namespace it finds from the caller's pid.
+
+A daemon that is busy (the caller is over one of its limits, or it is shutting down) refuses
+with EAGAIN and "retry later": nothing was done, so the client retries, after a jittered
+exponential backoff, until its timeout; then the last refusal is raised.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import random
 import socket
 import time
 
@@ -30,6 +36,10 @@ from podwright.core.fuse_proxy.protocol import (
 )
 
 DEFAULT_TIMEOUT = 30.0
+FIRST_RETRY_DELAY = 0.02
+MAX_RETRY_DELAY = 1.0
+_LATE_ANSWER_WAIT = 1.0
+"""How long to look for the daemon's answer after the request could not be sent."""
 
 
 def socket_path_from_env(environ: dict[str, str] | os._Environ[str]) -> str:
@@ -68,6 +78,20 @@ class ProxyClient:
 
     def _call(self, request: Request, fd: int | None) -> tuple[Reply, int | None]:
         deadline = time.monotonic() + self.timeout
+        delay = FIRST_RETRY_DELAY
+        while True:
+            try:
+                return self._exchange(request, fd, deadline)
+            except ProxyRefusedError as refusal:
+                pause = random.uniform(delay / 2, delay)
+                if refusal.errno != errno.EAGAIN or time.monotonic() + pause >= deadline:
+                    raise
+            time.sleep(pause)
+            delay = min(delay * 2, MAX_RETRY_DELAY)
+
+    def _exchange(
+        self, request: Request, fd: int | None, deadline: float
+    ) -> tuple[Reply, int | None]:
         try:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         except OSError as error:
@@ -77,16 +101,35 @@ class ProxyClient:
             sock.settimeout(self.timeout)
             try:
                 sock.connect(self.socket_path)
+            except BlockingIOError as error:  # a unix socket's backlog is full
+                raise ProxyRefusedError(
+                    errno.EAGAIN,
+                    f"the FUSE proxy at {self.socket_path} is busy: its queue of new connections "
+                    "is full; retry later",
+                ) from error
             except OSError as error:
                 raise TransportError(
                     f"cannot reach the FUSE proxy at {self.socket_path}: "
                     f"{error.strerror or error} (is podwright's fuse-proxy DaemonSet running on "
                     f"this node, and its directory mounted? ${SOCKET_ENV} overrides the path)"
                 ) from error
-            transport.send(encode_request(request, fd_attached=fd is not None), fd, self.timeout)
+            unsent: TransportError | None = None
+            try:
+                transport.send(
+                    encode_request(request, fd_attached=fd is not None), fd, self.timeout
+                )
+            except TransportError as error:
+                # A daemon that refuses a connection at once (a busy one) answers and closes
+                # before the request is sent: its answer is still there to read.
+                unsent = error
+                deadline = min(deadline, time.monotonic() + _LATE_ANSWER_WAIT)
             try:
                 frame, received = transport.receive(deadline)
                 reply = decode_reply(frame)
+            except TransportError:
+                if unsent is not None:
+                    raise unsent from None
+                raise
             except ProtocolError as error:
                 raise TransportError(f"the FUSE proxy sent an invalid reply: {error}") from error
             if isinstance(reply, Mounted):

@@ -5,7 +5,10 @@ fork of it costs what its memory and its at-fork handlers (threading, logging) c
 daemon starts this helper once: it imports little, runs no thread, holds no caller's socket,
 and for each job it receives (over a SOCK_SEQPACKET pair, with the job's descriptors) forks a
 child and goes back to waiting. It reaps its children and SIGKILLs any that overrun the job's
-timeout; when the daemon goes away, it kills what is left and exits.
+timeout; when the daemon goes away, it kills what is left, reaps it (for at most
+:data:`EXIT_REAP_LIMIT` seconds: a child stuck in the kernel must not keep it alive) and exits.
+A cancel job (the daemon is shutting down) kills every running child at once; the daemon then
+detaches what a child killed after mount(2) may have left, through this same helper.
 
 The child does the privileged work and nothing else: it keeps only the job's descriptors,
 seals off imports (after setns, ``/`` is the caller's file system, and no module may be loaded
@@ -21,7 +24,8 @@ end, an errno and a message to the job's result pipe.
 A job is one datagram: a header (operation, lazy, uid, gid, mount flags, timeout in ms) and
 NUL-separated strings (mountpoint, source, type, kernel options, groups), with descriptors
 (result pipe, mount namespace, and for a mount the FUSE device) in SCM_RIGHTS. The operations
-are mount, unmount, and undo (detach a FUSE mount whose caller left without taking it).
+are mount, unmount, undo (detach a FUSE mount whose caller left without taking it), and cancel
+(no strings, no descriptors).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from podwright.adapters.fuse import syscalls
 MOUNT = 1
 UNMOUNT = 2
 UNDO_MOUNT = 3
+CANCEL = 4
 FUSE_SUPER_MAGIC = 0x65735546
 ABOUT_TO_MOUNT = b"M"
 RESULT = struct.Struct(">cIH")
@@ -54,6 +59,8 @@ MAX_JOB_FDS = 3
 _WALK_FLAGS = os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
 _DIRECTORY_ROOT_MODE = 0o40000
 _IDLE_REAP_INTERVAL = 0.1
+EXIT_REAP_LIMIT = 0.3
+"""Seconds the helper spends reaping its killed children before it exits without them."""
 
 
 class Refusal(Exception):  # noqa: N818 (a refusal reported to the caller, not a failure)
@@ -82,6 +89,11 @@ def encode_job(
     header = JOB_HEADER.pack(operation, lazy, uid, gid, flags, round(timeout * 1000))
     strings = [mountpoint, source, fstype, ",".join(kernel_options), ",".join(map(str, groups))]
     return header + b"\0".join(text.encode("utf-8", "surrogateescape") for text in strings)
+
+
+def encode_cancel() -> bytes:
+    """The job that kills every running child (the daemon is shutting down)."""
+    return encode_job(CANCEL, mountpoint="", uid=0, gid=0, groups=(), timeout=0)
 
 
 class _Job:
@@ -113,6 +125,10 @@ def serve(channel: socket.socket) -> None:
                 data, fds = received
                 try:
                     job = _Job(data)
+                    if job.operation == CANCEL:
+                        for pid in children:
+                            _kill(pid)
+                        continue
                     pid = os.fork()
                     if pid == 0:  # pragma: no cover - the child reports through its pipe
                         _child(job, fds)
@@ -126,7 +142,8 @@ def serve(channel: socket.socket) -> None:
     finally:
         for pid in children:
             _kill(pid)
-        while children:
+        give_up = time.monotonic() + EXIT_REAP_LIMIT
+        while children and time.monotonic() < give_up:
             _reap(children, kill_overdue=True)
             time.sleep(0.01)
 

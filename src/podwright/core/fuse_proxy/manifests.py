@@ -3,7 +3,9 @@
 The daemon is a DaemonSet in its own namespace: privileged (it opens ``/dev/fuse``, enters other
 mount namespaces and calls mount(2)), in the node's pid namespace (it finds a caller's mount
 namespace from its pid), on every Linux node whatever its taints, with the shared socket
-directory from the host. It needs no Kubernetes API access, so its service account carries no
+directory from the host, and its policy and limits (per caller uid) on its command line. Its
+liveness probe is ``podwright fuse-proxy ping`` in its own container, which the daemon answers
+whatever its callers do. It needs no Kubernetes API access, so its service account carries no
 token.
 
 A pod that uses it gets no privilege at all: the socket directory, read-only; an init container
@@ -44,6 +46,7 @@ from kubernetes.client import (
     V1VolumeMount,
 )
 
+from podwright.core.fuse_proxy.admission import DaemonLimits
 from podwright.core.fuse_proxy.mount_policy import ProxyPolicy
 from podwright.core.fuse_proxy.protocol import DEFAULT_SOCKET_DIR, SOCKET_ENV, SOCKET_NAME
 
@@ -74,6 +77,7 @@ class DaemonSetOptions:
     policy: ProxyPolicy = dataclasses.field(
         default_factory=lambda: ProxyPolicy(DEFAULT_MOUNT_PREFIXES)
     )
+    limits: DaemonLimits = dataclasses.field(default_factory=DaemonLimits)
     namespace: str = DEFAULT_NAMESPACE
     socket_dir: str = DEFAULT_SOCKET_DIR
     priority_class_name: str | None = "system-node-critical"
@@ -90,6 +94,13 @@ def daemon_manifests(options: DaemonSetOptions) -> list[dict[str, Any]]:
     command += ["--max-mounts-per-user", str(options.policy.max_mounts_per_user)]
     if options.policy.allow_other:
         command.append("--allow-other")
+    limits = options.limits
+    command += [
+        *("--workers", str(limits.workers)),
+        *("--max-connections", str(limits.max_connections)),
+        *("--max-connections-per-uid", str(limits.max_connections_per_uid)),
+        *("--max-requests-per-uid", str(limits.max_requests_per_uid)),
+    ]
     container = V1Container(
         name="server",
         image=options.image,
