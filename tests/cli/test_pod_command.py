@@ -70,7 +70,7 @@ def test_a_pod_manifest_from_stdin_as_json_with_privileged_fuse_and_grace_period
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": "train", "namespace": "ml", "labels": {"app": "t"}},
-        "spec": {"containers": [{"name": "a"}, {"name": "b"}]},
+        "spec": {"containers": [{"name": "a", "image": "a:1"}, {"name": "b", "image": "b:1"}]},
     }
     result = run(
         "pod",
@@ -155,15 +155,22 @@ def test_the_proxy_grant_from_the_command_line() -> None:
         ),
         pytest.param(
             ["--allow-nested-sandboxing"],
-            "containers: [{name: primary, securityContext: {privileged: true}}]",
+            "containers: [{name: primary, image: x, securityContext: {privileged: true}}]",
             "<stdin>: cannot grant nested sandboxing: primary container 'primary' is privileged",
             id="grant-conflicts-with-the-spec",
         ),
         pytest.param(
             [],
-            "containers: [{name: a}, {name: b}]",
+            "containers: [{name: a, image: x}, {name: b, image: x}]",
             "<stdin>: cannot choose the primary container",
             id="ambiguous-primary",
+        ),
+        pytest.param(
+            [],
+            "initContainers: [{name: fetch}]\ncontainers: [{name: a, image: x}, {name: b}]",
+            "<stdin>:1:18: initContainers[0].image: required: the API server refuses a Pod whose "
+            "container has no image (and 1 more problem)",
+            id="no-image",
         ),
         pytest.param(
             ["--termination-grace-period", "-1"],

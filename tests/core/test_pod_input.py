@@ -34,7 +34,7 @@ def test_a_pod_manifest_with_its_metadata() -> None:
                 "labels": {"app": "t"},
                 "annotations": {"a": "b"},
             },
-            "spec": {"containers": [{"name": "main"}]},
+            "spec": {"containers": [{"name": "main", "image": "x"}]},
         }
     )
     assert (pod.name, pod.namespace, pod.labels, pod.annotations) == (
@@ -60,7 +60,10 @@ def test_numbers_are_read_as_quantities_where_quantities_belong(
     resources: dict[str, Any], expected: dict[str, Any]
 ) -> None:
     for field in ("containers", "initContainers"):
-        data = {"containers": [{"name": "a"}], field: [{"name": "b", "resources": resources}]}
+        data = {
+            "containers": [{"name": "a", "image": "x"}],
+            field: [{"name": "b", "image": "x", "resources": resources}],
+        }
         spec = pod_input_from_data(data).spec
         container = (spec.init_containers or spec.containers)[-1]
         assert container.resources == V1ResourceRequirements(**expected)
@@ -69,7 +72,7 @@ def test_numbers_are_read_as_quantities_where_quantities_belong(
 def test_numbers_in_volume_and_pod_quantities() -> None:
     spec = pod_input_from_data(
         {
-            "containers": [{"name": "a"}],
+            "containers": [{"name": "a", "image": "x"}],
             "overhead": {"cpu": 1},
             "volumes": [{"name": "v", "emptyDir": {"sizeLimit": 1000}}],
         }
@@ -184,9 +187,11 @@ def test_the_error_message_counts_the_other_problems() -> None:
 
 
 def test_the_input_is_not_modified() -> None:
-    data = {"containers": [{"name": "a", "resources": {"limits": {"cpu": 1}}}]}
+    data = {"containers": [{"name": "a", "image": "x", "resources": {"limits": {"cpu": 1}}}]}
     pod_input_from_data(data)
-    assert data == {"containers": [{"name": "a", "resources": {"limits": {"cpu": 1}}}]}
+    assert data == {
+        "containers": [{"name": "a", "image": "x", "resources": {"limits": {"cpu": 1}}}]
+    }
 
 
 @pytest.mark.parametrize(

@@ -140,9 +140,24 @@ def _pod_spec(data: object, prefix: FieldPath) -> V1PodSpec:
     for pattern in _QUANTITY_PATHS:
         normalized = _numbers_as_quantities(normalized, pattern)
     try:
-        return V1PodSpec.model_validate(normalized)
+        spec = V1PodSpec.model_validate(normalized)
     except pydantic.ValidationError as error:
         raise PodInputError(_problems_from(error, V1PodSpec, prefix)) from None
+    missing = [
+        FieldProblem(
+            (*prefix, field, index, "image"),
+            "required: the API server refuses a Pod whose container has no image",
+        )
+        for field, containers in (
+            ("initContainers", spec.init_containers),
+            ("containers", spec.containers),
+        )
+        for index, container in enumerate(containers or [])
+        if not container.image
+    ]
+    if missing:
+        raise PodInputError(missing)
+    return spec
 
 
 def _container_quantity_paths(containers: str) -> list[tuple[str, ...]]:
