@@ -34,7 +34,9 @@ def kubeconfig(tmp_path: Path, context: str = "emu") -> Path:
     return write_kubeconfig(tmp_path / "kubeconfig", "http://127.0.0.1:9", context)
 
 
-def record_cluster_task(home: Path, task_id: str, *, started: bool) -> None:
+def record_cluster_task(
+    home: Path, task_id: str, *, started: bool, backend: str = "kubernetes/gone"
+) -> None:
     """A task recorded for a cluster context, its launch started or not."""
     store = SQLiteTaskStore(home / "tasks.db")
     try:
@@ -44,7 +46,7 @@ def record_cluster_task(home: Path, task_id: str, *, started: bool) -> None:
                 workload_type="workspace",
                 name=task_id,
                 namespace="research",
-                backend="kubernetes/gone",
+                backend=backend,
                 workload={},
                 effective={},
                 manifests=(

@@ -45,7 +45,11 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 NAMESPACE = "test"
 CONTEXT = "emulator"
-BACKEND = f"kubernetes/{CONTEXT}"
+
+
+def backend_of(emulator: Emulator) -> str:
+    """The backend key of a task on the emulator: its context, and its server."""
+    return f"kubernetes/{CONTEXT}#{emulator.url}"
 
 
 @pytest.fixture
@@ -141,7 +145,7 @@ def test_run_on_a_cluster_shows_the_workspace_to_success_with_its_companions(
     assert "podwright.dev/finalizer" not in (pod["metadata"].get("finalizers") or [])
 
     listing = CliRunner().invoke(cli, ["list", "--home", str(home)])
-    assert f"{task_id}  workspace  {BACKEND}  Success" in listing.output
+    assert f"{task_id}  workspace  {backend_of(emulator)}  Success" in listing.output
 
 
 def _pod_manifest(outcome: str) -> dict[str, Any]:
@@ -157,14 +161,14 @@ def _pod_manifest(outcome: str) -> dict[str, Any]:
     }
 
 
-def _submit(store: SQLiteTaskStore, task_id: str, outcome: str) -> None:
+def _submit(store: SQLiteTaskStore, emulator: Emulator, task_id: str, outcome: str) -> None:
     store.submit(
         NewTask(
             task_id=task_id,
             workload_type="training",
             name=task_id,
             namespace=NAMESPACE,
-            backend=BACKEND,
+            backend=backend_of(emulator),
             workload={},
             effective={},
             manifests=(_pod_manifest(outcome),),
@@ -216,7 +220,7 @@ def test_executor_killed_at_random_moments_finishes_every_task_once_and_leaks_no
     outcomes = {f"task-{n:02}": ("fail" if n % 4 == 1 else "succeed") for n in range(12)}
     outcomes.update({"task-hang-1": "hang", "task-hang-2": "hang"})
     for task_id, outcome in outcomes.items():
-        _submit(store, task_id, outcome)
+        _submit(store, emulator, task_id, outcome)
     rng = random.Random(7)
     phases: list[list[str]] = []
     with FakeKubelet(emulator.url, NAMESPACE, poll_seconds=0.2) as kubelet:
@@ -271,7 +275,7 @@ def _get(url: str) -> tuple[int, str]:
 def test_executor_serves_metrics_and_health_and_stops_gracefully_on_sigterm(
     tmp_path: Path, emulator: Emulator, kubeconfig: Path, home: Path, store: SQLiteTaskStore
 ) -> None:
-    _submit(store, "metered", "succeed")
+    _submit(store, emulator, "metered", "succeed")
     log = tmp_path / "executor.log"
     with (
         FakeKubelet(emulator.url, NAMESPACE),
@@ -288,12 +292,14 @@ def test_executor_serves_metrics_and_health_and_stops_gracefully_on_sigterm(
             status, metrics = _get(f"{address}/metrics")
             assert status == 200
             assert re.search(
-                r'podwright_executor_rounds_total\{backend="kubernetes/emulator"\} [1-9]', metrics
+                r'podwright_executor_rounds_total\{backend="kubernetes/emulator#http://[\d.:]+"\} '
+                r"[1-9]",
+                metrics,
             )
             assert 'podwright_kubernetes_requests_total{code="201",verb="create"} 1.0' in metrics
             assert (
-                'podwright_executor_finalized_tasks_total{backend="kubernetes/emulator",phase="Success"} 1.0'
-                in metrics
+                f'podwright_executor_finalized_tasks_total{{backend="{backend_of(emulator)}",'
+                'phase="Success"} 1.0' in metrics
             )
             assert "podwright_executor_round_seconds_bucket" in metrics
             assert _get(f"{address}/nothing")[0] == 404
@@ -311,8 +317,8 @@ def test_a_second_executor_of_a_store_and_cluster_exits_at_once_naming_the_first
     tmp_path: Path, emulator: Emulator, kubeconfig: Path, home: Path, store: SQLiteTaskStore
 ) -> None:
     for n in range(4):
-        _submit(store, f"shared-{n}", "succeed")
-    _submit(store, "keeps-it-busy", "hang")
+        _submit(store, emulator, f"shared-{n}", "succeed")
+    _submit(store, emulator, "keeps-it-busy", "hang")
     log = tmp_path / "first.log"
     with FakeKubelet(emulator.url, NAMESPACE) as kubelet, log.open("w") as output:
         first = _executor(
@@ -325,7 +331,7 @@ def test_a_second_executor_of_a_store_and_cluster_exits_at_once_naming_the_first
         _, said = second.communicate(timeout=60)
         assert second.returncode == 0
         assert (
-            f"the {BACKEND} tasks of {home / 'tasks.db'} are served by the executor with pid "
+            f"the {backend_of(emulator)} tasks of {home / 'tasks.db'} are served by the executor with pid "
             f"{first.pid}: nothing to do"
         ) in said
         store.request_abort("keeps-it-busy", datetime.now(UTC))
@@ -363,14 +369,14 @@ def test_run_replaces_an_executor_that_dies_while_it_follows(
                 (task,) = opened.list_tasks()
             finally:
                 opened.close()
-            first = serving_executors(home / "tasks.db")[BACKEND]
+            first = serving_executors(home / "tasks.db")[backend_of(emulator)]
             os.kill(first, signal.SIGKILL)
             assert wait_until_gone(first)
 
             # Its threads may still be closing its files (and its lock) a moment after it is a
             # zombie: wait for another pid, not just for a serving one.
             def replaced() -> int | None:
-                pid = serving_executors(home / "tasks.db").get(BACKEND)
+                pid = serving_executors(home / "tasks.db").get(backend_of(emulator))
                 return None if pid == first else pid
 
             replacement = eventually(replaced, timeout=60)

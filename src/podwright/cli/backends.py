@@ -12,15 +12,17 @@
 Without ``--backend``, a configured cluster (a kubeconfig, or a pod's service account) means
 ``kubernetes``, and otherwise ``local``.
 
-A task records its backend as a key: ``local``, or ``kubernetes/<context>`` with the kubeconfig
-context it was submitted to resolved then (``kubernetes/in-cluster`` from a pod), so switching
-kubectl's current context later does not move a task to another cluster. An executor serves the
-tasks of exactly one key.
+A task records its backend as a key: ``local``, or ``kubernetes/<context>#<server>`` with the
+kubeconfig context it was submitted to, resolved then, and that context's API server
+(``kubernetes/in-cluster`` from a pod), so switching kubectl's current context later does not move
+a task to another cluster, and two kubeconfigs whose contexts share a name (every kubeadm cluster's
+is ``kubernetes-admin@kubernetes``) never mix their tasks. An executor serves the tasks of exactly
+one key, and a kubeconfig whose context names another server than a task's is refused for it.
 
 A cluster that cannot be configured (a kubeconfig that is missing, unreadable or invalid, a context
-it does not have) is the user's input to fix: :func:`resolve_backend` and :func:`cluster_problem`
-say which argument is wrong and why, before anything is recorded. Nothing here talks to the
-cluster.
+it does not have, a context that names another server) is the user's input to fix:
+:func:`resolve_backend` and :func:`cluster_problem` say which argument is wrong and why, before
+anything is recorded. Only :func:`check_reachable` talks to the cluster.
 """
 
 from __future__ import annotations
@@ -109,16 +111,30 @@ def choose_backend(requested: str | None, access: ClusterAccess) -> str:
     return KUBERNETES if configured else LOCAL
 
 
+SERVER_MARK = "#"
+"""Between a cluster backend key's context and its API server (neither a context name nor a server
+URL has one)."""
+
+
 def backend_key(name: str, access: ClusterAccess) -> str:
-    """What a task records as its backend: ``local``, or ``kubernetes/<context>``."""
+    """What a task records as its backend: ``local``, ``kubernetes/in-cluster``, or
+    ``kubernetes/<context>#<server>``; :class:`BadInput` naming the argument at fault when the
+    kubeconfig or its context cannot be used."""
     if name == LOCAL:
         return LOCAL
     if access.kubeconfig is None and access.context is None and _in_pod():
         return f"{KUBERNETES}/{IN_CLUSTER}"
-    if access.context is not None:
-        return f"{KUBERNETES}/{access.context}"
-    _contexts, active = _kubeconfig_contexts(access)
-    return f"{KUBERNETES}/{active}"
+    contexts, active = _kubeconfig_contexts(access)
+    context = access.context if access.context is not None else active
+    problem = _context_problem(dataclasses.replace(access, context=context), contexts)
+    if problem is not None:
+        raise BadInput(problem)
+    return f"{KUBERNETES}/{context}{SERVER_MARK}{_server(access.kubeconfig, context)}"
+
+
+def context_of(key: str) -> str:
+    """The kubeconfig context of a cluster backend key (``in-cluster`` for a pod's)."""
+    return key.partition("/")[2].rpartition(SERVER_MARK)[0] or key.partition("/")[2]
 
 
 def resolve_backend(requested: str | None, access: ClusterAccess) -> str:
@@ -132,8 +148,8 @@ def resolve_backend(requested: str | None, access: ClusterAccess) -> str:
 
 
 def cluster_problem(key: str, kubeconfig: str | None) -> str | None:
-    """Why the cluster of a backend key cannot be configured from here (the argument at fault
-    named), or None when it can (always, for the local backend)."""
+    """Why the cluster of a backend key cannot be reached from here with ``kubeconfig`` (the
+    argument at fault named), or None when it can (always, for the local backend)."""
     if key == LOCAL:
         return None
     access = access_for(key, kubeconfig)
@@ -148,6 +164,22 @@ def cluster_problem(key: str, kubeconfig: str | None) -> str | None:
         contexts, _active = _kubeconfig_contexts(access)
     except BadInput as error:
         return error.format_message()
+    problem = _context_problem(access, contexts)
+    if problem is not None:
+        return problem
+    server = key.rpartition(SERVER_MARK)[2]
+    configured = _server(access.kubeconfig, str(access.context))
+    if server != configured:
+        return (
+            f"--context {access.context}: in {_kubeconfig_source(access)} it names the API "
+            f"server {configured}, and the task's cluster is {server}: give the kubeconfig "
+            "the task was submitted with"
+        )
+    return None
+
+
+def _context_problem(access: ClusterAccess, contexts: list[str]) -> str | None:
+    """Why ``access.context`` of the kubeconfig (whose contexts are ``contexts``) is unusable."""
     if access.context not in contexts:
         known = ", ".join(sorted(contexts)) or "none"
         return (
@@ -159,6 +191,15 @@ def cluster_problem(key: str, kubeconfig: str | None) -> str | None:
     except (KubernetesConfigError, yaml.YAMLError) as error:
         return f"--context {access.context}: {error}"
     return None
+
+
+def _server(kubeconfig: str | None, context: str) -> str:
+    """The API server a kubeconfig's context names (the context is known to load)."""
+    api = connect(kubeconfig, context)
+    try:
+        return str(api.configuration.host)
+    finally:
+        api.close()
 
 
 def check_reachable(key: str, kubeconfig: str | None) -> None:
@@ -215,7 +256,7 @@ def _kubeconfig_source(access: ClusterAccess) -> str:
 
 def access_for(key: str, kubeconfig: str | None) -> ClusterAccess:
     """How to reach the cluster of a backend key (with the kubeconfig file given, if any)."""
-    context = key.partition("/")[2]
+    context = context_of(key)
     if context == IN_CLUSTER:
         return ClusterAccess()
     return ClusterAccess(kubeconfig, context or None)
@@ -229,7 +270,7 @@ def _in_pod() -> bool:
 class OpenBackend:
     """A backend's port, ready for an executor; ``close`` releases everything it holds.
 
-    ``name`` is the backend's key (``local``, ``kubernetes/<context>``)."""
+    ``name`` is the backend's key (``local``, ``kubernetes/<context>#<server>``)."""
 
     name: str
     port: KubernetesPort

@@ -31,7 +31,6 @@ import contextlib
 import dataclasses
 import fcntl
 import os
-import re
 import subprocess
 import sys
 import time
@@ -179,7 +178,7 @@ def process_start_time(pid: int) -> str | None:
 
 def executor_log(home: Path, key: str) -> Path:
     """Where a background executor of ``key`` writes its log."""
-    return home / f"executor-{re.sub(r'[^A-Za-z0-9_.-]', '_', key)}.log"
+    return home / f"executor-{quote(key, safe='')}.log"
 
 
 @dataclasses.dataclass(frozen=True)

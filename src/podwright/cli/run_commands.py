@@ -53,6 +53,7 @@ from podwright.cli.backends import (
     access_for,
     check_reachable,
     cluster_options,
+    context_of,
     resolve_backend,
 )
 from podwright.cli.common import (
@@ -75,6 +76,7 @@ from podwright.cli.render_command import (
 from podwright.cli.run_display import Display, LiveDisplay, PlainDisplay, Timeline, show
 from podwright.cli.state import home_option, open_store, utc_now
 from podwright.cli.task_logs import (
+    LOST_SERVER_AFTER,
     ClusterLogTail,
     LocalLogTail,
     LogTail,
@@ -97,10 +99,6 @@ POLL_SECONDS = 0.2
 SETTLE = timedelta(seconds=1.5)
 """How long what happened is held back before it is shown: the executor records a task's events
 and phases in its next round (a second by default), after the output they came before."""
-
-LOST_SERVER_AFTER = timedelta(seconds=30)
-"""How long ``run`` follows a task whose API server gives no answer before it stops following
-(exit status 6): about as long as the executor retries a launch before it gives up."""
 
 _NEEDS_A_CLUSTER_WITH = {
     "kubeflow.org": "the Kubeflow training operator",
@@ -231,7 +229,7 @@ def with_working_dir(
 
 
 def _introduce(prepared: PreparedWorkload, task: NewTask, key: str) -> None:
-    where = "local backend" if key == LOCAL else f"cluster {key.partition('/')[2]}"
+    where = "local backend" if key == LOCAL else f"cluster {context_of(key)}"
     click.echo(f"task {task.task_id}: {task.workload_type} workload {task.name!r}, {where}")
     if prepared.sources:
         rows = [

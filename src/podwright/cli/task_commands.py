@@ -30,13 +30,19 @@ import click
 from podwright.adapters.kubernetes import KubernetesClient, KubernetesConfigError, connect
 from podwright.adapters.sqlite_store import SQLiteTaskStore
 from podwright.cli.backends import LOCAL, access_for, cluster_problem
-from podwright.cli.common import BadInput, ExitCode, Unavailable, table
+from podwright.cli.common import BadInput, ExitCode, Unavailable, Unreachable, table
 from podwright.cli.executor_command import DURATION
 from podwright.cli.executors import ExecutorKeeper, ExecutorLaunch, ExecutorStartError
 from podwright.cli.run_commands import POLL_SECONDS
 from podwright.cli.run_display import history_line
 from podwright.cli.state import home_option, open_store, utc_now
-from podwright.cli.task_logs import ClusterLogTail, LocalLogTail, LogTail, local_log_directories
+from podwright.cli.task_logs import (
+    LOST_SERVER_AFTER,
+    ClusterLogTail,
+    LocalLogTail,
+    LogTail,
+    local_log_directories,
+)
 from podwright.core.lifecycle.plugin_state import (
     CorruptedPluginStateError,
     ManagerPhase,
@@ -140,6 +146,7 @@ def logs_command(*, task_id: str, follow: bool, kubeconfig: str | None, home: st
                     ended = _stored(lambda: store.get(task_id)).finalized
                     for line in tail.rest() if ended or not follow else tail.read():
                         click.echo(line.text)
+                    _unless_silent(tail, task_id, patience=LOST_SERVER_AFTER if follow else None)
                     if ended or not follow:
                         return
                     time.sleep(POLL_SECONDS)
@@ -147,10 +154,22 @@ def logs_command(*, task_id: str, follow: bool, kubeconfig: str | None, home: st
                 return  # Ctrl-C ends following, as it does for 'kubectl logs -f'
 
 
+def _unless_silent(tail: LogTail, task_id: str, *, patience: timedelta | None) -> None:
+    """:class:`Unreachable` (exit status 6) once the task's API server has given no answer for
+    longer than ``patience`` (None: at all): its output cannot be read."""
+    silence = tail.unanswered_for()
+    if silence is None or (patience is not None and silence[0] < patience):
+        return
+    raise Unreachable(f"{silence[1]}: the output of task {task_id} cannot be read")
+
+
 def _all_output(record: TaskRecord, home: Path, kubeconfig: str | None) -> LogTail:
     ref = resource_ref(record, default_plugins(), LifecycleConfig())
     if record.task.backend == LOCAL:
         return LocalLogTail(home / LOCAL, ref)
+    problem = cluster_problem(record.task.backend, kubeconfig)
+    if problem is not None:
+        raise BadInput(f"task {record.task_id} runs on {record.task.backend}: {problem}")
     access = access_for(record.task.backend, kubeconfig)
     try:
         client = KubernetesClient(connect(access.kubeconfig, access.context))

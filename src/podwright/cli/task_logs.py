@@ -29,6 +29,9 @@ from podwright.engine.kubernetes_port import ApiConnectionError, KubernetesError
 PRIMARY_ANNOTATIONS = ("podwright.dev/primary-container", "kubectl.kubernetes.io/default-container")
 _PRIMARY_REPLICAS = ("master", "launcher", "chief")
 _POLL_SECONDS = 1.0
+LOST_SERVER_AFTER = timedelta(seconds=30)
+"""How long a follower waits on an API server that gives no answer before it stops following
+(exit status 6): about as long as the executor retries a launch before it gives up."""
 
 
 @dataclasses.dataclass(frozen=True)
