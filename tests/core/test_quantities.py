@@ -50,6 +50,8 @@ def test_parse(text: object, amount: Decimal) -> None:
         "Infinity",
         "1_000",
         "1e3k",
+        "1e9999999",
+        "1e999999999999999999",
     ],
 )
 def test_not_quantities(bad: object) -> None:

@@ -141,3 +141,11 @@ def test_config_errors_name_the_field(data: dict[str, object], message: str) -> 
 )
 def test_durations(text: object, seconds: float) -> None:
     assert parse_duration(text, "x") == timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize("text", ["99999999999999h", 10.0**20])
+def test_a_duration_longer_than_a_duration_can_be_is_an_error_naming_the_field(
+    text: object,
+) -> None:
+    with pytest.raises(ConfigError, match=r"^--timeout: .* is longer than a duration can be"):
+        parse_duration(text, "--timeout")

@@ -61,9 +61,16 @@ def parse(value: object) -> Decimal:
             "m, k, M, G, T, Ki, Mi, Gi, Ti, or an exponent such as e3)"
         )
     number = Decimal(match["number"])
-    if match["exponent"] is not None:
-        return number.scaleb(int(match["exponent"]))
-    return number * _MULTIPLIERS[match["suffix"] or ""]
+    try:
+        if match["exponent"] is not None:
+            amount = number.scaleb(int(match["exponent"]))
+        else:
+            amount = number * _MULTIPLIERS[match["suffix"] or ""]
+    except ArithmeticError:  # an exponent beyond what a decimal holds
+        raise QuantityError(f"{value!r} is out of the range of a quantity") from None
+    if not amount.is_finite():
+        raise QuantityError(f"{value!r} is out of the range of a quantity")
+    return amount
 
 
 def format_quantity(amount: Decimal) -> str:

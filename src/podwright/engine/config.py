@@ -75,11 +75,19 @@ _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 def parse_duration(value: object, field_name: str) -> timedelta:
     """A Go duration (``3m``, ``1h30m``, ``0s``) or a number of seconds."""
+    seconds: float | None = None
     if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-        return timedelta(seconds=value)
-    if isinstance(value, str) and value and _DURATION.sub("", value) == "":
+        seconds = value
+    elif isinstance(value, str) and value and _DURATION.sub("", value) == "":
         seconds = sum(float(n) * _UNITS[unit] for n, unit in _DURATION.findall(value))
-        return timedelta(seconds=seconds)
+    if seconds is not None:
+        try:
+            return timedelta(seconds=seconds)
+        except OverflowError:
+            raise ConfigError(
+                f"{field_name}: {value!r} is longer than a duration can be "
+                f"(at most {timedelta.max.days} days)"
+            ) from None
     raise ConfigError(
         f"{field_name}: expected a duration such as '3m', '90s' or '1h30m', got {value!r}"
     )
