@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from podwright.adapters.sqlite_store import SQLiteTaskStore
+from podwright.cli.backends import ClusterAccess, backend_key
 from podwright.cli.main import cli
 from podwright.core.lifecycle.phases import Phase, PhaseInfo
 from podwright.engine.task_store import NewTask
@@ -35,9 +36,15 @@ def kubeconfig(tmp_path: Path, context: str = "emu") -> Path:
 
 
 def record_cluster_task(
-    home: Path, task_id: str, *, started: bool, backend: str = "kubernetes/gone"
+    home: Path,
+    task_id: str,
+    *,
+    started: bool,
+    backend: str = "kubernetes/gone",
+    maybe_created: bool = False,
 ) -> None:
-    """A task recorded for a cluster context, its launch started or not."""
+    """A task recorded for a cluster context, its launch started or not (when not, a create that
+    got no answer may have reached the server: ``maybe_created``)."""
     store = SQLiteTaskStore(home / "tasks.db")
     try:
         store.submit(
@@ -60,6 +67,17 @@ def record_cluster_task(
                 submitted_at=datetime.now(UTC),
             )
         )
+        if maybe_created and not started:
+            state = {
+                "version": 1,
+                "managerPhase": "NotStarted",
+                "plugin": {"phase": "NotReady", "version": 1, "reason": "will retry"},
+                "lastEvent": {"created": None, "recorded": None},
+                "launchFailures": 1,
+                "maybeCreated": True,
+            }
+            info = PhaseInfo(Phase.NOT_READY, 1, "will retry")
+            store.advance(task_id, 1, state, info, datetime.now(UTC))
         if started:
             state = {
                 "version": 1,
@@ -131,8 +149,8 @@ def test_a_task_of_an_unreachable_backend_never_launched_is_deleted(
     assert result.exit_code == 0, result.output
     assert result.output == (
         f"task lost deleted: its backend kubernetes/gone cannot be reached (--context gone: "
-        f"--kubeconfig {tmp_path / 'kubeconfig'} has no such context (it has: emu)), and "
-        "nothing of it was created there\n"
+        f"--kubeconfig {tmp_path / 'kubeconfig'} has no such context (it has: emu)), and its "
+        "resource was never created there\n"
     )
     assert invoke(home, "list").output == "no tasks\n"
 
@@ -157,6 +175,39 @@ def test_a_launched_task_of_an_unreachable_backend_is_deleted_only_with_force(
     assert forced.output == (
         "task stranded deleted (--force): its Pod research/stranded may be left on "
         "kubernetes/gone; delete it there if it is\n"
+    )
+    assert invoke(home, "list").output == "no tasks\n"
+
+
+def test_a_task_whose_create_may_have_reached_the_server_is_deleted_only_with_force(
+    tmp_path: Path, home: Path
+) -> None:
+    # Its launch never started, but a create answered by a reset connection may have made it.
+    record_cluster_task(home, "unsure", started=False, maybe_created=True)
+    config = str(kubeconfig(tmp_path))
+    refused = invoke(home, "delete", "unsure", "--kubeconfig", config)
+    assert refused.exit_code == 5, refused.output
+    assert "its Pod research/unsure may exist there; --force removes the record anyway" in (
+        refused.output
+    )
+    assert invoke(home, "delete", "unsure", "--force", "--kubeconfig", config).exit_code == 0
+
+
+def test_force_deletes_a_task_whose_api_server_gives_no_answer(tmp_path: Path, home: Path) -> None:
+    # The kubeconfig is usable, its server is not: the abort cannot finish.
+    config = kubeconfig(tmp_path)
+    key = backend_key("kubernetes", ClusterAccess(str(config)))
+    record_cluster_task(home, "marooned", started=True, backend=key)
+    args = ("delete", "marooned", "--timeout", "1s", "--kubeconfig", str(config))
+    refused = invoke(home, *args)
+    assert refused.exit_code == 5, refused.output
+    assert "not finalized within 1s" in refused.output
+    assert "--force removes the record anyway" in refused.output
+    forced = invoke(home, *args, "--force")
+    assert forced.exit_code == 0, forced.output
+    assert forced.output.endswith(
+        "task marooned deleted (--force): its abort did not finish within 1s; its Pod "
+        f"research/marooned may be left on {key}; delete it there if it is\n"
     )
     assert invoke(home, "list").output == "no tasks\n"
 

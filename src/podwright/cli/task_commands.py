@@ -45,7 +45,6 @@ from podwright.cli.task_logs import (
 )
 from podwright.core.lifecycle.plugin_state import (
     CorruptedPluginStateError,
-    ManagerPhase,
     decode_state,
 )
 from podwright.engine.config import LifecycleConfig
@@ -293,13 +292,25 @@ class _Deleter:
         launch = ExecutorLaunch(self._home, self._store.path, backend, self._kubeconfig)
         problem = _unreachable(launch)
         if problem is None:
-            self._remove(self._aborted(record, launch))
-            return f"task {task_id} aborted and deleted"
+            ended = self._aborted(record, launch)
+            self._remove(ended)
+            if ended.finalized:
+                return f"task {task_id} aborted and deleted"
+            return (
+                f"task {task_id} deleted (--force): its abort did not finish within "
+                f"{_duration(self._timeout)}; its {_resource_name(record)} may be left on "
+                f"{backend}; delete it there if it is"
+            )
         if not _was_created(record):
             self._remove(record)
+            kept = (
+                "; the claims it created stay, as claims outlive their tasks"
+                if _claims_created(record)
+                else ""
+            )
             return (
                 f"task {task_id} deleted: its backend {backend} cannot be reached ({problem}), "
-                "and nothing of it was created there"
+                f"and its resource was never created there{kept}"
             )
         left = _resource_name(record)
         if not self._force:
@@ -328,10 +339,12 @@ class _Deleter:
         deadline = time.monotonic() + self._timeout.total_seconds()
         while not record.finalized:
             if time.monotonic() > deadline:
+                if self._force:  # the API server may be gone: the record goes all the same
+                    return record
                 raise Unavailable(
                     f"task {task_id} is not deleted: not finalized within "
                     f"{_duration(self._timeout)} (it is {record.phase.value}, abort requested); "
-                    f"see {launch.log}"
+                    f"see {launch.log}; --force removes the record anyway"
                 )
             time.sleep(POLL_SECONDS)
             record = _stored(lambda: self._store.get(task_id))
@@ -366,9 +379,18 @@ def _unreachable(launch: ExecutorLaunch) -> str | None:
 
 
 def _was_created(record: TaskRecord) -> bool:
-    """Whether the task's resource may have been created (its launch started)."""
+    """Whether the task's resource may have been created (its launch started, or a create of it
+    may have reached the API server)."""
     try:
-        return decode_state(record.plugin_state).manager_phase is not ManagerPhase.NOT_STARTED
+        return not decode_state(record.plugin_state).never_created
+    except CorruptedPluginStateError:
+        return True
+
+
+def _claims_created(record: TaskRecord) -> bool:
+    """Whether what the task's pods need (its claims) was created, before its resource."""
+    try:
+        return decode_state(record.plugin_state).needs_created
     except CorruptedPluginStateError:
         return True
 
