@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from podwright.adapters.sqlite_store import SQLiteTaskStore
-from podwright.core.lifecycle import Phase, decode_state
+from podwright.core.lifecycle import Phase, PhaseInfo, decode_state
 from podwright.engine.config import LifecycleConfig
 from podwright.engine.event_index import EventIndex, EventKey, ObjectEvent
 from podwright.engine.executor import Executor, ExecutorConfig
@@ -267,3 +267,16 @@ def test_events_that_arrive_after_the_task_ended_are_attached_before_it_is_final
         executor.run_round()
         assert store.get("t1").finalized
         assert [event.reason for event in store.events("t1")] == ["Scheduled: assigned to node-1"]
+
+
+def test_a_finished_task_whose_plugin_state_cannot_be_read_is_still_finalized(
+    executor: Executor, kube: FakeKubernetes, store: SQLiteTaskStore, clock: Clock
+) -> None:
+    # A state from a newer podwright (an unknown format version): the round must not fail.
+    _submit(store, clock)
+    store.advance("t1", 1, {"version": 99}, PhaseInfo(Phase.SUCCESS, 1, "done"), clock())
+    executor.run_round()
+    clock.advance(2)
+    report = executor.run_round()
+    assert report.errors == 0
+    assert store.get("t1").finalized

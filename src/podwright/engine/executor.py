@@ -327,11 +327,12 @@ class Executor:
     def _finalize(
         self, record: TaskRecord, task: TaskContext, manager: PluginManager, now: datetime
     ) -> _Outcome:
-        if _state(record).never_created:
+        state = _state(record)
+        if state.never_created:
             # Nothing was ever created: nothing to clean up, and no request to make.
             self.store.mark_finalized(record.task_id, record.revision, now)
             return _Outcome(finalized=record.phase)
-        late = manager.late_events(task, record.plugin_state, now)
+        late = manager.late_events(task, state, now)
         if late is not None:
             self.store.advance(
                 record.task_id, record.revision, late.encoded_state(), late.info, now

@@ -546,12 +546,11 @@ class PluginManager:
         return attached, last_created, last_recorded
 
     def late_events(
-        self, task: TaskContext, persisted: Mapping[str, Any] | None, now: datetime
+        self, task: TaskContext, state: PluginState, now: datetime
     ) -> Transition | None:
         """The events of a finished task's resource that arrived after its last round (the
         event watch lags behind the object's), attached to its final phase report without a new
         phase version; None when there are none. The executor asks before it finalizes."""
-        state = decode_state(persisted)
         if state.never_created:
             return None
         attached, last_created, last_recorded = self._new_events(self.object_ref(task), state)
