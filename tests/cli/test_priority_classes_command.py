@@ -145,10 +145,30 @@ def test_apply_never_replaces_a_class_with_another_value(
     assert (kept["value"], kept["description"]) == (1000, "the team's own")
 
 
-def test_apply_reports_a_cluster_it_cannot_reach(tmp_path: Path) -> None:
+def test_apply_with_a_kubeconfig_it_cannot_read_is_bad_input(tmp_path: Path) -> None:
     result = run("--apply", "--kubeconfig", str(tmp_path / "missing"))
-    assert result.exit_code == 1
-    assert result.stderr.startswith("podwright: error: cannot configure a Kubernetes client")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(
+        f"podwright: error: --kubeconfig {tmp_path / 'missing'}: not a usable kubeconfig"
+    )
+
+
+def test_apply_with_a_context_the_kubeconfig_lacks_is_bad_input(kubeconfig: str) -> None:
+    result = run("--apply", "--kubeconfig", kubeconfig, "--context", "nope")
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"podwright: error: --context nope: --kubeconfig {kubeconfig} has no such context "
+        "(it has: emu)\n"
+    )
+
+
+def test_apply_to_a_cluster_that_gives_no_answer_exits_6(tmp_path: Path) -> None:
+    silent = write_kubeconfig(tmp_path / "silent", "http://127.0.0.1:9")
+    result = run("--apply", "--kubeconfig", str(silent))
+    assert result.exit_code == 6
+    assert "cannot reach the Kubernetes API server http://127.0.0.1:9: connection refused" in (
+        result.stderr
+    )
 
 
 def test_apply_stops_at_a_refusal_and_names_the_class(kubeconfig: str, emulator: Emulator) -> None:

@@ -21,7 +21,8 @@ import click
 
 from podwright.adapters.documents import Document, dump_yaml
 from podwright.adapters.kubernetes import KubernetesClient, KubernetesConfigError, connect
-from podwright.cli.common import ExitCode
+from podwright.cli.backends import KUBERNETES, ClusterAccess, backend_key
+from podwright.cli.common import BadInput, ExitCode, Unreachable
 from podwright.cli.inputs import load_profile
 from podwright.core.render.priority_classes import (
     API_VERSION,
@@ -31,7 +32,12 @@ from podwright.core.render.priority_classes import (
     priority_class_manifests,
 )
 from podwright.core.render.storage import Manifest
-from podwright.engine.kubernetes_port import AlreadyExistsError, KubernetesError, ObjectRef
+from podwright.engine.kubernetes_port import (
+    AlreadyExistsError,
+    ApiConnectionError,
+    KubernetesError,
+    ObjectRef,
+)
 
 
 class PriorityClassConflict(click.ClickException):
@@ -93,10 +99,12 @@ def priority_classes_command(
         else:
             click.echo("---\n".join(dump_yaml(manifest) for manifest in manifests), nl=False)
         return
+    # A kubeconfig that cannot be read, or lacks the context, is bad input (exit 2).
+    backend_key(KUBERNETES, ClusterAccess(kubeconfig, context))
     try:
         client = KubernetesClient(connect(kubeconfig, context))
     except KubernetesConfigError as error:
-        raise click.ClickException(str(error)) from error
+        raise BadInput(str(error)) from error
     try:
         conflicts = [
             problem for manifest in manifests if (problem := _apply(client, manifest)) is not None
@@ -119,10 +127,14 @@ def _apply(client: KubernetesClient, manifest: Manifest) -> str | None:
         return None
     except AlreadyExistsError:
         pass
+    except ApiConnectionError as error:
+        raise Unreachable(f"{shown}: {error}") from error
     except KubernetesError as error:
         raise click.ClickException(f"{shown}: {error}") from error
     try:
         existing = client.get(ObjectRef(API_VERSION, KIND, "", name))
+    except ApiConnectionError as error:
+        raise Unreachable(f"{shown}: {error}") from error
     except KubernetesError as error:
         raise click.ClickException(f"{shown}: {error}") from error
     comparison = compare(existing, manifest)
