@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import os
 import re
+import signal
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from rich.console import Console
 
 from podwright.cli.common import ExitCode, Unreachable
-from podwright.cli.run_commands import LOST_SERVER_AFTER, Follower, Signals
+from podwright.cli.run_commands import LOST_SERVER_AFTER, Follower, Signals, _StopFollowing
 from podwright.cli.run_display import Happening, LiveDisplay, PlainDisplay, Timeline
 from podwright.cli.task_logs import LogLine
 from podwright.core.lifecycle.phases import Phase
@@ -314,3 +316,34 @@ def test_a_server_that_was_silent_only_briefly_is_followed_on() -> None:
         looks, unanswered=(LOST_SERVER_AFTER - timedelta(seconds=1), UNREACHABLE)
     )
     assert follow(PlainDisplay(), briefly) == 0
+
+
+class InterruptedKeeper(Keeper):
+    """Gets SIGTERM while it starts an executor (as ``run``'s keeper may, any round)."""
+
+    def __init__(self) -> None:
+        self.started = False
+
+    def keep(self, task_id: str, revision: int, *, now: bool = False) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)  # the handler runs before the next line
+        self.started = True
+
+
+def test_sigterm_while_an_executor_is_started_stops_following_only_once_it_is_started() -> None:
+    recorded = RecordedTask([Look([phase(Phase.RUNNING, 0.1)], [], [])])
+    keeper = InterruptedKeeper()
+    with Signals() as signals:
+        signals.start_following()
+        follower = Follower(
+            recorded,
+            recorded.get("hello-1"),
+            recorded,
+            keeper,
+            signals,
+            clock=lambda: recorded.clock,
+            sleep=recorded.sleep,
+        )
+        with pytest.raises(_StopFollowing) as stopped:
+            follower.follow(PlainDisplay())
+    assert stopped.value.exit_code == ExitCode.TERMINATED
+    assert keeper.started

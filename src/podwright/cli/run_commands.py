@@ -37,7 +37,7 @@ import secrets
 import signal
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import FrameType
@@ -311,6 +311,17 @@ class Signals:
         if self._stop is not None:
             raise _StopFollowing(self._stop)
 
+    @contextlib.contextmanager
+    def holding(self) -> Iterator[None]:
+        """SIGTERM and SIGHUP wait while the block runs (an executor being started for the
+        task, which an interruption could leave half started); one that came meanwhile stops
+        following once it is done."""
+        self._following = False
+        try:
+            yield
+        finally:
+            self.start_following()
+
     def _handle(self, number: int, _frame: FrameType | None) -> None:
         if number == signal.SIGINT:
             if self.aborting:
@@ -380,7 +391,8 @@ class Follower:
                 if record.finalized:
                     return _exit_code(record.phase, self._error_code)
                 self._check_server()
-                self._keeper.keep(self._task_id, record.revision)
+                with self._signals.holding():
+                    self._keeper.keep(self._task_id, record.revision)
                 if self._signals.interrupted:
                     code = self._on_interrupt(display, record)
                     if code is not None:
@@ -458,7 +470,8 @@ class Follower:
         if choice == "detach":
             for item in self._timeline.release(self._clock(), everything=True):
                 show(display, item, self._origin, self._clock())
-            self._keeper.keep(self._task_id, record.revision, now=True)
+            with self._signals.holding():
+                self._keeper.keep(self._task_id, record.revision, now=True)
             display.note(
                 f"detached: task {self._task_id} goes on with the executor (pid "
                 f"{self._keeper.pid}); podwright status {self._task_id}; podwright logs "
