@@ -66,6 +66,9 @@ def loaded_packages(*argv: str) -> set[str]:
             id="policy-evaluate",
         ),
         pytest.param(["policy", "check", *POLICIES], id="policy-check"),
+        # The FUSE proxy's liveness probe runs every 30 s on every node.
+        pytest.param(["fuse-proxy", "ping", "--help"], id="fuse-proxy-ping"),
+        pytest.param(["fuse-proxy", "server", "--help"], id="fuse-proxy-server"),
     ],
 )
 def test_quick_commands_load_no_kubernetes_client(argv: list[str]) -> None:

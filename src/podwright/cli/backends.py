@@ -32,7 +32,6 @@ import dataclasses
 import fcntl
 import os
 from collections.abc import Callable
-from datetime import timedelta
 from pathlib import Path
 from typing import IO, TypeVar
 
@@ -46,6 +45,7 @@ from podwright.adapters.kubernetes.client import RequestObserver
 from podwright.adapters.kubernetes.cluster_port import ClusterPort, connection_pool_size
 from podwright.adapters.local.cluster import LOCK_NAME, LocalCluster
 from podwright.cli.common import BadInput, Unreachable
+from podwright.engine.config import LifecycleConfig
 from podwright.engine.event_index import EventIndex
 from podwright.engine.kubernetes_port import (
     ApiConnectionError,
@@ -289,10 +289,6 @@ class OpenBackend:
             self._lock.close()
 
 
-def event_index() -> EventIndex:
-    return EventIndex(ttl=timedelta(hours=1), max_per_object=200)
-
-
 def open_backend(
     key: str,
     *,
@@ -301,6 +297,7 @@ def open_backend(
     namespace: str | None = None,
     observer: RequestObserver | None = None,
     concurrency: int = 16,
+    events: EventIndex | None = None,
 ) -> OpenBackend:
     """Open the backend of ``key`` for the executor that holds its executor lock.
 
@@ -308,9 +305,12 @@ def open_backend(
     :class:`LocalBackendBusyError` when the executor of another task store holds it.
     ``namespace`` limits a cluster's watches to one namespace; ``concurrency`` (the executor's
     workers) sizes the connection pool, with room for every watch stream. A cluster that cannot be
-    configured is :class:`BadInput`.
+    configured is :class:`BadInput`. ``events`` indexes the Kubernetes events the executor
+    attaches (default: as the lifecycle configuration's defaults bound it).
     """
-    events = event_index()
+    if events is None:
+        defaults = LifecycleConfig()
+        events = EventIndex(ttl=defaults.event_ttl, max_per_object=defaults.events_per_object)
     if key == LOCAL:
         lock = _take_local_lock(home / LOCAL / LOCK_NAME)
         if lock is None:
@@ -319,7 +319,11 @@ def open_backend(
                 f"(pid {lock_holder(home / LOCAL / LOCK_NAME) or 'unknown'}); one state "
                 "directory runs one store's local tasks at a time"
             )
-        local = LocalCluster(home / LOCAL, events=events)
+        try:
+            local = LocalCluster(home / LOCAL, events=events)
+        except BaseException:
+            lock.close()
+            raise
         return OpenBackend(key, local, events, lambda: True, local=local, _lock=lock)
     plugins = default_plugins()
     pool_size = connection_pool_size(concurrency, plugins)

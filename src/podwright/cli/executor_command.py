@@ -47,6 +47,7 @@ from podwright.cli.common import BadInput, Unavailable
 from podwright.cli.executors import ExecutorSlot, HeldSlot
 from podwright.cli.state import home_option, open_store, utc_now
 from podwright.engine.config import ConfigError, LifecycleConfig, config_from_data, parse_duration
+from podwright.engine.event_index import EventIndex
 from podwright.engine.executor import (
     Executor,
     ExecutorConfig,
@@ -253,6 +254,9 @@ def executor_command(
                     metrics,
                     namespace=namespace,
                     concurrency=concurrency,
+                    events=EventIndex(
+                        ttl=lifecycle.event_ttl, max_per_object=lifecycle.events_per_object
+                    ),
                 )
                 serving[:] = [opened]
                 try:
@@ -295,6 +299,7 @@ def _open(
     *,
     namespace: str | None,
     concurrency: int,
+    events: EventIndex,
 ) -> OpenBackend:
     try:
         return open_backend(
@@ -304,6 +309,7 @@ def _open(
             namespace=namespace,
             observer=metrics.api_request,
             concurrency=concurrency,
+            events=events,
         )
     except LocalBackendBusyError as error:
         raise Unavailable(str(error)) from error
@@ -403,24 +409,50 @@ def _abort_local_tasks(
     graces = [stop_grace(record, plugins) for record in active]
     wait = max(graces) + lifecycle.abort_margin + executor.config.events_settle + _STOP_ABORT_SLACK
     deadline = time.monotonic() + wait.total_seconds()
+    aborted = {record.task_id for record in active}
     while time.monotonic() < deadline:
-        report = executor.run_round()
-        if not report.active_by_phase:
+        executor.run_round()
+        try:
+            still = {record.task_id for record in store.list_tasks(active_only=True)} & aborted
+        except TaskStoreError as error:
+            logger.error("could not read the local tasks being aborted: %s", error)
+            return
+        if not still:
             return
         time.sleep(min(0.2, executor.seconds_until_due()))
 
 
 @contextlib.contextmanager
 def _stopping_on_signals(stop: threading.Event) -> Iterator[None]:
-    def handler(number: int, _frame: FrameType | None) -> None:
-        logger.info("%s: stopping after this round", signal.Signals(number).name)
-        stop.set()
+    """SIGTERM and SIGINT set ``stop`` while the block runs.
 
-    previous = {
-        number: signal.signal(number, handler) for number in (signal.SIGTERM, signal.SIGINT)
-    }
+    Not from the signal handler: it runs in the main thread, between two of its instructions,
+    and ``stop.set()`` takes the lock that thread may hold in ``stop.wait()`` (a deadlock). The
+    interpreter writes each signal's number to a pipe instead (``signal.set_wakeup_fd``, no lock
+    taken), and a thread reading the pipe sets ``stop``."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+
+    def watch() -> None:
+        received = os.read(read_end, 1)  # blocks until a signal, or the pipe is closed
+        if received:
+            logger.info("%s: stopping after this round", signal.Signals(received[0]).name)
+            stop.set()
+
+    watcher = threading.Thread(target=watch, name="stop-signals", daemon=True)
+    watcher.start()
+    previous_fd = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    previous = {number: signal.signal(number, _noted) for number in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
         for number, old in previous.items():
             signal.signal(number, old)
+        signal.set_wakeup_fd(previous_fd)
+        os.close(write_end)
+        watcher.join()
+        os.close(read_end)
+
+
+def _noted(_number: int, _frame: FrameType | None) -> None:
+    """A stop signal's Python handler: the wakeup pipe has carried it to the watcher already."""

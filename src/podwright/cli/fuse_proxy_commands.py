@@ -11,12 +11,10 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from kubernetes.client import V1Container, V1PodSpec
 
-from podwright.adapters.documents import dump_yaml
 from podwright.adapters.fuse import shim, wrapper
 from podwright.adapters.fuse.bundle import DEFAULT_INTERPRETER, install_bundle
 from podwright.adapters.fuse.client import ProxyClient
@@ -35,16 +33,16 @@ from podwright.core.fuse_proxy.admission import (
     DEFAULT_WORKERS,
     DaemonLimits,
 )
-from podwright.core.fuse_proxy.manifests import (
-    DEFAULT_MOUNT_PREFIXES,
+from podwright.core.fuse_proxy.mount_policy import DEFAULT_MOUNT_PREFIXES, ProxyPolicy
+from podwright.core.fuse_proxy.protocol import (
     DEFAULT_NAMESPACE,
-    DaemonSetOptions,
-    FuseProxySetup,
-    daemon_manifests,
+    DEFAULT_SOCKET_DIR,
+    DEFAULT_SOCKET_PATH,
+    SOCKET_ENV,
 )
-from podwright.core.fuse_proxy.mount_policy import ProxyPolicy
-from podwright.core.fuse_proxy.protocol import DEFAULT_SOCKET_DIR, DEFAULT_SOCKET_PATH, SOCKET_ENV
-from podwright.core.pod_template import PodTemplate
+
+if TYPE_CHECKING:
+    from podwright.core.fuse_proxy.manifests import FuseProxySetup
 
 _RAW = {"ignore_unknown_options": True, "allow_interspersed_args": False, "help_option_names": []}
 
@@ -315,6 +313,15 @@ def manifests_command(
 ) -> None:
     """Print the daemon's Namespace, ServiceAccount and DaemonSet as YAML (and an example pod),
     each as a real API server accepts it."""
+    # The manifests' vocabulary (the Kubernetes client's models, PyYAML) is loaded here, not by
+    # the daemon, the shim or 'ping', the DaemonSet's liveness probe.
+    from podwright.adapters.documents import dump_yaml  # noqa: PLC0415
+    from podwright.core.fuse_proxy.manifests import (  # noqa: PLC0415
+        DaemonSetOptions,
+        FuseProxySetup,
+        daemon_manifests,
+    )
+
     policy = _policy(prefixes, allow_other, max_mounts_per_user)
     limits = _limits(workers, max_connections, max_connections_per_uid, max_requests_per_uid)
     if example_image is not None and not example_pod:
@@ -343,6 +350,10 @@ ends at once on SIGTERM)."""
 
 
 def _example_pod(setup: FuseProxySetup, image: str) -> dict[str, Any]:
+    from kubernetes.client import V1Container, V1PodSpec  # noqa: PLC0415 (see manifests_command)
+
+    from podwright.core.pod_template import PodTemplate  # noqa: PLC0415
+
     primary = V1Container(name="primary", image=image, command=EXAMPLE_COMMAND)
     template = PodTemplate.from_spec(V1PodSpec(containers=[primary]))
     return template.allow_fuse_via_proxy(setup).to_k8s_pod(name=EXAMPLE_POD_NAME)

@@ -47,12 +47,15 @@ from kubernetes.client import (
 )
 
 from podwright.core.fuse_proxy.admission import DaemonLimits
-from podwright.core.fuse_proxy.mount_policy import ProxyPolicy
-from podwright.core.fuse_proxy.protocol import DEFAULT_SOCKET_DIR, SOCKET_ENV, SOCKET_NAME
+from podwright.core.fuse_proxy.mount_policy import DEFAULT_MOUNT_PREFIXES, ProxyPolicy
+from podwright.core.fuse_proxy.protocol import (
+    DEFAULT_NAMESPACE,
+    DEFAULT_SOCKET_DIR,
+    SOCKET_ENV,
+    SOCKET_NAME,
+)
 
-DEFAULT_NAMESPACE = "podwright-system"
 DAEMON_NAME = "podwright-fuse-proxy"
-DEFAULT_MOUNT_PREFIXES = ("/mnt", "/data", "/home", "/tmp", "/workspace")
 DEFAULT_FUSERMOUNT_PATHS = ("/usr/bin/fusermount", "/usr/bin/fusermount3")
 SHIM_DIR = "/opt/podwright-fuse"
 SHIM_VOLUME = "podwright-fuse-shim"

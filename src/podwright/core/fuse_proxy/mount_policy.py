@@ -80,6 +80,10 @@ class RequestRefusedError(Exception):
         self.message = message
 
 
+DEFAULT_MOUNT_PREFIXES = ("/mnt", "/data", "/home", "/tmp", "/workspace")
+"""Where mounts may go, unless the daemon is told otherwise."""
+
+
 @dataclasses.dataclass(frozen=True)
 class ProxyPolicy:
     """The daemon's rules: where mounts may go, whether ``allow_other`` is allowed, how many."""

@@ -25,6 +25,8 @@ from __future__ import annotations
 import dataclasses
 import struct
 
+DEFAULT_NAMESPACE = "podwright-system"
+"""The namespace the daemon is installed in, unless told otherwise."""
 DEFAULT_SOCKET_DIR = "/var/run/fusermount"
 """The host directory shared by the daemon and the pods (the reference design's path)."""
 SOCKET_NAME = "podwright-fuse-proxy.sock"
