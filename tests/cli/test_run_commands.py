@@ -131,18 +131,19 @@ def test_policy_violations_exit_1_and_nothing_runs(tmp_path: Path, home: Path) -
             "workload-distributed-pytorch.yaml",
             "a distributed (PyTorch) workload renders a PyTorchJob; the local backend runs Pods "
             "and Jobs only: run it with --backend kubernetes on a cluster with the Kubeflow "
-            "training operator",
+            "training operator (its kubeflow.org/v1 CRDs)",
         ),
         (
             "workload-distributed-mpi.yaml",
             "a distributed (MPI) workload renders a MPIJob; the local backend runs Pods and Jobs "
             "only: run it with --backend kubernetes on a cluster with the Kubeflow training "
-            "operator",
+            "operator (its kubeflow.org/v1 CRDs)",
         ),
         (
             "workload-inference.yaml",
             "an inference workload renders a Knative Service; the local backend runs Pods and "
-            "Jobs only: run it with --backend kubernetes on a cluster with Knative Serving",
+            "Jobs only: run it with --backend kubernetes on a cluster with Knative Serving (its "
+            "serving.knative.dev CRDs)",
         ),
     ],
     ids=["pytorch", "mpi", "inference"],

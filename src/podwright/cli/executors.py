@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import IO
 from urllib.parse import quote
 
+from podwright.adapters.proc import start_time
 from podwright.cli.backends import (
     KUBERNETES,
     LOCAL,
@@ -166,14 +167,7 @@ def _record_starting(start_lock: IO[str], pid: int | None) -> None:
 def process_start_time(pid: int) -> str | None:
     """When a live (not zombie) process started, in clock ticks since boot; None if it is gone.
     With the pid, it names one process: a reused pid has another start time."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rpartition(")")[2].split()
-    if not fields or fields[0] in ("Z", "X"):
-        return None
-    return fields[19]  # field 22 of proc_pid_stat(5), counted after the command's ')'
+    return start_time(pid, live=True)
 
 
 def executor_log(home: Path, key: str) -> Path:

@@ -100,12 +100,6 @@ SETTLE = timedelta(seconds=1.5)
 """How long what happened is held back before it is shown: the executor records a task's events
 and phases in its next round (a second by default), after the output they came before."""
 
-_NEEDS_A_CLUSTER_WITH = {
-    "kubeflow.org": "the Kubeflow training operator",
-    "serving.knative.dev": "Knative Serving",
-}
-"""What a cluster needs to run the resources of an API group the local backend cannot run."""
-
 
 @click.command("run")
 @preparation_options
@@ -202,7 +196,8 @@ def refuse_unrunnable_locally(prepared: PreparedWorkload) -> None:
         else:
             what = f"a {workload_type} workload renders a {kind} ({api_version})"
         runs = " and ".join(f"{runnable}s" for _, runnable in sorted(RUNNABLE, reverse=True))
-        needs = _NEEDS_A_CLUSTER_WITH.get(group)
+        plugin = default_plugins().get((api_version, kind))
+        needs = plugin.properties.served_by if plugin is not None else ""
         where = f"a cluster with {needs}" if needs else "a cluster"
         raise BadInput(
             f"{what}; the local backend runs {runs} only: run it with --backend kubernetes on "

@@ -35,6 +35,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from podwright.adapters.proc import runs_in_group, start_time
 from podwright.core.local_runtime import (
     CREATE_CONTAINER_ERROR,
     Backoff,
@@ -320,17 +321,9 @@ def await_group_exit(pgid: int, bound: float) -> None:
 def group_alive(pgid: int) -> bool:
     """Whether a process of group ``pgid`` still runs (from ``/proc``: state and pgrp)."""
     with os.scandir("/proc") as entries:
-        for entry in entries:
-            if not entry.name.isdigit():
-                continue
-            try:
-                stat = Path(entry.path, "stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rindex(")") + 2 :].split()
-            if fields[0] != "Z" and fields[2] == str(pgid):
-                return True
-    return False
+        return any(
+            entry.name.isdigit() and runs_in_group(int(entry.name), pgid) for entry in entries
+        )
 
 
 def kill_orphans(state_dir: Path) -> int:
@@ -342,26 +335,17 @@ def kill_orphans(state_dir: Path) -> int:
     for record in directory.iterdir():
         with contextlib.suppress(ValueError, OSError):
             pid = int(record.name)
-            if record.read_text().strip() == _start_time(pid):
+            if record.read_text().strip() == start_time(pid):
                 os.killpg(pid, signal.SIGKILL)
                 killed += 1
         record.unlink(missing_ok=True)
     return killed
 
 
-def _start_time(pid: int) -> str:
-    """The process's start time in clock ticks since boot (field 22 of /proc/<pid>/stat)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return stat[stat.rindex(")") + 2 :].split()[19]
-
-
 def record_running(state_dir: Path, pid: int) -> None:
     directory = state_dir / "running"
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / str(pid)).write_text(_start_time(pid))
+    (directory / str(pid)).write_text(start_time(pid) or "")
 
 
 def forget_running(state_dir: Path, pid: int) -> None:
