@@ -115,7 +115,7 @@ def test_ctrl_c_on_a_terminal_asks_then_continues_or_aborts(tmp_path: Path, home
             r"interrupted: abort the task, or detach or continue\? \(abort, detach, continue\)"
         )
         terminal.type("continue\n")
-        time.sleep(0.5)
+        terminal.expect(r"training asked: \d+\.\ds")  # the display goes on, clock running
         assert terminal.process.poll() is None
         terminal.interrupt()
         terminal.expect(r"continue\?.*continue\?", timeout=30)

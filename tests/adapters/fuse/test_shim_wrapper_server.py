@@ -412,16 +412,36 @@ def test_the_client_reads_a_refusal_sent_before_its_request(tmp_path: Path) -> N
         ProxyClient(str(path), timeout=10).ping()
 
 
+class FakeClock:
+    """The machine's clock, on which the client's pauses pass at once (its socket deadlines,
+    which the transport reads against the machine's clock, stay meaningful)."""
+
+    def __init__(self) -> None:
+        self.slept = 0.0
+        self.pauses: list[float] = []
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.slept
+
+    def sleep(self, seconds: float) -> None:
+        self.pauses.append(seconds)
+        self.slept += seconds
+
+
 def test_the_client_gives_up_at_its_timeout_with_the_daemons_reason(tmp_path: Path) -> None:
     path = tmp_path / "fake.sock"
+    clock = FakeClock()
     with fake_daemon(path, [BUSY] * 1000) as asked:
-        started = time.monotonic()
+        client = ProxyClient(str(path), timeout=3.0, monotonic=clock.monotonic, sleep=clock.sleep)
         with pytest.raises(ProxyRefusedError) as refusal:
-            ProxyClient(str(path), timeout=0.5).ping()
-        elapsed = time.monotonic() - started
+            client.ping()
     assert (refusal.value.errno, refusal.value.message) == (BUSY.errno, BUSY.message)
-    assert len(asked) > 1
-    assert elapsed < 0.5 + 1.0  # the last pause is never longer than what is left
+    assert len(asked) == len(clock.pauses) + 1  # a try after every pause
+    # Growing pauses (each within the jitter of a doubling delay, at most 1 s), and never one
+    # that would end past the timeout: the client gives up instead of sleeping beyond it.
+    assert all(pause <= 1.0 for pause in clock.pauses)
+    assert clock.pauses[-1] > clock.pauses[0]
+    assert sum(clock.pauses) < 3.0
 
 
 def test_other_refusals_are_not_retried(tmp_path: Path) -> None:

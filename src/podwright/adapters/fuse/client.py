@@ -16,6 +16,7 @@ import os
 import random
 import socket
 import time
+from collections.abc import Callable
 
 from podwright.adapters.fuse.errors import ProxyRefusedError, TransportError
 from podwright.adapters.fuse.transport import FdTransport
@@ -53,9 +54,17 @@ class ProxyClient:
     Without a path, ``$PODWRIGHT_FUSE_PROXY_SOCKET``, else :data:`DEFAULT_SOCKET_PATH`.
     """
 
-    def __init__(self, socket_path: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(
+        self,
+        socket_path: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.socket_path = socket_path or socket_path_from_env(os.environ)
         self.timeout = timeout
+        self._monotonic, self._sleep = monotonic, sleep
 
     def mount(self, mountpoint: str, options: tuple[str, ...] = ()) -> int:
         """Mount at ``mountpoint``; the mounted ``/dev/fuse`` descriptor, which the caller owns."""
@@ -77,16 +86,16 @@ class ProxyClient:
         self._call(PingRequest(), None)
 
     def _call(self, request: Request, fd: int | None) -> tuple[Reply, int | None]:
-        deadline = time.monotonic() + self.timeout
+        deadline = self._monotonic() + self.timeout
         delay = FIRST_RETRY_DELAY
         while True:
             try:
                 return self._exchange(request, fd, deadline)
             except ProxyRefusedError as refusal:
                 pause = random.uniform(delay / 2, delay)
-                if refusal.errno != errno.EAGAIN or time.monotonic() + pause >= deadline:
+                if refusal.errno != errno.EAGAIN or self._monotonic() + pause >= deadline:
                     raise
-            time.sleep(pause)
+            self._sleep(pause)
             delay = min(delay * 2, MAX_RETRY_DELAY)
 
     def _exchange(
@@ -122,7 +131,7 @@ class ProxyClient:
                 # A daemon that refuses a connection at once (a busy one) answers and closes
                 # before the request is sent: its answer is still there to read.
                 unsent = error
-                deadline = min(deadline, time.monotonic() + _LATE_ANSWER_WAIT)
+                deadline = min(deadline, self._monotonic() + _LATE_ANSWER_WAIT)
             try:
                 frame, received = transport.receive(deadline)
                 reply = decode_reply(frame)
