@@ -121,11 +121,14 @@ def phases_of(store: SQLiteTaskStore, task_id: str) -> list[Phase]:
 
 
 def test_tasks_run_to_their_terminal_phase_and_are_finalized(
-    store: SQLiteTaskStore, cluster: LocalCluster, events: EventIndex
+    store: SQLiteTaskStore, cluster: LocalCluster, events: EventIndex, tmp_path: Path
 ) -> None:
-    submit(store, "good", "echo training; sleep 0.3")
+    go = tmp_path / "go"  # the good task trains until it was seen Running
+    submit(store, "good", f"echo training; while [ ! -e {go} ]; do sleep 0.05; done")
     submit(store, "bad", "exit 2")
     engine = executor(store, cluster, events)
+    run_until(engine, lambda: store.get("good").phase is Phase.RUNNING)
+    go.touch()
     run_until(engine, lambda: finalized(store, "good", "bad"))
     good, bad = store.get("good"), store.get("bad")
     assert good.phase is Phase.SUCCESS
@@ -270,8 +273,7 @@ def test_a_claim_is_created_before_the_pod_and_outlives_it_a_service_goes_with_i
     )
     assert "ownerReferences" not in work["metadata"]
     assert work["metadata"]["labels"] == {"podwright.dev/task-id": "nb"}
-    run_until(engine, lambda: store.get("nb").phase is Phase.RUNNING)
-    exposed = cluster.get(ObjectRef("v1", "Service", "research", "nb"))
+    exposed = cluster.get(ObjectRef("v1", "Service", "research", "nb"))  # made with the pod
     assert exposed["metadata"]["ownerReferences"] == [
         {"apiVersion": "v1", "kind": "Pod", "name": "nb", "uid": pod_created["metadata"]["uid"]}
     ]
@@ -286,13 +288,15 @@ def test_a_claim_is_created_before_the_pod_and_outlives_it_a_service_goes_with_i
 
 
 def test_a_companion_created_by_an_earlier_executor_is_not_an_error(
-    store: SQLiteTaskStore, cluster: LocalCluster, events: EventIndex
+    store: SQLiteTaskStore, cluster: LocalCluster, events: EventIndex, tmp_path: Path
 ) -> None:
+    go = tmp_path / "go"
     service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}, "spec": {}}
-    submit_manifests(store, "web", pod("sleep 1"), service)
+    submit_manifests(store, "web", pod(f"while [ ! -e {go} ]; do sleep 0.05; done"), service)
     run_until(executor(store, cluster, events), lambda: store.get("web").phase is Phase.RUNNING)
     restarted = executor(store, cluster, events)
     assert restarted.run_round().errors == 0
+    go.touch()
     run_until(restarted, lambda: finalized(store, "web"))
     assert store.get("web").phase is Phase.SUCCESS
 
