@@ -54,6 +54,16 @@ class ApiServer:
         bind_pod(self.api_client, self.namespace, pod_name, node)
 
 
+@contextlib.contextmanager
+def emulator_with_namespace(namespace: str) -> Iterator[Emulator]:
+    """An emulator serving, with ``namespace`` created in it."""
+    with Emulator() as running:
+        client = KubernetesClient.for_host(running.url)
+        client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        client.close()
+        yield running
+
+
 def write_kubeconfig(path: Path, server: str, context: str = "emu") -> Path:
     """A kubeconfig at ``path`` whose one context, current, names ``server`` (a token that no
     emulator checks)."""

@@ -39,7 +39,7 @@ from podwright.engine.task_store import NewTask
 from tests.cli.background import no_executor_left, serving_executors, wait_until_gone
 from tests.k8s_emulator import Emulator
 from tests.k8s_emulator.kubelet import OUTCOME_ANNOTATION, FakeKubelet
-from tests.kube.support import eventually, write_kubeconfig
+from tests.kube.support import emulator_with_namespace, eventually, write_kubeconfig
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -54,10 +54,7 @@ def backend_of(emulator: Emulator) -> str:
 
 @pytest.fixture
 def emulator() -> Iterator[Emulator]:
-    with Emulator() as running:
-        client = KubernetesClient.for_host(running.url)
-        client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-        client.close()
+    with emulator_with_namespace(NAMESPACE) as running:
         yield running
 
 

@@ -31,7 +31,7 @@ from podwright.engine.plugins import default_plugins
 from podwright.engine.task_store import NewTask, TaskRecord
 from tests.k8s_emulator import Emulator
 from tests.k8s_emulator.kubelet import OUTCOME_ANNOTATION, FakeKubelet
-from tests.kube.support import eventually
+from tests.kube.support import emulator_with_namespace, eventually
 
 NAMESPACE = "test"
 BACKEND = "kubernetes/emulator"
@@ -53,10 +53,7 @@ class Clock:
 
 @pytest.fixture
 def emulator() -> Iterator[Emulator]:
-    with Emulator() as running:
-        client = KubernetesClient.for_host(running.url)
-        client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-        client.close()
+    with emulator_with_namespace(NAMESPACE) as running:
         yield running
 
 

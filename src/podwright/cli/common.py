@@ -6,10 +6,13 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from enum import IntEnum
+from typing import TypeVar
 
 import click
+
+F = TypeVar("F", bound=Callable[..., object])
 
 
 class ExitCode(IntEnum):
@@ -75,6 +78,18 @@ def point_output_at_devnull() -> None:
     with contextlib.suppress(OSError, ValueError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+
+
+def output_option(help_text: str) -> Callable[[F], F]:
+    """``-o/--output yaml|json`` (YAML by default), for the commands that print manifests."""
+    return click.option(
+        "-o",
+        "--output",
+        type=click.Choice(["yaml", "json"]),
+        default="yaml",
+        show_default=True,
+        help=help_text,
+    )
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

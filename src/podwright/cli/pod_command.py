@@ -14,7 +14,7 @@ import sys
 import click
 
 from podwright.adapters.documents import STDIN, DocumentError, dump_yaml, read_document
-from podwright.cli.common import BadInput
+from podwright.cli.common import BadInput, output_option
 from podwright.core.fuse_proxy.manifests import FuseProxySetup
 from podwright.core.pod_input import PodInputError, pod_input_from_data
 from podwright.core.pod_template import (
@@ -62,14 +62,7 @@ from podwright.core.pod_template import (
     help="The container the grants apply to. Default: the one the "
     f"{PRIMARY_CONTAINER_ANNOTATION} annotation names, else 'primary', else the only container.",
 )
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["yaml", "json"]),
-    default="yaml",
-    show_default=True,
-    help="Output format.",
-)
+@output_option("Output format.")
 def pod_command(
     *,
     source: str | None,

@@ -22,7 +22,7 @@ import click
 from podwright.adapters.documents import Document, dump_yaml
 from podwright.adapters.kubernetes import KubernetesClient, KubernetesConfigError, connect
 from podwright.cli.backends import KUBERNETES, ClusterAccess, backend_key
-from podwright.cli.common import BadInput, ExitCode, Unreachable
+from podwright.cli.common import BadInput, ExitCode, Unreachable, output_option
 from podwright.cli.inputs import load_profile
 from podwright.core.render.priority_classes import (
     API_VERSION,
@@ -53,14 +53,7 @@ class PriorityClassConflict(click.ClickException):
     metavar="FILE",
     help="The cluster profile whose levels name the classes (default: podwright-<level>).",
 )
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["yaml", "json"]),
-    default="yaml",
-    show_default=True,
-    help="YAML documents, or a JSON v1 List (without --apply).",
-)
+@output_option("YAML documents, or a JSON v1 List (without --apply).")
 @click.option(
     "--apply",
     "apply_",

@@ -21,7 +21,7 @@ from typing import Any
 import click
 
 from podwright.adapters.documents import Document, dump_yaml
-from podwright.cli.common import BadInput, ExitCode
+from podwright.cli.common import BadInput, ExitCode, output_option
 from podwright.cli.inputs import (
     SCOPE,
     evaluate_workload,
@@ -174,14 +174,7 @@ def prepare_workload(preparation: Preparation, namespace: str | None) -> Prepare
 @click.command("render")
 @preparation_options
 @click.option("--namespace", help="The namespace of every manifest (default: none set).")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["yaml", "json"]),
-    default="yaml",
-    show_default=True,
-    help="YAML documents, or a JSON v1 List.",
-)
+@output_option("YAML documents, or a JSON v1 List.")
 def render_command(*, preparation: Preparation, namespace: str | None, output: str) -> None:
     """Render a workload into the Kubernetes manifests a platform applies.
 
