@@ -287,9 +287,10 @@ def _condition(kind: str, reason: str, message: str, now: datetime) -> Obj:
 
 
 def _has_condition(job: Obj, kind: str) -> Obj | None:
-    for condition in (job.get("status") or {}).get("conditions") or []:
+    conditions: list[Obj] = (job.get("status") or {}).get("conditions") or []
+    for condition in conditions:
         if condition.get("type") == kind and condition.get("status") == "True":
-            return condition  # type: ignore[no-any-return]
+            return condition
     return None
 
 
