@@ -15,8 +15,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.k8s_emulator.controllers import ControlPlane
 from tests.k8s_emulator.errors import ApiError
 from tests.k8s_emulator.store import ApiStore, ResourceType, resource_type
+from tests.k8s_emulator.strategies import delete_warnings
 
 _PATH = re.compile(
     r"^/(?:api/(?P<core_version>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
@@ -101,10 +103,12 @@ class _Server(ThreadingHTTPServer):
 
 
 class Emulator:
-    """An API-server emulator listening on 127.0.0.1 (a free port), for ``with`` blocks."""
+    """An API-server emulator listening on 127.0.0.1 (a free port), for ``with`` blocks, with the
+    controllers of a control plane (``controllers.py``) running against its store."""
 
     def __init__(self, store: ApiStore | None = None, *, port: int = 0) -> None:
         self.store = store or ApiStore()
+        self.control_plane = ControlPlane(self.store)
         self.controls = Controls()
         handler = type("Handler", (_Handler,), {"store": self.store, "controls": self.controls})
         self._server = _Server(("127.0.0.1", port), handler)
@@ -119,9 +123,11 @@ class Emulator:
 
     def start(self) -> Emulator:
         self._thread.start()
+        self.control_plane.start()
         return self
 
     def stop(self) -> None:
+        self.control_plane.stop()
         self.drop_watches()
         self._server.shutdown()
         self._server.server_close()
@@ -180,6 +186,8 @@ class _Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True
     store: ApiStore
     controls: Controls
+    warnings: list[str]
+    """The ``Warning`` headers of the answer being made (RFC 7234 form, code 299)."""
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -200,6 +208,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._serve("DELETE")
 
     def _serve(self, method: str) -> None:
+        self.warnings = []
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         body = self._body()
@@ -307,7 +316,8 @@ class _Handler(BaseHTTPRequestHandler):
             if not isinstance(body, dict):
                 raise ApiError(400, "BadRequest", "POST takes a Binding in the body")
             return 201, store.bind(namespace, name, body)
-        if subresource not in (None, "status") or (
+        finalize = subresource == "finalize" and resource.kind == "Namespace" and method == "PUT"
+        if (subresource not in (None, "status") and not finalize) or (
             subresource == "status" and not resource.status_subresource
         ):
             raise ApiError(
@@ -341,13 +351,15 @@ class _Handler(BaseHTTPRequestHandler):
             )
         options = body if isinstance(body, dict) else {}
         grace = options.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
+        propagation = options.get("propagationPolicy", query.get("propagationPolicy"))
+        self.warnings = delete_warnings(resource.api_version, resource.kind, propagation)
         return 200, store.delete(
             resource,
             namespace,
             name,
             preconditions=options.get("preconditions"),
             grace_period_seconds=None if grace is None else int(grace),
-            propagation=options.get("propagationPolicy", query.get("propagationPolicy")),
+            propagation=propagation,
         )
 
     def _watch(self, resource: ResourceType, namespace: str | None, query: dict[str, str]) -> None:
@@ -413,5 +425,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         for key, value in (headers or {}).items():
             self.send_header(key, value)
+        for warning in self.warnings:
+            self.send_header("Warning", f'299 - "{warning}"')
         self.end_headers()
         self.wfile.write(data)

@@ -10,12 +10,13 @@ store.go``, ``Delete`` and ``updateForGracefulDeletionAndFinalizers``; ``rest.Be
   ``deletionTimestamp`` (now + the period) and ``deletionGracePeriodSeconds``, until a delete with
   a shorter period (the kubelet's, 0, once its containers stopped) and no finalizer is left;
 * a ``propagationPolicy`` of Foreground adds the ``foregroundDeletion`` finalizer (Orphan:
-  ``orphan``; Background removes both), which the garbage collector removes once the dependents
-  are gone: the emulator has no garbage collector, so a test plays it;
+  ``orphan``; Background removes both; none: the kind's default, see ``strategies.py``), which
+  the garbage collector (``controllers.py``, when the :class:`Emulator` runs) acts on;
 * an object with finalizers stays, marked as deleting (``deletionTimestamp`` now, grace 0), and
   goes once the last finalizer is removed.
 
-Pods are bound to nodes through the ``binding`` subresource, as the scheduler does.
+Pods are bound to nodes through the ``binding`` subresource, as the scheduler does. Per-kind
+registry rules (Job defaulting, namespace lifecycle) live in ``strategies.py``.
 """
 
 from __future__ import annotations
@@ -43,6 +44,14 @@ from podwright.core.json_patch import (
 from podwright.core.quantities import format_quantity
 from tests.k8s_emulator.errors import ApiError
 from tests.k8s_emulator.selectors import field_selector, label_selector
+from tests.k8s_emulator.strategies import (
+    FOREGROUND_DELETION,
+    ORPHAN,
+    default_job,
+    deletion_propagation,
+    prepare_namespace,
+    refuse_in_terminating_namespace,
+)
 
 Obj = dict[str, Any]
 
@@ -69,6 +78,7 @@ RESOURCE_TYPES = [
     ResourceType("", "v1", "namespaces", "Namespace", namespaced=False),
     ResourceType("", "v1", "pods", "Pod"),
     ResourceType("", "v1", "configmaps", "ConfigMap", status_subresource=False),
+    ResourceType("", "v1", "serviceaccounts", "ServiceAccount", status_subresource=False),
     ResourceType("", "v1", "services", "Service"),
     ResourceType("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim"),
     ResourceType("", "v1", "resourcequotas", "ResourceQuota"),
@@ -95,8 +105,8 @@ _DNS1123_SUBDOMAIN = re.compile(
 _GENERATED_CHARACTERS = "bcdfghjklmnpqrstvwxz2456789"
 _QUOTA_RESOURCES = ("requests.cpu", "requests.memory", "limits.cpu", "limits.memory")
 DEFAULT_POD_GRACE_SECONDS = 30
-FOREGROUND_DELETION = "foregroundDeletion"
-ORPHAN = "orphan"
+INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+"""The namespaces a cluster starts with (the apiserver's system namespaces controller)."""
 
 
 def rfc3339(moment: datetime) -> str:
@@ -128,7 +138,8 @@ class ApiStore:
         self._changed = threading.Condition()
         self._clock = clock or (lambda: datetime.now(UTC))
         self._random = random.Random()
-        self.create(resource_type("", "namespaces"), "", {"metadata": {"name": "default"}})
+        for namespace in INITIAL_NAMESPACES:
+            self.create(resource_type("", "namespaces"), "", {"metadata": {"name": namespace}})
 
     # Reading ------------------------------------------------------------------------------
 
@@ -136,6 +147,19 @@ class ApiStore:
     def resource_version(self) -> int:
         with self._changed:
             return self._revision
+
+    def wait_for_change(self, after: int, stop: threading.Event, timeout: float | None) -> int:
+        """Block until the resourceVersion passes ``after``, ``stop`` is set (and the watchers
+        woken) or ``timeout`` seconds passed; the current resourceVersion."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._revision > after or stop.is_set(), timeout)
+            return self._revision
+
+    def snapshot(self) -> list[tuple[ResourceType, Obj]]:
+        """Every stored object, at one resourceVersion, for the controllers. The objects are the
+        store's own: read them, never change them."""
+        with self._changed:
+            return [(key[0], obj) for key, obj in self._objects.items()]
 
     def get(self, resource: ResourceType, namespace: str, name: str) -> Obj:
         with self._changed:
@@ -183,16 +207,19 @@ class ApiStore:
                 )
             metadata["namespace"] = namespace
         with self._changed:
-            if (
-                resource.namespaced
-                and (resource_type("", "namespaces"), "", namespace) not in self._objects
-            ):
-                raise ApiError(
-                    404,
-                    "NotFound",
-                    f'namespaces "{namespace}" not found',
-                    details={"name": namespace, "kind": "namespaces"},
-                )
+            if resource.namespaced:
+                home = self._objects.get((resource_type("", "namespaces"), "", namespace))
+                if home is None:
+                    raise ApiError(
+                        404,
+                        "NotFound",
+                        f'namespaces "{namespace}" not found',
+                        details={"name": namespace, "kind": "namespaces"},
+                    )
+                if home["status"].get("phase") == "Terminating":
+                    raise refuse_in_terminating_namespace(
+                        resource.group_resource, metadata.get("name") or "", namespace
+                    )
             if not metadata.get("name") and metadata.get("generateName"):
                 metadata["name"] = metadata["generateName"] + "".join(
                     self._random.choice(_GENERATED_CHARACTERS) for _ in range(5)
@@ -218,6 +245,10 @@ class ApiStore:
             obj["kind"] = resource.kind
             if resource.status_subresource:
                 obj["status"] = _initial_status(resource, obj)
+            if (resource.group, resource.kind) == ("batch", "Job"):
+                default_job(obj)
+            if resource.kind == "Namespace":
+                prepare_namespace(obj)
             return self._store(resource, key, obj, "ADDED", None)
 
     def replace(
@@ -303,12 +334,14 @@ class ApiStore:
                         f"object meta: {metadata[field]}",
                     )
             key = (resource, namespace if resource.namespaced else "", name)
-            if resource.kind == "Namespace":
-                self._delete_namespace_contents(name)
             updated = copy.deepcopy(current)
             meta = updated["metadata"]
             now = self._clock()
             graceful = False
+            finalized_later = resource.kind == "Namespace" and bool(_namespace_finalizers(updated))
+            if finalized_later:
+                # The namespace controller empties it, then removes its spec finalizer.
+                updated["status"]["phase"] = "Terminating"
             if _is_pod(resource):
                 if meta.get("deletionTimestamp"):
                     pending = meta.get("deletionGracePeriodSeconds") or 0
@@ -330,8 +363,13 @@ class ApiStore:
                     meta["deletionGracePeriodSeconds"] = period
                     _bump_generation(meta)
                     graceful = True
-            _gc_finalizers(meta, propagation)
-            if meta.get("finalizers"):
+            _gc_finalizers(
+                meta,
+                deletion_propagation(
+                    resource.api_version, resource.kind, propagation, meta.get("finalizers") or []
+                ),
+            )
+            if meta.get("finalizers") or finalized_later:
                 if not graceful:
                     # markAsDeleting: deleting now, with a grace period of 0.
                     if not meta.get("deletionTimestamp"):
@@ -529,6 +567,11 @@ class ApiStore:
         if subresource == "status":
             updated = copy.deepcopy(current)
             updated["status"] = given.get("status", {})
+        elif subresource == "finalize":
+            # namespaces/<name>/finalize changes spec.finalizers alone (namespace storage's
+            # FinalizeREST and finalizeNamespaceStrategy).
+            updated = copy.deepcopy(current)
+            updated["spec"]["finalizers"] = _namespace_finalizers(given)
         else:
             updated = copy.deepcopy(given)
             new_metadata = updated.setdefault("metadata", {})
@@ -559,17 +602,22 @@ class ApiStore:
                     f'{resource.kind} "{metadata["name"]}" is invalid: metadata.finalizers: '
                     "Forbidden: no new finalizers can be added if the object is being deleted",
                 )
+            if resource.kind == "Namespace":
+                # Only the finalize subresource changes them (namespaceStrategy.PrepareForUpdate).
+                updated.setdefault("spec", {})["finalizers"] = _namespace_finalizers(current)
             if resource.kind != "Pod" and updated.get("spec") != current.get("spec"):
                 new_metadata["generation"] = metadata.get("generation", 1) + 1
         key = (resource, metadata.get("namespace", ""), metadata["name"])
         if updated == current:
             return copy.deepcopy(current)
         # ShouldDeleteDuringUpdate: the last finalizer of an object deleted with a grace period of
-        # 0 is gone (a pod still in its grace period waits for the kubelet's delete).
+        # 0 is gone (a pod still in its grace period waits for the kubelet's delete; a namespace,
+        # for its spec finalizers too: ShouldDeleteNamespaceDuringUpdate).
         if (
             metadata.get("deletionTimestamp")
             and not updated["metadata"].get("finalizers")
             and not metadata.get("deletionGracePeriodSeconds")
+            and not (resource.kind == "Namespace" and _namespace_finalizers(updated))
         ):
             return self._remove(resource, key, updated)
         return self._store(resource, key, updated, "MODIFIED", current)
@@ -605,10 +653,6 @@ class ApiStore:
             self._compacted = dropped[-1].resource_version
             del self._history[: self._history_limit]
         self._changed.notify_all()
-
-    def _delete_namespace_contents(self, namespace: str) -> None:
-        for key in [k for k in self._objects if k[0].namespaced and k[1] == namespace]:
-            self._remove(key[0], key, self._objects[key])
 
     def _admit_pod(self, namespace: str, pod: Obj) -> None:
         """ResourceQuota admission: the pod count and the cpu/memory requests and limits."""
@@ -687,6 +731,10 @@ def _gc_finalizers(metadata: dict[str, Any], propagation: str | None) -> None:
         finalizers.append(wanted)
     if finalizers != (metadata.get("finalizers") or []):
         metadata["finalizers"] = finalizers
+
+
+def _namespace_finalizers(namespace: Mapping[str, Any]) -> list[str]:
+    return list((namespace.get("spec") or {}).get("finalizers") or [])
 
 
 def _bump_generation(metadata: dict[str, Any]) -> None:

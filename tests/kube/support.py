@@ -21,6 +21,7 @@ import pytest
 from kubernetes import client as k8s_client
 
 from podwright.adapters.kubernetes import KubernetesClient, connect
+from podwright.adapters.kubernetes.errors import error_from_status
 from podwright.engine.kubernetes_port import NotFoundError, ObjectRef
 from tests.k8s_emulator import Emulator
 from tests.k8s_emulator.kubelet import bind_pod
@@ -52,6 +53,21 @@ class ApiServer:
     def bind(self, pod_name: str, node: str = ABSENT_NODE) -> None:
         """Bind a pod of the test's namespace to a node, as the scheduler would."""
         bind_pod(self.api_client, self.namespace, pod_name, node)
+
+    def delete_without_options(self, path: str) -> list[str]:
+        """``DELETE path`` with no DeleteOptions (podwright's client always sends a
+        propagationPolicy); the ``Warning`` headers of the answer."""
+        method, url, headers, _body, _post = self.api_client.param_serialize(
+            method="DELETE",
+            resource_path=path,
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+        )
+        response = self.api_client.call_api(method, url, header_params=headers)
+        answer = response.read()
+        if response.status >= 300:
+            raise error_from_status(response.status, answer)
+        return list(response.headers.getlist("Warning"))
 
 
 @contextlib.contextmanager

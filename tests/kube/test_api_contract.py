@@ -430,8 +430,10 @@ def test_a_foreground_delete_keeps_the_object_until_its_dependents_are_gone(
     api: ApiServer,
 ) -> None:
     # deletionFinalizersForGarbageCollection (apiserver's registry/generic/registry/store.go)
-    # adds foregroundDeletion; the garbage collector removes it once the dependents that block
-    # their owner's deletion are gone. This dependent is held by a finalizer of the test's.
+    # adds foregroundDeletion; the garbage collector (processDeletingDependentsItem in
+    # pkg/controller/garbagecollector/garbagecollector.go) deletes the dependents and removes the
+    # finalizer once those that block their owner's deletion are gone. This dependent is held by
+    # a finalizer of the test's, so the owner stays until the test lets it go.
     owner = api.client.create(config_map("owner", api.namespace))
     dependent = config_map("dependent", api.namespace)
     dependent["metadata"]["finalizers"] = ["podwright.dev/test-hold"]
@@ -445,12 +447,16 @@ def test_a_foreground_delete_keeps_the_object_until_its_dependents_are_gone(
         }
     ]
     api.client.create(dependent)
+    owner_ref, dependent_ref = api.ref("ConfigMap", "owner"), api.ref("ConfigMap", "dependent")
     try:
-        api.client.delete(api.ref("ConfigMap", "owner"), propagation="Foreground")
-        held = api.client.get(api.ref("ConfigMap", "owner"))["metadata"]
+        api.client.delete(owner_ref, propagation="Foreground")
+        held = api.client.get(owner_ref)["metadata"]
         assert held["deletionTimestamp"]
         assert "foregroundDeletion" in held["finalizers"]
+        # The garbage collector deletes the dependent; its finalizer holds it, and the owner.
+        eventually(lambda: api.client.get(dependent_ref)["metadata"].get("deletionTimestamp"))
+        assert not _gone(api, owner_ref)
     finally:
-        api.client.patch(
-            api.ref("ConfigMap", "dependent"), {"metadata": {"finalizers": []}}, PatchType.MERGE
-        )
+        api.client.patch(dependent_ref, {"metadata": {"finalizers": []}}, PatchType.MERGE)
+    eventually(lambda: _gone(api, dependent_ref))
+    eventually(lambda: _gone(api, owner_ref))

@@ -1,0 +1,627 @@
+"""The controllers a real control plane runs (kube-controller-manager), for the emulator: a real
+cluster has them, so podwright meets them there, and the emulator must not let a test pass that a
+cluster would fail (a Job whose pods never come, a dependent that outlives its owner, a namespace
+without its ``kube-root-ca.crt``).
+
+Each controller runs in a thread of its own and is level-triggered, as the real ones are: it waits
+for the store's resourceVersion to move (or for a timer of its own), then reads the whole store at
+one version and does what the state asks for, through the store's own create, patch, delete and
+status writes (so admission and deletion semantics apply to them as to any client). They talk to
+the store in-process, not over HTTP: the emulator's request counts are the clients' alone.
+
+* :class:`GarbageCollector` (``pkg/controller/garbagecollector/garbagecollector.go``,
+  ``attemptToDeleteItem``, ``processDeletingDependentsItem``, ``orphanDependents``; the
+  "Garbage Collection" and "Use Cascading Deletion" docs): a dependent whose owners (by uid) are
+  all gone is deleted in the background; an owner deleted in the foreground has its dependents
+  deleted and loses its ``foregroundDeletion`` finalizer once no dependent with
+  ``blockOwnerDeletion`` is left; an owner deleted with the ``orphan`` finalizer has its
+  ownerReferences removed from its dependents, then the finalizer. A dependent with another owner
+  still present only loses its references to the owners that are gone or going.
+* :class:`JobController` (``pkg/controller/job/job_controller.go``, ``syncJob``, ``manageJob``,
+  ``trackJobStatusAndRemoveFinalizers``, ``enactJobFinished``; batch/v1 with the v1.31+ interim
+  conditions): it makes the Job's pods from its template (``generateName`` ``<job>-``, a
+  controller ownerReference that blocks the owner's deletion, the ``batch.kubernetes.io/
+  job-tracking`` finalizer), keeps ``active``, ``ready``, ``terminating``, ``succeeded``,
+  ``failed``, ``startTime`` and ``uncountedTerminatedPods``, counts each finished pod through
+  ``uncountedTerminatedPods`` and removes its finalizer, replaces failed pods after a back-off
+  until ``backoffLimit``, and finishes with ``SuccessCriteriaMet`` then ``Complete`` (and
+  ``completionTime``), or ``FailureTarget`` then ``Failed`` (``BackoffLimitExceeded``,
+  ``DeadlineExceeded`` past ``activeDeadlineSeconds``), deleting the active pods of a Job that
+  failed. NonIndexed Jobs with any parallelism and completions. Not emulated: Indexed Jobs,
+  ``suspend`` (a suspended Job is left alone), ``podFailurePolicy``, ``successPolicy``,
+  ``backoffLimitPerIndex``, ``managedBy``, adoption of orphan pods, Events, and the
+  ``ttlSecondsAfterFinished`` controller. The back-off before a failed pod is replaced is the
+  real one's shape (doubling per failure, capped) but short and configurable
+  (:class:`JobBackoff`); the real one starts at 10 s, capped at 6 min.
+* :class:`NamespaceController`: the root-CA publisher
+  (``pkg/controller/certificates/rootcacertpublisher/publisher.go``: a ``kube-root-ca.crt``
+  ConfigMap with ``ca.crt`` in every namespace, recreated and restored when deleted or changed),
+  the service-account controller (``pkg/controller/serviceaccount/serviceaccounts_controller.go``:
+  a ``default`` ServiceAccount in every namespace) and the namespace controller
+  (``pkg/controller/namespace/deletion/namespaced_resources_deleter.go``: a Terminating namespace
+  has its contents deleted, in the background; once nothing is left, its ``kubernetes``
+  finalizer is removed through ``namespaces/<name>/finalize`` and the namespace goes). It writes
+  no deletion conditions to the namespace's status.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from tests.k8s_emulator.errors import ApiError
+from tests.k8s_emulator.store import ApiStore, Obj, ResourceType, resource_type, rfc3339
+from tests.k8s_emulator.strategies import FOREGROUND_DELETION, NAMESPACE_FINALIZER, ORPHAN
+
+RETRY_SECONDS = 0.05
+"""How soon a controller tries again after a write lost a race (409, 404) with another client."""
+JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
+ROOT_CA_CONFIG_MAP = "kube-root-ca.crt"
+ROOT_CA_DESCRIPTION = (
+    "Contains a CA bundle that can be used to verify the kube-apiserver when using internal "
+    "endpoints such as the internal service IP or kubernetes.default.svc. No other usage is "
+    "guaranteed across distributions of Kubernetes clusters."
+)
+EMULATOR_CA_CERTIFICATE = (
+    "-----BEGIN CERTIFICATE-----\n"
+    "cG9kd3JpZ2h0J3MgQVBJLXNlcnZlciBlbXVsYXRvcjogbm8gcmVhbCBDQSBiZWhpbmQgdGhpcw==\n"
+    "-----END CERTIFICATE-----\n"
+)
+"""The emulator serves plain HTTP: the published bundle is a placeholder in PEM form."""
+DEFAULT_SERVICE_ACCOUNT = "default"
+
+PODS = resource_type("", "pods")
+JOBS = resource_type("batch", "jobs")
+NAMESPACES = resource_type("", "namespaces")
+CONFIG_MAPS = resource_type("", "configmaps")
+SERVICE_ACCOUNTS = resource_type("", "serviceaccounts")
+Snapshot = list[tuple[ResourceType, Obj]]
+
+
+class Controller(Protocol):
+    name: str
+
+    def reconcile(self, objects: Snapshot, now: datetime) -> float | None:
+        """Act on the store's state; the seconds after which to look again even if nothing
+        changes (None: only on a change)."""
+
+
+@dataclass(frozen=True)
+class JobBackoff:
+    """The Job controller's delay before it replaces a failed pod: ``initial`` seconds after the
+    first failure, doubled for each further one, at most ``limit``."""
+
+    initial: float = 0.05
+    limit: float = 1.0
+
+    def after(self, failures: int) -> float:
+        return 0.0 if failures <= 0 else min(self.initial * 2 ** (failures - 1), self.limit)
+
+
+class ControlPlane:
+    """The controllers, each in a thread driven by the store's changes; :meth:`stop` ends and
+    joins them."""
+
+    def __init__(
+        self,
+        store: ApiStore,
+        *,
+        job_backoff: JobBackoff = JobBackoff(),
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._stop = threading.Event()
+        self.controllers: list[Controller] = [
+            GarbageCollector(store),
+            JobController(store, job_backoff),
+            NamespaceController(store),
+        ]
+        self._threads = [
+            threading.Thread(target=self._run, args=(c,), name=f"emulator-{c.name}", daemon=True)
+            for c in self.controllers
+        ]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._store.wake_watchers()
+        for thread in self._threads:
+            if thread.is_alive():
+                thread.join(timeout=10)
+
+    def _run(self, controller: Controller) -> None:
+        seen, wake_in = -1, None
+        while True:
+            seen = self._store.wait_for_change(seen, self._stop, wake_in)
+            if self._stop.is_set():
+                return
+            wake_in = controller.reconcile(self._store.snapshot(), self._clock())
+
+
+def _sooner(first: float | None, second: float | None) -> float | None:
+    if first is None:
+        return second
+    return first if second is None else min(first, second)
+
+
+def _key(obj: Obj) -> tuple[str, str]:
+    metadata = obj["metadata"]
+    return metadata.get("namespace", ""), metadata["name"]
+
+
+def _deleting(obj: Obj) -> bool:
+    return bool(obj["metadata"].get("deletionTimestamp"))
+
+
+def _finalizers(obj: Obj) -> list[str]:
+    return list(obj["metadata"].get("finalizers") or [])
+
+
+def _set_metadata(
+    store: ApiStore, resource: ResourceType, obj: Obj, field_name: str, value: Any
+) -> None:
+    """A merge patch of one metadata field, conditional on the version the controller read."""
+    namespace, name = _key(obj)
+    patch = {"metadata": {field_name: value, "resourceVersion": obj["metadata"]["resourceVersion"]}}
+    store.patch(resource, namespace, name, patch, "application/merge-patch+json")
+
+
+# Garbage collector -------------------------------------------------------------------------------
+
+
+class GarbageCollector:
+    name = "garbage-collector"
+
+    def __init__(self, store: ApiStore) -> None:
+        self._store = store
+
+    def reconcile(self, objects: Snapshot, now: datetime) -> float | None:
+        by_uid = {obj["metadata"]["uid"]: obj for _resource, obj in objects}
+        dependents: dict[str, Snapshot] = {}
+        for resource, obj in objects:
+            for reference in obj["metadata"].get("ownerReferences") or []:
+                dependents.setdefault(reference["uid"], []).append((resource, obj))
+        again = None
+        for resource, obj in objects:
+            try:
+                if _deleting(obj):
+                    self._finish_owner(resource, obj, dependents, by_uid)
+                elif obj["metadata"].get("ownerReferences"):
+                    self._collect(resource, obj, dependents, by_uid)
+            except ApiError:
+                again = RETRY_SECONDS
+        return again
+
+    def _finish_owner(
+        self,
+        resource: ResourceType,
+        owner: Obj,
+        dependents: dict[str, Snapshot],
+        by_uid: dict[str, Obj],
+    ) -> None:
+        uid = owner["metadata"]["uid"]
+        finalizers = _finalizers(owner)
+        if ORPHAN in finalizers:
+            for dependent_resource, dependent in dependents.get(uid, []):
+                kept = [r for r in dependent["metadata"]["ownerReferences"] if r["uid"] != uid]
+                _set_metadata(
+                    self._store, dependent_resource, dependent, "ownerReferences", kept or None
+                )
+            self._drop_finalizer(resource, owner, ORPHAN)
+        elif FOREGROUND_DELETION in finalizers:
+            blocking = False
+            for dependent_resource, dependent in dependents.get(uid, []):
+                reference = next(
+                    r for r in dependent["metadata"]["ownerReferences"] if r["uid"] == uid
+                )
+                blocking = blocking or bool(reference.get("blockOwnerDeletion"))
+                if not _deleting(dependent):
+                    self._collect(dependent_resource, dependent, dependents, by_uid)
+            if not blocking:
+                self._drop_finalizer(resource, owner, FOREGROUND_DELETION)
+
+    def _collect(
+        self,
+        resource: ResourceType,
+        obj: Obj,
+        dependents: dict[str, Snapshot],
+        by_uid: dict[str, Obj],
+    ) -> None:
+        """``attemptToDeleteItem``: an object whose owners are gone or going."""
+        solid, going = [], []
+        for reference in obj["metadata"]["ownerReferences"]:
+            owner = by_uid.get(reference["uid"])
+            if owner is None:
+                going.append(reference)
+            elif _deleting(owner) and FOREGROUND_DELETION in _finalizers(owner):
+                going.append({**reference, "waiting": True})
+            else:
+                solid.append(reference)
+        if solid:
+            if going:
+                _set_metadata(self._store, resource, obj, "ownerReferences", solid)
+            return
+        if any(r.get("waiting") for r in going) and dependents.get(obj["metadata"]["uid"]):
+            policy = "Foreground"
+        elif ORPHAN in _finalizers(obj):
+            policy = "Orphan"
+        elif FOREGROUND_DELETION in _finalizers(obj):
+            policy = "Foreground"
+        else:
+            policy = "Background"
+        namespace, name = _key(obj)
+        self._store.delete(
+            resource,
+            namespace,
+            name,
+            preconditions={"uid": obj["metadata"]["uid"]},
+            propagation=policy,
+        )
+
+    def _drop_finalizer(self, resource: ResourceType, obj: Obj, finalizer: str) -> None:
+        kept = [f for f in _finalizers(obj) if f != finalizer]
+        _set_metadata(self._store, resource, obj, "finalizers", kept or None)
+
+
+# Job controller ----------------------------------------------------------------------------------
+
+
+def _condition(kind: str, reason: str, message: str, now: datetime) -> Obj:
+    stamp = rfc3339(now)
+    return {
+        "type": kind,
+        "status": "True",
+        "reason": reason,
+        "message": message,
+        "lastProbeTime": stamp,
+        "lastTransitionTime": stamp,
+    }
+
+
+def _has_condition(job: Obj, kind: str) -> Obj | None:
+    conditions: list[Obj] = (job.get("status") or {}).get("conditions") or []
+    for condition in conditions:
+        if condition.get("type") == kind and condition.get("status") == "True":
+            return condition
+    return None
+
+
+def _phase(pod: Obj) -> str:
+    return str((pod.get("status") or {}).get("phase") or "")
+
+
+def _finished(pod: Obj) -> bool:
+    return _phase(pod) in ("Succeeded", "Failed")
+
+
+def _ready(pod: Obj) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (pod.get("status") or {}).get("conditions") or []
+    )
+
+
+@dataclass
+class _JobProgress:
+    """What the controller remembers of a Job between passes (the real one: its back-off
+    store): the failures it has seen, and when it saw the last."""
+
+    failures: int = 0
+    last_failure: datetime | None = None
+
+
+class JobController:
+    name = "job-controller"
+
+    def __init__(self, store: ApiStore, backoff: JobBackoff) -> None:
+        self._store = store
+        self._backoff = backoff
+        self._progress: dict[str, _JobProgress] = {}
+
+    def reconcile(self, objects: Snapshot, now: datetime) -> float | None:
+        pods_by_owner: dict[str, list[Obj]] = {}
+        for resource, obj in objects:
+            if resource == PODS:
+                for reference in obj["metadata"].get("ownerReferences") or []:
+                    if reference.get("controller"):
+                        pods_by_owner.setdefault(reference["uid"], []).append(obj)
+        jobs = [obj for resource, obj in objects if resource == JOBS]
+        job_uids = {job["metadata"]["uid"] for job in jobs}
+        self._progress = {uid: p for uid, p in self._progress.items() if uid in job_uids}
+        again = None
+        for resource, obj in objects:
+            if resource == PODS and self._orphaned(obj, job_uids):
+                try:
+                    self._release(obj)
+                except ApiError:
+                    again = RETRY_SECONDS
+        for job in jobs:
+            if (job.get("spec") or {}).get("suspend"):
+                continue
+            if _has_condition(job, "Complete") or _has_condition(job, "Failed"):
+                continue
+            try:
+                wake = self._sync(job, pods_by_owner.get(job["metadata"]["uid"], []), now)
+            except ApiError:
+                wake = RETRY_SECONDS
+            again = _sooner(again, wake)
+        return again
+
+    def _sync(self, job: Obj, pods: list[Obj], now: datetime) -> float | None:
+        """``syncJob`` for a NonIndexed Job."""
+        spec = job["spec"]
+        uid = job["metadata"]["uid"]
+        progress = self._progress.setdefault(uid, _JobProgress())
+        status = copy.deepcopy(job.get("status") or {})
+        written = copy.deepcopy(status)
+        uncounted = status.setdefault("uncountedTerminatedPods", {})
+        counted_succeeded = set(uncounted.get("succeeded") or [])
+        counted_failed = set(uncounted.get("failed") or [])
+        replace_only_failed = spec.get("podReplacementPolicy") == "Failed"
+
+        def failed(pod: Obj) -> bool:
+            if _phase(pod) == "Failed":
+                return True
+            return not replace_only_failed and _deleting(pod) and _phase(pod) != "Succeeded"
+
+        tracked = [p for p in pods if JOB_TRACKING_FINALIZER in _finalizers(p)]
+        active = [p for p in pods if not _finished(p) and not _deleting(p)]
+        terminating = sum(1 for p in pods if _deleting(p) and not _finished(p))
+        new_succeeded = [
+            p
+            for p in tracked
+            if _phase(p) == "Succeeded" and p["metadata"]["uid"] not in counted_succeeded
+        ]
+        new_failed = [
+            p for p in tracked if failed(p) and p["metadata"]["uid"] not in counted_failed
+        ]
+        succeeded = status.get("succeeded", 0) + len(new_succeeded) + len(counted_succeeded)
+        failures = status.get("failed", 0) + len(new_failed) + len(counted_failed)
+        if failures > progress.failures:
+            progress.failures, progress.last_failure = failures, now
+        status.setdefault("startTime", rfc3339(now))
+        again = None
+
+        finishing = _has_condition(job, "SuccessCriteriaMet") or _has_condition(
+            job, "FailureTarget"
+        )
+        if finishing is None:
+            deadline = spec.get("activeDeadlineSeconds")
+            if failures > spec["backoffLimit"]:
+                finishing = _condition(
+                    "FailureTarget",
+                    "BackoffLimitExceeded",
+                    "Job has reached the specified backoff limit",
+                    now,
+                )
+            elif deadline is not None:
+                started = datetime.fromisoformat(status["startTime"])
+                left = (started + timedelta(seconds=deadline) - now).total_seconds()
+                if left <= 0:
+                    finishing = _condition(
+                        "FailureTarget",
+                        "DeadlineExceeded",
+                        "Job was active longer than specified deadline",
+                        now,
+                    )
+                else:
+                    again = left
+        active_count = len(active)
+        if finishing is not None and finishing["type"] == "FailureTarget":
+            for pod in active:
+                self._store.delete(PODS, *_key(pod), preconditions={"uid": pod["metadata"]["uid"]})
+            terminating += len(active)
+            active, active_count = [], 0
+        elif finishing is None and not _deleting(job):
+            active_count, wake = self._manage(job, active, succeeded, progress, now)
+            again = _sooner(again, wake)
+            completions = spec.get("completions")
+            done = succeeded >= completions if completions is not None else succeeded > 0
+            if done and active_count == 0:
+                finishing = _condition(
+                    "SuccessCriteriaMet",
+                    "CompletionsReached",
+                    "Reached expected number of succeeded pods",
+                    now,
+                )
+        status["active"] = active_count
+        status["ready"] = sum(1 for p in active if _ready(p))
+        status["terminating"] = terminating
+
+        # trackJobStatusAndRemoveFinalizers: record the finished pods as uncounted, flush, remove
+        # their finalizers, then count them.
+        releasing = []
+        for pod in tracked:
+            pod_uid = pod["metadata"]["uid"]
+            if _phase(pod) == "Succeeded":
+                if pod_uid not in counted_failed and pod_uid not in counted_succeeded:
+                    uncounted.setdefault("succeeded", []).append(pod_uid)
+            elif failed(pod) or (finishing is not None and finishing["type"] == "FailureTarget"):
+                if pod_uid not in counted_failed:
+                    uncounted.setdefault("failed", []).append(pod_uid)
+            elif not _deleting(job) and finishing is None:
+                continue
+            releasing.append(pod)
+        if finishing is not None and not _has_condition(job, finishing["type"]):
+            status.setdefault("conditions", []).append(finishing)
+        if status != written:
+            job = self._write_status(job, status)
+            written = copy.deepcopy(status)
+        for pod in releasing:
+            self._release(pod)
+        for outcome in ("succeeded", "failed"):
+            uids = uncounted.pop(outcome, None) or []
+            status[outcome] = status.get(outcome, 0) + len(uids)
+        if finishing is not None and terminating == 0:
+            final = "Complete" if finishing["type"] == "SuccessCriteriaMet" else "Failed"
+            status["conditions"].append(
+                _condition(final, finishing["reason"], finishing["message"], now)
+            )
+            if final == "Complete":
+                status["completionTime"] = rfc3339(now)
+        if status != written:
+            self._write_status(job, status)
+        return again
+
+    @staticmethod
+    def _orphaned(pod: Obj, job_uids: set[str]) -> bool:
+        """A pod holding the tracking finalizer of no Job (``syncOrphanPod``): its Job is gone,
+        or orphaned it."""
+        if JOB_TRACKING_FINALIZER not in _finalizers(pod):
+            return False
+        owners = [
+            r["uid"]
+            for r in pod["metadata"].get("ownerReferences") or []
+            if r.get("controller") and r.get("kind") == "Job"
+        ]
+        return not any(uid in job_uids for uid in owners)
+
+    def _release(self, pod: Obj) -> None:
+        """Remove the pod's tracking finalizer (a pod already gone needs nothing)."""
+        kept = [f for f in _finalizers(pod) if f != JOB_TRACKING_FINALIZER]
+        try:
+            _set_metadata(self._store, PODS, pod, "finalizers", kept or None)
+        except ApiError as error:
+            if error.code != 404:
+                raise
+
+    def _manage(
+        self, job: Obj, active: list[Obj], succeeded: int, progress: _JobProgress, now: datetime
+    ) -> tuple[int, float | None]:
+        """``manageJob``: as many active pods as the Job wants, a failed one replaced after the
+        back-off; the active count after it, and when to look again."""
+        spec = job["spec"]
+        completions = spec.get("completions")
+        wanted = spec["parallelism"]
+        if completions is not None:
+            wanted = min(wanted, completions - succeeded)
+        elif succeeded > 0:
+            wanted = 0
+        wanted = max(wanted, 0)
+        if len(active) > wanted:
+            for pod in active[wanted:]:
+                self._store.delete(PODS, *_key(pod), preconditions={"uid": pod["metadata"]["uid"]})
+            return wanted, None
+        missing = wanted - len(active)
+        if missing == 0:
+            return len(active), None
+        if progress.last_failure is not None:
+            ready_at = progress.last_failure + timedelta(
+                seconds=self._backoff.after(progress.failures)
+            )
+            if now < ready_at:
+                return len(active), (ready_at - now).total_seconds()
+        namespace = job["metadata"]["namespace"]
+        for _ in range(missing):
+            self._store.create(PODS, namespace, self._pod_for(job))
+        return len(active) + missing, None
+
+    def _pod_for(self, job: Obj) -> Obj:
+        template = copy.deepcopy(job["spec"].get("template") or {})
+        metadata = template.get("metadata") or {}
+        metadata.pop("name", None)
+        metadata["generateName"] = f"{job['metadata']['name']}-"
+        metadata["namespace"] = job["metadata"]["namespace"]
+        metadata["ownerReferences"] = [
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "name": job["metadata"]["name"],
+                "uid": job["metadata"]["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+        metadata["finalizers"] = [*(metadata.get("finalizers") or []), JOB_TRACKING_FINALIZER]
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": template["spec"]}
+
+    def _write_status(self, job: Obj, status: Obj) -> Obj:
+        namespace, name = _key(job)
+        return self._store.replace(
+            JOBS, namespace, name, {**job, "status": status}, subresource="status"
+        )
+
+
+# Namespaces --------------------------------------------------------------------------------------
+
+
+class NamespaceController:
+    name = "namespace-controller"
+
+    def __init__(self, store: ApiStore) -> None:
+        self._store = store
+
+    def reconcile(self, objects: Snapshot, now: datetime) -> float | None:
+        contents: dict[str, Snapshot] = {}
+        for resource, obj in objects:
+            if resource.namespaced:
+                contents.setdefault(obj["metadata"]["namespace"], []).append((resource, obj))
+        again = None
+        for resource, namespace in objects:
+            if resource != NAMESPACES:
+                continue
+            try:
+                if _deleting(namespace):
+                    self._empty(namespace, contents.get(namespace["metadata"]["name"], []))
+                else:
+                    self._publish(
+                        namespace["metadata"]["name"],
+                        contents.get(namespace["metadata"]["name"], []),
+                    )
+            except ApiError:
+                again = RETRY_SECONDS
+        return again
+
+    def _publish(self, namespace: str, inside: Snapshot) -> None:
+        """The root-CA publisher's ConfigMap and the service-account controller's ``default``."""
+        found = {(resource, obj["metadata"]["name"]): obj for resource, obj in inside}
+        wanted_data = {"ca.crt": EMULATOR_CA_CERTIFICATE}
+        config_map = found.get((CONFIG_MAPS, ROOT_CA_CONFIG_MAP))
+        if config_map is None:
+            self._store.create(
+                CONFIG_MAPS,
+                namespace,
+                {
+                    "metadata": {
+                        "name": ROOT_CA_CONFIG_MAP,
+                        "annotations": {"kubernetes.io/description": ROOT_CA_DESCRIPTION},
+                    },
+                    "data": wanted_data,
+                },
+            )
+        elif config_map.get("data") != wanted_data and not _deleting(config_map):
+            self._store.replace(
+                CONFIG_MAPS, namespace, ROOT_CA_CONFIG_MAP, {**config_map, "data": wanted_data}
+            )
+        if (SERVICE_ACCOUNTS, DEFAULT_SERVICE_ACCOUNT) not in found:
+            self._store.create(
+                SERVICE_ACCOUNTS, namespace, {"metadata": {"name": DEFAULT_SERVICE_ACCOUNT}}
+            )
+
+    def _empty(self, namespace: Obj, inside: Snapshot) -> None:
+        """``deleteAllContent``, then ``finalizeNamespace`` once nothing is left."""
+        finalizers = (namespace.get("spec") or {}).get("finalizers") or []
+        if NAMESPACE_FINALIZER not in finalizers:
+            return
+        for resource, obj in inside:
+            if not _deleting(obj):
+                self._store.delete(
+                    resource,
+                    *_key(obj),
+                    preconditions={"uid": obj["metadata"]["uid"]},
+                    propagation="Background",
+                )
+        if inside:
+            return
+        name = namespace["metadata"]["name"]
+        finalized = copy.deepcopy(namespace)
+        finalized["spec"]["finalizers"] = [f for f in finalizers if f != NAMESPACE_FINALIZER]
+        self._store.replace(NAMESPACES, "", name, finalized, subresource="finalize")

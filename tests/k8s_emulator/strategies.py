@@ -1,0 +1,131 @@
+"""What the API server's registry does per kind on create and delete, beyond the generic store:
+the emulator's store applies these, so that the controllers (``controllers.py``) and the tests
+see the objects a real server would have stored.
+
+* Jobs (batch/v1) are defaulted (``SetDefaults_Job`` in ``pkg/apis/batch/v1/defaults.go``) and
+  get a generated selector and pod-template labels (``generateSelector``, called from
+  ``jobStrategy.PrepareForCreate`` in ``pkg/registry/batch/job/strategy.go``) once their uid is
+  known;
+* a delete without ``propagationPolicy`` takes the kind's default garbage-collection policy
+  (``DefaultGarbageCollectionPolicy`` of the kind's strategy): batch/v1 Jobs orphan their pods
+  ("for back compatibility", ``jobStrategy``) and the Job's ``REST.Delete``
+  (``pkg/registry/batch/job/storage/storage.go``) answers with a warning; Events support no
+  garbage collection (``eventStrategy``: ``rest.Unsupported``, propagation is ignored); every other
+  kind the emulator serves deletes its dependents in the background (the generic store's default);
+* Namespaces are created Active with the ``kubernetes`` finalizer in ``spec.finalizers``
+  (``namespaceStrategy.PrepareForCreate`` in ``pkg/registry/core/namespace/strategy.go``) and the
+  ``kubernetes.io/metadata.name`` label (``SetDefaults_Namespace`` in
+  ``pkg/apis/core/v1/defaults.go``); a delete marks them Terminating, and they go once the
+  namespace controller has emptied them and removed that finalizer (``REST.Delete`` and
+  ``ShouldDeleteNamespaceDuringUpdate`` in ``pkg/registry/core/namespace/storage/storage.go``);
+  creating in a Terminating namespace is refused by the NamespaceLifecycle admission plugin
+  (``plugin/pkg/admission/namespace/lifecycle/admission.go``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.k8s_emulator.errors import ApiError
+
+FOREGROUND_DELETION = "foregroundDeletion"
+ORPHAN = "orphan"
+JOB_NAME_LABELS = ("job-name", "batch.kubernetes.io/job-name")
+CONTROLLER_UID_LABELS = ("controller-uid", "batch.kubernetes.io/controller-uid")
+SELECTOR_LABEL = "batch.kubernetes.io/controller-uid"
+DEFAULT_BACKOFF_LIMIT = 6
+NAMESPACE_FINALIZER = "kubernetes"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+JOB_DELETE_WARNING = (
+    "child pods are preserved by default when jobs are deleted; set "
+    "propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress "
+    "this warning"
+)
+
+
+def default_job(job: dict[str, Any]) -> None:
+    """Default a batch/v1 Job being created (its uid already assigned), in place."""
+    spec = job.setdefault("spec", {})
+    metadata = job["metadata"]
+    if spec.get("completions") is None and spec.get("parallelism") is None:
+        spec["completions"] = 1
+    spec.setdefault("parallelism", 1)
+    spec.setdefault("backoffLimit", DEFAULT_BACKOFF_LIMIT)
+    template = spec.setdefault("template", {})
+    template_metadata = template.setdefault("metadata", {})
+    if template_metadata.get("labels") and not metadata.get("labels"):
+        metadata["labels"] = dict(template_metadata["labels"])
+    spec.setdefault("completionMode", "NonIndexed")
+    spec.setdefault("suspend", False)
+    spec.setdefault(
+        "podReplacementPolicy", "Failed" if spec.get("podFailurePolicy") else "TerminatingOrFailed"
+    )
+    spec.setdefault("manualSelector", False)
+    if spec["manualSelector"]:
+        return
+    labels = template_metadata.setdefault("labels", {})
+    for label in JOB_NAME_LABELS:
+        labels.setdefault(label, metadata["name"])
+    for label in CONTROLLER_UID_LABELS:
+        labels.setdefault(label, metadata["uid"])
+    selector = spec.setdefault("selector", {})
+    selector.setdefault("matchLabels", {}).setdefault(SELECTOR_LABEL, metadata["uid"])
+
+
+def deletion_propagation(
+    api_version: str, kind: str, requested: str | None, finalizers: list[str]
+) -> str | None:
+    """The propagation a delete applies to the object's garbage-collector finalizers
+    (``deletionFinalizersForGarbageCollection``, ``shouldOrphanDependents`` and
+    ``shouldDeleteDependents`` in the apiserver's ``registry/generic/registry/store.go``): the
+    requested one; without one, a GC finalizer the object already has stands, else the kind's
+    default; None changes nothing (an Event's: its kind supports no garbage collection)."""
+    if kind == "Event":
+        return None
+    if requested is not None:
+        return requested
+    if FOREGROUND_DELETION in finalizers or ORPHAN in finalizers:
+        return None
+    if (api_version, kind) == ("batch/v1", "Job"):
+        return "Orphan"
+    return None
+
+
+def delete_warnings(api_version: str, kind: str, requested: str | None) -> list[str]:
+    """The ``Warning`` headers a delete is answered with."""
+    if (api_version, kind) == ("batch/v1", "Job") and requested is None:
+        return [JOB_DELETE_WARNING]
+    return []
+
+
+def prepare_namespace(namespace: dict[str, Any]) -> None:
+    """A Namespace being created: Active, finalized by the namespace controller, labelled with
+    its name."""
+    metadata = namespace["metadata"]
+    metadata.setdefault("labels", {})[NAMESPACE_NAME_LABEL] = metadata["name"]
+    finalizers = namespace.setdefault("spec", {}).setdefault("finalizers", [])
+    if NAMESPACE_FINALIZER not in finalizers:
+        finalizers.append(NAMESPACE_FINALIZER)
+
+
+def refuse_in_terminating_namespace(kind_plural: str, name: str, namespace: str) -> ApiError:
+    """NamespaceLifecycle's refusal of a create in a namespace being deleted (403, with the
+    ``NamespaceTerminating`` cause)."""
+    subject = f'{kind_plural} "{name}"' if name else kind_plural
+    return ApiError(
+        403,
+        "Forbidden",
+        f"{subject} is forbidden: unable to create new content in namespace {namespace} "
+        "because it is being terminated",
+        details={
+            "name": name,
+            "kind": kind_plural,
+            "causes": [
+                {
+                    "reason": "NamespaceTerminating",
+                    "message": f"namespace {namespace} is being terminated",
+                    "field": "metadata.namespace",
+                }
+            ],
+        },
+    )
