@@ -152,8 +152,7 @@ def test_a_kind_the_cluster_does_not_serve_fails_the_task_for_good_naming_what_s
     kube: FakeKubernetes, resource: Any, plugin: Any, served_by: str
 ) -> None:
     # A cluster without the CRD answers a create with 404 (the server could not find the
-    # requested resource): retrying cannot help.
-    kube.fail("create", NotFoundError("the server could not find the requested resource"))
+    # requested resource): retrying cannot help. ``kube`` serves no third-party kind.
     harness = Harness(kube, plugin=plugin())
     failed = harness.round(TaskContext("task-1", NAMESPACE, resource(), labels=LABELS))
     assert failed.info.phase is Phase.PERMANENT_FAILURE
@@ -334,7 +333,12 @@ KNATIVE = {
     "apiVersion": "serving.knative.dev/v1",
     "kind": "Service",
     "metadata": {},
-    "spec": {"template": {"metadata": {"annotations": {"a": "b"}}, "spec": {}}},
+    "spec": {
+        "template": {
+            "metadata": {"annotations": {"a": "b"}},
+            "spec": {"containers": [{"image": "registry.invalid/none:1"}]},  # the CRD requires one
+        }
+    },
 }
 
 
@@ -358,8 +362,9 @@ def test_the_tasks_labels_are_on_every_pod_template(
     kube: FakeKubernetes, plugin: Plugin, resource: dict[str, Any], templates: list[tuple[str, ...]]
 ) -> None:
     given = copy.deepcopy(resource)
+    kube.serve(plugin.api_version, plugin.kind)
     Harness(kube, plugin=plugin).round(a_task(resource))
-    created = kube.store.get(resource_of(plugin.api_version, plugin.kind), NAMESPACE, "task-1")
+    created = kube.store.get(kube.resource(plugin.api_version, plugin.kind), NAMESPACE, "task-1")
     for path in templates:
         template: Any = created
         for key in path:
@@ -427,6 +432,7 @@ def test_a_task_that_ran_is_running_until_a_cause_says_otherwise(
     statuses: list[dict[str, Any]],
     phases: list[Phase],
 ) -> None:
+    kube.serve(plugin.api_version, plugin.kind)
     harness = Harness(kube, plugin=plugin)
     the_task = a_task(resource)
     harness.round(the_task)

@@ -1,6 +1,7 @@
 """A small Kubernetes API server emulator for podwright's adapter tests.
 
-It serves the REST API over real HTTP, for the kinds podwright creates and watches, with the
+It serves the REST API over real HTTP, for the kinds podwright creates and watches (custom kinds
+once their CustomResourceDefinition is created: see ``custom_resources``), with the
 semantics the engine relies on (each pinned by a contract test in ``tests/contract`` that also runs
 against a real API server): resourceVersion and uid, generateName, 409 AlreadyExists and Conflict,
 404, resourceVersion preconditions on update, patch and delete, label and field selectors on list

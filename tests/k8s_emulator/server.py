@@ -15,7 +15,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import yaml
+
 from tests.k8s_emulator.controllers import ControlPlane
+from tests.k8s_emulator.discovery import discovery_document
 from tests.k8s_emulator.errors import ApiError
 from tests.k8s_emulator.store import ApiStore, ResourceType, resource_type
 from tests.k8s_emulator.strategies import delete_warnings
@@ -26,6 +29,7 @@ _PATH = re.compile(
     r"(?:/(?P<name>[^/]+))?(?:/(?P<subresource>[^/]+))?$"
 )
 _VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+APPLY_PATCH = "application/apply-patch+yaml"
 
 
 @dataclass
@@ -224,10 +228,20 @@ class _Handler(BaseHTTPRequestHandler):
             if url.path == "/version":
                 self._send(200, {"major": "1", "minor": "34", "gitVersion": "v1.34.0-emulator"})
                 return
+            if method == "GET":
+                host, port = self.server.server_address[:2]
+                document = discovery_document(
+                    url.path, self.store.served_resources(), f"{host}:{port}"
+                )
+                if document is not None:
+                    self._send(200, document)
+                    return
             match = _PATH.match(url.path)
             if match is None:
                 raise ApiError(404, "NotFound", f"the server could not find {url.path}")
-            resource = resource_type(match["group"] or "", match["plural"])
+            resource = self.store.served(
+                match["group"] or "", match["version"] or "v1", match["plural"]
+            )
             name, namespace = match["name"], match["namespace"]
             if not resource.namespaced and name is None and namespace is not None:
                 name, namespace = namespace, None
@@ -253,8 +267,9 @@ class _Handler(BaseHTTPRequestHandler):
             if resource.kind == "Pod" and match["subresource"] == "log" and method == "GET":
                 self._send_log(namespace or "", name or "", query)
                 return
-            self._send(
-                *self._dispatch(
+
+            def dispatch() -> tuple[int, Any]:
+                return self._dispatch(
                     method,
                     verb,
                     resource,
@@ -264,7 +279,13 @@ class _Handler(BaseHTTPRequestHandler):
                     query=query,
                     body=body,
                 )
+
+            code, payload = (
+                self.store.dry_run(dispatch)
+                if query.get("dryRun") == "All" and method != "GET"
+                else dispatch()
             )
+            self._send(code, _served_as(resource, payload))
         except ApiError as error:
             headers = (
                 {"Retry-After": str(error.retry_after)} if error.retry_after is not None else {}
@@ -295,8 +316,10 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         raw = self.rfile.read(length)
         try:
+            if self.headers.get("Content-Type", "").startswith(APPLY_PATCH):
+                return yaml.safe_load(raw)  # JSON is YAML too
             return json.loads(raw)
-        except ValueError as error:
+        except (ValueError, yaml.YAMLError) as error:
             raise ApiError(400, "BadRequest", f"the request body is not JSON: {error}") from error
 
     def _dispatch(
@@ -346,6 +369,15 @@ class _Handler(BaseHTTPRequestHandler):
             return 200, store.replace(resource, namespace, name, body, subresource=subresource)
         if method == "PATCH":
             content_type = self.headers.get("Content-Type", "")
+            if content_type.startswith(APPLY_PATCH):
+                return self._apply(
+                    resource,
+                    namespace=namespace,
+                    name=name,
+                    subresource=subresource,
+                    query=query,
+                    body=body,
+                )
             return 200, store.patch(
                 resource, namespace, name, body, content_type, subresource=subresource
             )
@@ -361,6 +393,33 @@ class _Handler(BaseHTTPRequestHandler):
             grace_period_seconds=None if grace is None else int(grace),
             propagation=propagation,
         )
+
+    def _apply(
+        self,
+        resource: ResourceType,
+        *,
+        namespace: str,
+        name: str,
+        subresource: str | None,
+        query: dict[str, str],
+        body: Any,
+    ) -> tuple[int, Any]:
+        """Server-side apply (see ``ApiStore.apply``): 201 when it created the object."""
+        manager = query.get("fieldManager")
+        if not manager:
+            # ValidatePatchOptions (apiserver pkg/endpoints/handlers/patch.go).
+            raise ApiError(
+                422,
+                "Invalid",
+                'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is '
+                "required for apply patch",
+            )
+        if not isinstance(body, dict):
+            raise ApiError(400, "BadRequest", "an apply patch must be an object")
+        applied, created = self.store.apply(
+            resource, namespace, name, body, manager=manager, subresource=subresource
+        )
+        return (201 if created else 200), applied
 
     def _watch(self, resource: ResourceType, namespace: str | None, query: dict[str, str]) -> None:
         since_text = query.get("resourceVersion")
@@ -394,6 +453,7 @@ class _Handler(BaseHTTPRequestHandler):
                     bookmark_every=bookmarks,
                 )
                 for event in events:
+                    event["object"] = _served_as(resource, event["object"])
                     self._chunk(json.dumps(event).encode() + b"\n")
             except ApiError as error:
                 # A watch that cannot start from its version is refused inside the stream, as the
@@ -429,3 +489,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Warning", f'299 - "{warning}"')
         self.end_headers()
         self.wfile.write(data)
+
+
+def _served_as(resource: ResourceType, payload: Any) -> Any:
+    """A custom object, or a list of them, as the version asked for serves it: objects are
+    stored once for every version of their CRD, and the ``None`` conversion changes only the
+    ``apiVersion`` (apiextensions ``pkg/apiserver/conversion/nop_converter.go``)."""
+    if not resource.custom or not isinstance(payload, dict):
+        return payload
+    if payload.get("kind") == resource.kind:
+        payload["apiVersion"] = resource.api_version
+    for item in payload.get("items") or []:
+        item["apiVersion"] = resource.api_version
+    return payload

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from kubernetes.utils.quantity import parse_quantity
 
@@ -42,7 +42,19 @@ from podwright.core.json_patch import (
     apply_merge_patch,
 )
 from podwright.core.quantities import format_quantity
+from tests.k8s_emulator.custom_resources import (
+    CRD,
+    CustomResourceRegistry,
+    admit_custom_object,
+    check_definition,
+    defaulted_definition,
+    definition_status,
+    generation_changes,
+    main_update_keeps_status,
+    status_update,
+)
 from tests.k8s_emulator.errors import ApiError
+from tests.k8s_emulator.resource_types import ResourceType
 from tests.k8s_emulator.selectors import field_selector, label_selector
 from tests.k8s_emulator.strategies import (
     FOREGROUND_DELETION,
@@ -54,25 +66,7 @@ from tests.k8s_emulator.strategies import (
 )
 
 Obj = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class ResourceType:
-    group: str
-    version: str
-    plural: str
-    kind: str
-    namespaced: bool = True
-    status_subresource: bool = True
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    @property
-    def group_resource(self) -> str:
-        return f"{self.plural}.{self.group}" if self.group else self.plural
-
+T = TypeVar("T")
 
 RESOURCE_TYPES = [
     ResourceType("", "v1", "namespaces", "Namespace", namespaced=False),
@@ -92,12 +86,9 @@ RESOURCE_TYPES = [
         status_subresource=False,
     ),
     ResourceType("batch", "v1", "jobs", "Job"),
-    ResourceType("serving.knative.dev", "v1", "services", "Service"),
-    *(
-        ResourceType("kubeflow.org", "v1", kind.lower() + "s", kind)
-        for kind in ("PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "JAXJob")
-    ),
+    CRD,
 ]
+"""The built-in kinds; custom ones are served once their CustomResourceDefinition is created."""
 
 _DNS1123_SUBDOMAIN = re.compile(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -138,10 +129,58 @@ class ApiStore:
         self._changed = threading.Condition()
         self._clock = clock or (lambda: datetime.now(UTC))
         self._random = random.Random()
+        self.custom_resources = CustomResourceRegistry()
+        self._dry_run = False
         for namespace in INITIAL_NAMESPACES:
             self.create(resource_type("", "namespaces"), "", {"metadata": {"name": namespace}})
 
     # Reading ------------------------------------------------------------------------------
+
+    def served(self, group: str, version: str, plural: str) -> ResourceType:
+        """The resource served at ``/apis/<group>/<version>/<plural>`` (``/api/v1/<plural>`` for
+        the core group): a built-in kind, or a custom one whose CRD exists; else 404."""
+        with self._changed:
+            custom = self.custom_resources.lookup(group, version, plural)
+        if custom is not None:
+            return custom.resource
+        for resource in RESOURCE_TYPES:
+            if (resource.group, resource.version, resource.plural) == (group, version, plural):
+                return resource
+        raise ApiError(
+            404, "NotFound", f"the server could not find the requested resource ({plural})"
+        )
+
+    def resource_for(self, api_version: str, kind: str) -> ResourceType:
+        """The served resource of ``kind`` in ``api_version``; else 404."""
+        for resource in self.served_resources():
+            if (resource.api_version, resource.kind) == (api_version, kind):
+                return resource
+        raise ApiError(
+            404, "NotFound", f"the server could not find the requested resource ({kind})"
+        )
+
+    def served_resources(self) -> list[ResourceType]:
+        """Every resource served now: the built-in kinds, then the custom ones."""
+        with self._changed:
+            return [*RESOURCE_TYPES, *(served.resource for served in self.custom_resources)]
+
+    @property
+    def in_dry_run(self) -> bool:
+        """True while a ``dryRun=All`` request is being served (under the store's lock): the
+        hook for what must know it, e.g. admission webhooks (``dryRun`` in AdmissionReview)."""
+        return self._dry_run
+
+    def dry_run(self, operation: Callable[[], T]) -> T:
+        """Run a write as ``?dryRun=All`` does: every step (defaulting, admission, validation)
+        and the answer as for a real write, but nothing stored, no resourceVersion used, no
+        watch event (``rest.DryRunnableStorage`` in apiserver ``pkg/registry/generic/registry/
+        dryrun.go``: a create answers without a resourceVersion, an update with the old one)."""
+        with self._changed:
+            self._dry_run = True
+            try:
+                return operation()
+            finally:
+                self._dry_run = False
 
     @property
     def resource_version(self) -> int:
@@ -243,13 +282,16 @@ class ApiStore:
             metadata["generation"] = 1
             obj["apiVersion"] = resource.api_version
             obj["kind"] = resource.kind
-            if resource.status_subresource:
+            if resource.custom:
+                if resource.status_subresource:
+                    obj.pop("status", None)
+            elif resource.status_subresource:
                 obj["status"] = _initial_status(resource, obj)
             if (resource.group, resource.kind) == ("batch", "Job"):
                 default_job(obj)
             if resource.kind == "Namespace":
                 prepare_namespace(obj)
-            return self._store(resource, key, obj, "ADDED", None)
+            return self._store(resource, key, self._admitted(resource, obj, None), "ADDED", None)
 
     def replace(
         self,
@@ -309,6 +351,59 @@ class ApiStore:
             if version != current["metadata"]["resourceVersion"]:
                 raise self._conflict(resource, name)
             return self._update(resource, current, patched, subresource)
+
+    def apply(
+        self,
+        resource: ResourceType,
+        namespace: str,
+        name: str,
+        config: Mapping[str, Any],
+        *,
+        manager: str,
+        subresource: str | None = None,
+    ) -> tuple[Obj, bool]:
+        """Server-side apply, simplified: the applied configuration creates the object when it
+        is absent, else is merged over it as a JSON merge patch would be (lists are replaced
+        whole, not merged by key), through the same create and update paths as any write. Its
+        manager gets one ``Apply`` entry in ``metadata.managedFields`` (manager, operation,
+        apiVersion, time, subresource: no ``fieldsV1``). Not modelled: field ownership, so no
+        conflicts (``force`` changes nothing) and no removal of fields a manager stopped
+        applying; managedFields entries of other writes. Returns the object and whether it was
+        created."""
+        applied = copy.deepcopy(dict(config))
+        metadata = applied.setdefault("metadata", {})
+        metadata.setdefault("name", name)
+        with self._changed:
+            key = (resource, namespace if resource.namespaced else "", name)
+            current = self._objects.get(key)
+            entries = [
+                entry
+                for entry in (current or {}).get("metadata", {}).get("managedFields") or []
+                if (entry.get("manager"), entry.get("operation"), entry.get("subresource"))
+                != (manager, "Apply", subresource)
+            ]
+            entry = {
+                "manager": manager,
+                "operation": "Apply",
+                "apiVersion": resource.api_version,
+                "time": rfc3339(self._clock()),
+            }
+            if subresource:
+                entry["subresource"] = subresource
+            metadata["managedFields"] = [*entries, entry]
+            if current is None:
+                if subresource is not None:
+                    self._existing(resource, namespace, name)  # 404
+                return self.create(resource, namespace, applied), True
+            metadata.setdefault("resourceVersion", current["metadata"]["resourceVersion"])
+            return self.patch(
+                resource,
+                namespace,
+                name,
+                applied,
+                "application/merge-patch+json",
+                subresource=subresource,
+            ), False
 
     def delete(
         self,
@@ -565,8 +660,7 @@ class ApiStore:
     ) -> Obj:
         metadata = current["metadata"]
         if subresource == "status":
-            updated = copy.deepcopy(current)
-            updated["status"] = given.get("status", {})
+            updated = status_update(resource, current, given)
         elif subresource == "finalize":
             # namespaces/<name>/finalize changes spec.finalizers alone (namespace storage's
             # FinalizeREST and finalizeNamespaceStrategy).
@@ -574,39 +668,38 @@ class ApiStore:
             updated["spec"]["finalizers"] = _namespace_finalizers(given)
         else:
             updated = copy.deepcopy(given)
-            new_metadata = updated.setdefault("metadata", {})
-            for immutable in (
-                "name",
-                "namespace",
-                "uid",
-                "creationTimestamp",
-                "deletionTimestamp",
-                "deletionGracePeriodSeconds",
-                "generation",
-            ):
-                if immutable in metadata:
-                    new_metadata[immutable] = metadata[immutable]
-                else:
-                    new_metadata.pop(immutable, None)
-            updated["apiVersion"] = resource.api_version
-            updated["kind"] = resource.kind
             if resource.status_subresource:
-                updated["status"] = copy.deepcopy(current.get("status", {}))
-            added = set(new_metadata.get("finalizers") or []) - set(
-                metadata.get("finalizers") or []
+                main_update_keeps_status(resource, current, updated)
+        new_metadata = updated.setdefault("metadata", {})
+        for immutable in (
+            "name",
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+        ):
+            if immutable in metadata:
+                new_metadata[immutable] = metadata[immutable]
+            else:
+                new_metadata.pop(immutable, None)
+        updated["apiVersion"] = resource.api_version
+        updated["kind"] = resource.kind
+        added = set(new_metadata.get("finalizers") or []) - set(metadata.get("finalizers") or [])
+        if metadata.get("deletionTimestamp") and added:
+            raise ApiError(
+                422,
+                "Invalid",
+                f'{resource.kind} "{metadata["name"]}" is invalid: metadata.finalizers: '
+                "Forbidden: no new finalizers can be added if the object is being deleted",
             )
-            if metadata.get("deletionTimestamp") and added:
-                raise ApiError(
-                    422,
-                    "Invalid",
-                    f'{resource.kind} "{metadata["name"]}" is invalid: metadata.finalizers: '
-                    "Forbidden: no new finalizers can be added if the object is being deleted",
-                )
-            if resource.kind == "Namespace":
-                # Only the finalize subresource changes them (namespaceStrategy.PrepareForUpdate).
-                updated.setdefault("spec", {})["finalizers"] = _namespace_finalizers(current)
-            if resource.kind != "Pod" and updated.get("spec") != current.get("spec"):
-                new_metadata["generation"] = metadata.get("generation", 1) + 1
+        if resource.kind == "Namespace" and subresource != "finalize":
+            # Only the finalize subresource changes them (namespaceStrategy.PrepareForUpdate).
+            updated.setdefault("spec", {})["finalizers"] = _namespace_finalizers(current)
+        if subresource != "status" and generation_changes(resource, current, updated):
+            new_metadata["generation"] = metadata.get("generation", 1) + 1
+        updated = self._admitted(resource, updated, current)
         key = (resource, metadata.get("namespace", ""), metadata["name"])
         if updated == current:
             return copy.deepcopy(current)
@@ -622,6 +715,25 @@ class ApiStore:
             return self._remove(resource, key, updated)
         return self._store(resource, key, updated, "MODIFIED", current)
 
+    def _admitted(self, resource: ResourceType, obj: Obj, previous: Obj | None) -> Obj:
+        """``obj`` as its kind's schema and controllers make it before it is stored: a custom
+        object pruned, defaulted and validated; a CRD checked, defaulted, and its status
+        written (see ``custom_resources``)."""
+        if resource.custom:
+            served = self.custom_resources.lookup(resource.group, resource.version, resource.plural)
+            if served is None:  # its CRD went away while the request was on its way
+                raise ApiError(
+                    404,
+                    "NotFound",
+                    f"the server could not find the requested resource ({resource.plural})",
+                )
+            return admit_custom_object(served, obj)
+        if resource == CRD:
+            check_definition(obj)
+            obj = defaulted_definition(obj)
+            obj["status"] = definition_status(obj, rfc3339(self._clock()), previous)
+        return obj
+
     def _store(
         self,
         resource: ResourceType,
@@ -630,19 +742,36 @@ class ApiStore:
         event_type: str,
         previous: Obj | None,
     ) -> Obj:
+        if self._dry_run:
+            answer = copy.deepcopy(obj)
+            if previous is None:
+                answer["metadata"].pop("resourceVersion", None)
+            return answer
         self._revision += 1
         obj["metadata"]["resourceVersion"] = str(self._revision)
         self._objects[key] = obj
         self._record(WatchEvent(self._revision, resource, event_type, copy.deepcopy(obj), previous))
+        if resource == CRD:
+            self.custom_resources.serve(obj)
         return copy.deepcopy(obj)
 
     def _remove(self, resource: ResourceType, key: tuple[ResourceType, str, str], obj: Obj) -> Obj:
+        if self._dry_run:
+            return copy.deepcopy(obj)
         self._revision += 1
         removed = copy.deepcopy(obj)
         removed["metadata"]["resourceVersion"] = str(self._revision)
         previous = self._objects.pop(key)
         self._record(WatchEvent(self._revision, resource, "DELETED", removed, previous))
+        if resource == CRD:
+            self._delete_custom_objects(previous)
         return copy.deepcopy(removed)
+
+    def _delete_custom_objects(self, crd: Obj) -> None:
+        """The CRD is gone: its kind is no longer served, and its objects are deleted."""
+        served = self.custom_resources.stop(crd)
+        for key in [k for k in self._objects if k[0] == served]:
+            self._remove(key[0], key, self._objects[key])
 
     def _record(self, event: WatchEvent) -> None:
         self._history.append(event)

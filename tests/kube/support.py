@@ -69,6 +69,53 @@ class ApiServer:
             raise error_from_status(response.status, answer)
         return list(response.headers.getlist("Warning"))
 
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        content_type: str = "application/json",
+        query: dict[str, str] | None = None,
+    ) -> tuple[int, Any]:
+        """One request through the official client, for what podwright's client does not do
+        (server-side apply, dry run, discovery): the status and the decoded JSON answer, errors
+        included."""
+        method, url, headers, serialized, _post = self.api_client.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=list((query or {}).items()),
+            header_params={"Content-Type": content_type, "Accept": "application/json"},
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        response = self.api_client.call_api(method, url, header_params=headers, body=serialized)
+        data = response.read()
+        return response.status, json.loads(data) if data else None
+
+
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
+@contextlib.contextmanager
+def installed_crd(api: ApiServer, crd: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """``crd`` created and Established (the apiextensions controllers set it a moment after the
+    create), then deleted, also on failure: a CRD is cluster-wide, and outlives the test's
+    namespace."""
+    name = crd["metadata"]["name"]
+    status, answer = api.request("POST", CRD_PATH, crd)
+    assert status == 201, answer
+    try:
+        yield eventually(lambda: _established(api, name))
+    finally:
+        api.request("DELETE", f"{CRD_PATH}/{name}")
+
+
+def _established(api: ApiServer, name: str) -> dict[str, Any] | None:
+    _status, crd = api.request("GET", f"{CRD_PATH}/{name}")
+    conditions = {c["type"]: c["status"] for c in (crd.get("status") or {}).get("conditions", [])}
+    return crd if conditions.get("Established") == "True" else None
+
 
 @contextlib.contextmanager
 def emulator_with_namespace(namespace: str) -> Iterator[Emulator]:

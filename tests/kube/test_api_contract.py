@@ -197,22 +197,41 @@ def _gone(api: ApiServer, ref: ObjectRef) -> bool:
     return False
 
 
-def test_status_subresource_alone_changes_status(api: ApiServer) -> None:
+def test_a_pods_status_write_keeps_labels_but_not_spec_or_owners(api: ApiServer) -> None:
+    """A pod's status is written through ``pods/status`` only; that write keeps changes to the
+    labels (kubelets write them) and ignores the spec and the ownerReferences
+    (``podStatusStrategy.PrepareForUpdate`` in pkg/registry/core/pod/strategy.go). A status
+    written through the main resource is ignored (``podStrategy.PrepareForUpdate``)."""
     ref = api.ref("Pod", "p")
     created = api.client.create(pod("p", api.namespace))
     assert created["status"]["phase"] == "Pending"
-    # A status written through the main resource is ignored...
     api.client.patch(ref, {"status": {"phase": "Running"}}, PatchType.MERGE)
     assert api.client.get(ref)["status"]["phase"] == "Pending"
-    # ...and written through the status subresource, it is kept, with metadata changes ignored.
+    owner = api.client.create(config_map("owner", api.namespace))
     api.client.patch_status(
         ref,
-        {"metadata": {"labels": {"ignored": "yes"}}, "status": {"phase": "Running"}},
+        {
+            "metadata": {
+                "labels": {"written-by": "status"},
+                "ownerReferences": [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "ConfigMap",
+                        "name": "owner",
+                        "uid": owner["metadata"]["uid"],
+                    }
+                ],
+            },
+            "spec": {"activeDeadlineSeconds": 5},
+            "status": {"phase": "Running"},
+        },
         PatchType.MERGE,
     )
     current = api.client.get(ref)
     assert current["status"]["phase"] == "Running"
-    assert "ignored" not in (current["metadata"].get("labels") or {})
+    assert current["metadata"]["labels"]["written-by"] == "status"
+    assert not current["metadata"].get("ownerReferences")
+    assert "activeDeadlineSeconds" not in current["spec"]
 
 
 def test_watch_from_a_list_version_sees_changes_and_respects_selectors(api: ApiServer) -> None:

@@ -1,0 +1,315 @@
+"""A custom resource's structural schema applied as the API server applies it: prune, default,
+validate. Pure functions over JSON values; the store turns the errors into a 422.
+
+The order and the wording are the apiextensions-apiserver's:
+
+* pruning (``pkg/apiserver/schema/pruning/algorithm.go``): a field the schema does not name is
+  dropped, silently, unless its object has ``x-kubernetes-preserve-unknown-fields: true``; an
+  object schema with ``additionalProperties`` keeps every key and prunes each value by it; at the
+  root, and in an ``x-kubernetes-embedded-resource``, ``apiVersion``, ``kind`` and ``metadata`` are
+  kept (the emulator does not prune inside ``metadata``);
+* defaulting (``pkg/apiserver/schema/defaulting/algorithm.go``, ``Default``): a property that is
+  absent, or null where the schema is not nullable, gets a copy of its ``default``, then every
+  present value is defaulted by its own schema; a null without a default where the schema is not
+  nullable is dropped (``PruneNonNullableNullsWithoutDefaults``);
+* validation (kube-openapi ``pkg/validation/validate``, with the messages of
+  ``pkg/validation/errors/schema.go``, turned into field errors by ``kubeOpenAPIResultToFieldErrors``
+  in apiextensions-apiserver ``pkg/apiserver/validation/validation.go``): a wrong type is
+  ``field.TypeInvalid`` whose value is the JSON type found (``spec.x: Invalid value: "string":
+  spec.x in body must be of type integer: "string"``), a missing required property
+  ``field.Required`` (``spec.y: Required value``), a value outside ``enum`` ``field.NotSupported``,
+  ``maxLength`` ``field.TooLong``, ``maxItems`` ``field.TooMany``, and every other keyword
+  (``minimum``, ``maximum`` and their exclusive forms, ``minLength``, ``pattern``, ``minItems``)
+  ``field.Invalid`` with kube-openapi's message.
+
+Not modelled: CEL rules (``x-kubernetes-validations``), ``format``, ``multipleOf``,
+``uniqueItems``, ``min/maxProperties``, ``allOf``/``anyOf``/``oneOf``/``not``, list types and map
+keys, and the ``unknown field`` warnings a server sends for what it pruned.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+Schema = dict[str, Any]
+_KEPT_AT_ROOT = ("apiVersion", "kind", "metadata")
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One ``field.Error``: its ``reason`` (the cause type), ``field`` path, and ``message``
+    (``ErrorBody``: the text after ``<field>: ``)."""
+
+    reason: str
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+    def cause(self) -> dict[str, str]:
+        return {"reason": self.reason, "message": self.message, "field": self.field}
+
+
+# Pruning ------------------------------------------------------------------------------------------
+
+
+def prune(value: Any, schema: Schema) -> Any:
+    """``value`` (an object's root) without the fields ``schema`` does not name."""
+    return _prune(value, schema, root=True)
+
+
+def _prune(value: Any, schema: Schema, *, root: bool = False) -> Any:
+    if isinstance(value, list):
+        items = schema.get("items")
+        return [_prune(item, items) for item in value] if isinstance(items, dict) else value
+    if not isinstance(value, dict):
+        return value
+    keeps_unknown = bool(schema.get("x-kubernetes-preserve-unknown-fields"))
+    properties: dict[str, Schema] = schema.get("properties") or {}
+    additional = schema.get("additionalProperties")
+    embedded = root or bool(schema.get("x-kubernetes-embedded-resource"))
+    pruned: dict[str, Any] = {}
+    for key, item in value.items():
+        if embedded and key in _KEPT_AT_ROOT:
+            pruned[key] = item
+        elif key in properties:
+            pruned[key] = _prune(item, properties[key])
+        elif isinstance(additional, dict):
+            pruned[key] = _prune(item, additional)
+        elif keeps_unknown or additional is True:
+            pruned[key] = item
+    return pruned
+
+
+# Defaulting ---------------------------------------------------------------------------------------
+
+
+def apply_defaults(value: Any, schema: Schema) -> Any:
+    """``value`` with the schema's defaults filled in (a copy)."""
+    value = copy.deepcopy(value)
+    _default(value, schema)
+    return value
+
+
+def _default(value: Any, schema: Schema) -> None:
+    if isinstance(value, list):
+        items = schema.get("items")
+        if isinstance(items, dict):
+            for item in value:
+                _default(item, items)
+        return
+    if not isinstance(value, dict):
+        return
+    properties: dict[str, Schema] = schema.get("properties") or {}
+    for key, property_schema in properties.items():
+        if "default" not in property_schema:
+            continue
+        if key not in value or (value[key] is None and not property_schema.get("nullable")):
+            value[key] = copy.deepcopy(property_schema["default"])
+    for key in list(value):
+        if key in properties:
+            child_schema: Schema | None = properties[key]
+        elif isinstance(schema.get("additionalProperties"), dict):
+            child_schema = schema["additionalProperties"]
+        else:
+            child_schema = None
+        if child_schema is None:
+            continue
+        if value[key] is None and not child_schema.get("nullable"):
+            del value[key]
+        else:
+            _default(value[key], child_schema)
+
+
+# Validation ---------------------------------------------------------------------------------------
+
+
+def validate(value: Any, schema: Schema) -> list[FieldError]:
+    """Every way ``value`` breaks ``schema``, as field errors in the server's words."""
+    errors: list[FieldError] = []
+    _validate(value, schema, "", errors)
+    return errors
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _expected_types(schema: Schema) -> list[str]:
+    if schema.get("x-kubernetes-int-or-string"):
+        return ["integer", "string"]
+    return [schema["type"]] if schema.get("type") else []
+
+
+def _type_matches(value: Any, expected: list[str]) -> bool:
+    found = _json_type(value)
+    return (
+        found in expected
+        or (found == "integer" and "number" in expected)
+        or (found == "number" and "integer" in expected and float(value).is_integer())
+    )
+
+
+def go_value(value: Any) -> str:
+    """A bad value as ``field.Error.ErrorBody`` prints it: strings quoted, numbers and booleans
+    plain (Go's ``%v``: a float with no fraction prints without one)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _in_body(path: str) -> str:
+    return f"{path} in body"
+
+
+def _validate(value: Any, schema: Schema, path: str, errors: list[FieldError]) -> None:
+    expected = _expected_types(schema)
+    if value is None:
+        if expected and not schema.get("nullable"):
+            errors.append(_type_error(path, expected, "null"))
+        return
+    if expected and not _type_matches(value, expected):
+        errors.append(_type_error(path, expected, _json_type(value)))
+        return
+    if "enum" in schema and value not in schema["enum"]:
+        allowed = ", ".join(
+            json.dumps(v if isinstance(v, str) else json.dumps(v)) for v in schema["enum"]
+        )
+        errors.append(
+            FieldError(
+                "FieldValueNotSupported",
+                path,
+                f"Unsupported value: {go_value(value)}: supported values: {allowed}",
+            )
+        )
+    if isinstance(value, str):
+        _validate_string(value, schema, path, errors)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        _validate_number(value, schema, path, errors)
+    elif isinstance(value, list):
+        _validate_array(value, schema, path, errors)
+    elif isinstance(value, dict):
+        _validate_object(value, schema, path, errors)
+
+
+def _type_error(path: str, expected: list[str], found: str) -> FieldError:
+    return FieldError(
+        "FieldValueTypeInvalid",
+        path,
+        f"Invalid value: {json.dumps(found)}: {_in_body(path)} must be of type "
+        f"{','.join(expected)}: {json.dumps(found)}",
+    )
+
+
+def _invalid(path: str, value: Any, detail: str) -> FieldError:
+    return FieldError("FieldValueInvalid", path, f"Invalid value: {go_value(value)}: {detail}")
+
+
+def _validate_string(value: str, schema: Schema, path: str, errors: list[FieldError]) -> None:
+    if "maxLength" in schema and len(value) > schema["maxLength"]:
+        errors.append(
+            FieldError(
+                "FieldValueTooLong",
+                path,
+                f"Too long: may not be more than {schema['maxLength']} bytes",
+            )
+        )
+    if "minLength" in schema and len(value) < schema["minLength"]:
+        errors.append(
+            _invalid(
+                path,
+                value,
+                f"{_in_body(path)} should be at least {schema['minLength']} chars long",
+            )
+        )
+    if "pattern" in schema and re.search(schema["pattern"], value) is None:
+        errors.append(_invalid(path, value, f"{_in_body(path)} should match '{schema['pattern']}'"))
+
+
+def _validate_number(value: float, schema: Schema, path: str, errors: list[FieldError]) -> None:
+    if "minimum" in schema:
+        exclusive = bool(schema.get("exclusiveMinimum"))
+        if value < schema["minimum"] or (exclusive and value == schema["minimum"]):
+            relation = "greater than" if exclusive else "greater than or equal to"
+            errors.append(
+                _invalid(
+                    path,
+                    value,
+                    f"{_in_body(path)} should be {relation} {go_value(float(schema['minimum']))}",
+                )
+            )
+    if "maximum" in schema:
+        exclusive = bool(schema.get("exclusiveMaximum"))
+        if value > schema["maximum"] or (exclusive and value == schema["maximum"]):
+            relation = "less than" if exclusive else "less than or equal to"
+            errors.append(
+                _invalid(
+                    path,
+                    value,
+                    f"{_in_body(path)} should be {relation} {go_value(float(schema['maximum']))}",
+                )
+            )
+
+
+def _validate_array(value: list[Any], schema: Schema, path: str, errors: list[FieldError]) -> None:
+    items = schema.get("items")
+    if isinstance(items, dict):
+        for index, item in enumerate(value):
+            _validate(item, items, f"{path}[{index}]", errors)
+    if "minItems" in schema and len(value) < schema["minItems"]:
+        errors.append(
+            _invalid(
+                path,
+                len(value),
+                f"{_in_body(path)} should have at least {schema['minItems']} items",
+            )
+        )
+    if "maxItems" in schema and len(value) > schema["maxItems"]:
+        errors.append(
+            FieldError(
+                "FieldValueTooMany",
+                path,
+                f"Too many: {len(value)}: must have at most {schema['maxItems']} items",
+            )
+        )
+
+
+def _validate_object(
+    value: dict[str, Any], schema: Schema, path: str, errors: list[FieldError]
+) -> None:
+    properties: dict[str, Schema] = schema.get("properties") or {}
+    additional = schema.get("additionalProperties")
+    for key, item in value.items():
+        child = f"{path}.{key}" if path else key
+        if key in properties:
+            _validate(item, properties[key], child, errors)
+        elif isinstance(additional, dict):
+            _validate(item, additional, child, errors)
+    for key in schema.get("required") or []:
+        if key not in value:
+            errors.append(
+                FieldError("FieldValueRequired", f"{path}.{key}" if path else key, "Required value")
+            )
