@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.k8s_emulator.admission import collect_warnings, warning_header
 from tests.k8s_emulator.errors import ApiError
 from tests.k8s_emulator.store import ApiStore, ResourceType, resource_type
 
@@ -180,6 +181,8 @@ class _Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True
     store: ApiStore
     controls: Controls
+    warnings: list[str]
+    """What admission warned of while serving the current request: ``Warning`` headers."""
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -202,6 +205,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self, method: str) -> None:
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        self.warnings = collect_warnings()
         body = self._body()
         try:
             if url.path == "/_emulator/requests":
@@ -326,7 +330,9 @@ class _Handler(BaseHTTPRequestHandler):
         if method == "POST":
             if name is not None or not isinstance(body, dict):
                 raise ApiError(400, "BadRequest", "POST takes an object in the body, and no name")
-            return 201, store.create(resource, namespace, body)
+            return 201, store.create(
+                resource, namespace, body, dry_run=query.get("dryRun") == "All"
+            )
         assert name is not None
         if method == "GET":
             return 200, store.get(resource, namespace, name)
@@ -413,5 +419,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         for key, value in (headers or {}).items():
             self.send_header(key, value)
+        for text in self.warnings:
+            # Go writes the text's UTF-8 bytes as they are; http.server encodes headers in latin-1.
+            self.send_header("Warning", warning_header(text).encode().decode("latin-1"))
         self.end_headers()
         self.wfile.write(data)

@@ -41,6 +41,7 @@ from podwright.core.json_patch import (
     apply_merge_patch,
 )
 from podwright.core.quantities import format_quantity
+from tests.k8s_emulator.admission import Admission, Attributes
 from tests.k8s_emulator.errors import ApiError
 from tests.k8s_emulator.selectors import field_selector, label_selector
 
@@ -82,6 +83,10 @@ RESOURCE_TYPES = [
         status_subresource=False,
     ),
     ResourceType("batch", "v1", "jobs", "Job"),
+    *(
+        ResourceType("admissionregistration.k8s.io", "v1", kind.lower() + "s", kind, False, False)
+        for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+    ),
     ResourceType("serving.knative.dev", "v1", "services", "Service"),
     *(
         ResourceType("kubeflow.org", "v1", kind.lower() + "s", kind)
@@ -128,6 +133,12 @@ class ApiStore:
         self._changed = threading.Condition()
         self._clock = clock or (lambda: datetime.now(UTC))
         self._random = random.Random()
+        self.admission = Admission(
+            configurations=lambda plural: self.list(
+                resource_type("admissionregistration.k8s.io", plural), None
+            )[0],
+            namespace=lambda name: self.get(resource_type("", "namespaces"), "", name),
+        )
         self.create(resource_type("", "namespaces"), "", {"metadata": {"name": "default"}})
 
     # Reading ------------------------------------------------------------------------------
@@ -168,7 +179,18 @@ class ApiStore:
 
     # Writing ------------------------------------------------------------------------------
 
-    def create(self, resource: ResourceType, namespace: str, body: Mapping[str, Any]) -> Obj:
+    def create(
+        self,
+        resource: ResourceType,
+        namespace: str,
+        body: Mapping[str, Any],
+        *,
+        dry_run: bool = False,
+    ) -> Obj:
+        """Create an object: admission's mutating webhooks see it as sent, its validating
+        webhooks as it would be stored (named, with its uid); the lock is held only to check
+        and store it (the registry's ``Create``: ``BeforeCreate``, then the validating admission,
+        then the write)."""
         obj = copy.deepcopy(dict(body))
         metadata = obj.setdefault("metadata", {})
         if not isinstance(metadata, dict):
@@ -183,22 +205,32 @@ class ApiStore:
                 )
             metadata["namespace"] = namespace
         with self._changed:
-            if (
-                resource.namespaced
-                and (resource_type("", "namespaces"), "", namespace) not in self._objects
-            ):
-                raise ApiError(
-                    404,
-                    "NotFound",
-                    f'namespaces "{namespace}" not found',
-                    details={"name": namespace, "kind": "namespaces"},
-                )
-            if not metadata.get("name") and metadata.get("generateName"):
-                metadata["name"] = metadata["generateName"] + "".join(
-                    self._random.choice(_GENERATED_CHARACTERS) for _ in range(5)
-                )
-            name = metadata.get("name")
-            self._validate(resource, obj, name)
+            self._require_namespace(resource, namespace)
+        obj = self.admission.mutate(
+            Attributes(
+                resource, "CREATE", namespace, metadata.get("name") or "", obj, dry_run=dry_run
+            )
+        )
+        metadata = obj.setdefault("metadata", {})
+        if not metadata.get("name") and metadata.get("generateName"):
+            metadata["name"] = metadata["generateName"] + "".join(
+                self._random.choice(_GENERATED_CHARACTERS) for _ in range(5)
+            )
+        name = metadata.get("name")
+        self._validate(resource, obj, name)
+        for server_owned in ("deletionTimestamp", "deletionGracePeriodSeconds"):
+            metadata.pop(server_owned, None)
+        metadata["uid"] = str(uuid.uuid4())
+        metadata["creationTimestamp"] = rfc3339(self._clock())
+        metadata["generation"] = 1
+        obj["apiVersion"] = resource.api_version
+        obj["kind"] = resource.kind
+        if resource.status_subresource:
+            obj["status"] = _initial_status(resource, obj)
+        self.admission.validate(
+            Attributes(resource, "CREATE", namespace, name, obj, dry_run=dry_run)
+        )
+        with self._changed:
             key = (resource, namespace if resource.namespaced else "", name)
             if key in self._objects:
                 raise ApiError(
@@ -209,15 +241,8 @@ class ApiStore:
                 )
             if resource.kind == "Pod" and resource.group == "":
                 self._admit_pod(namespace, obj)
-            for server_owned in ("deletionTimestamp", "deletionGracePeriodSeconds"):
-                metadata.pop(server_owned, None)
-            metadata["uid"] = str(uuid.uuid4())
-            metadata["creationTimestamp"] = rfc3339(self._clock())
-            metadata["generation"] = 1
-            obj["apiVersion"] = resource.api_version
-            obj["kind"] = resource.kind
-            if resource.status_subresource:
-                obj["status"] = _initial_status(resource, obj)
+            if dry_run:
+                return copy.deepcopy(obj)
             return self._store(resource, key, obj, "ADDED", None)
 
     def replace(
@@ -229,8 +254,7 @@ class ApiStore:
         *,
         subresource: str | None = None,
     ) -> Obj:
-        with self._changed:
-            current = self._existing(resource, namespace, name)
+        def proposed(current: Obj) -> Obj:
             given = copy.deepcopy(dict(body))
             metadata = given.get("metadata") or {}
             if metadata.get("name", name) != name:
@@ -243,7 +267,9 @@ class ApiStore:
             version = metadata.get("resourceVersion")
             if version and version != current["metadata"]["resourceVersion"]:
                 raise self._conflict(resource, name)
-            return self._update(resource, current, given, subresource)
+            return given
+
+        return self._admitted_update(resource, namespace, name, proposed, subresource)
 
     def patch(
         self,
@@ -255,11 +281,10 @@ class ApiStore:
         *,
         subresource: str | None = None,
     ) -> Obj:
-        with self._changed:
-            current = self._existing(resource, namespace, name)
+        def proposed(current: Obj) -> Obj:
             try:
                 if content_type.startswith("application/json-patch+json"):
-                    patched = apply_json_patch(current, patch)
+                    patched: Obj = apply_json_patch(current, patch)
                 elif content_type.startswith(
                     ("application/merge-patch+json", "application/strategic-merge-patch+json")
                 ):
@@ -277,7 +302,9 @@ class ApiStore:
             version = (patched.get("metadata") or {}).get("resourceVersion")
             if version != current["metadata"]["resourceVersion"]:
                 raise self._conflict(resource, name)
-            return self._update(resource, current, patched, subresource)
+            return patched
+
+        return self._admitted_update(resource, namespace, name, proposed, subresource)
 
     def delete(
         self,
@@ -290,7 +317,35 @@ class ApiStore:
         propagation: str | None = None,
     ) -> Obj:
         with self._changed:
+            seen = copy.deepcopy(self._existing(resource, namespace, name))
+        options = {
+            "gracePeriodSeconds": grace_period_seconds,
+            "preconditions": preconditions,
+            "propagationPolicy": propagation,
+        }
+        self.admission.admit_delete(
+            Attributes(
+                resource,
+                "DELETE",
+                namespace,
+                name,
+                None,
+                seen,
+                options={key: value for key, value in options.items() if value is not None},
+            )
+        )
+        with self._changed:
             current = self._existing(resource, namespace, name)
+            if current["metadata"]["resourceVersion"] != seen["metadata"]["resourceVersion"]:
+                # Admission judged an older version: the registry's conditional delete starts over.
+                return self.delete(
+                    resource,
+                    namespace,
+                    name,
+                    preconditions=preconditions,
+                    grace_period_seconds=grace_period_seconds,
+                    propagation=propagation,
+                )
             metadata = current["metadata"]
             for field in ("uid", "resourceVersion"):
                 wanted = (preconditions or {}).get(field)
@@ -486,6 +541,18 @@ class ApiStore:
             )
         return obj
 
+    def _require_namespace(self, resource: ResourceType, namespace: str) -> None:
+        if (
+            resource.namespaced
+            and (resource_type("", "namespaces"), "", namespace) not in self._objects
+        ):
+            raise ApiError(
+                404,
+                "NotFound",
+                f'namespaces "{namespace}" not found',
+                details={"name": namespace, "kind": "namespaces"},
+            )
+
     def _conflict(self, resource: ResourceType, name: str) -> ApiError:
         return ApiError(
             409,
@@ -522,9 +589,46 @@ class ApiStore:
                     details={"name": name, "kind": "Pod"},
                 )
 
-    def _update(
+    def _admitted_update(
+        self,
+        resource: ResourceType,
+        namespace: str,
+        name: str,
+        proposed: Callable[[Obj], Obj],
+        subresource: str | None,
+    ) -> Obj:
+        """An update through admission, as the registry's ``Update`` runs in ``GuaranteedUpdate``:
+        the new object is ``proposed`` from the current one, mutated by admission, prepared
+        (``_updated``) and validated, all without the lock; it is stored only if the object did
+        not change meanwhile, else all starts over from the changed object (as the registry
+        retries on a conflict: a resourceVersion precondition then fails in ``proposed``)."""
+        while True:
+            with self._changed:
+                current = copy.deepcopy(self._existing(resource, namespace, name))
+            given = self.admission.mutate(
+                Attributes(
+                    resource,
+                    "UPDATE",
+                    namespace,
+                    name,
+                    proposed(current),
+                    current,
+                    subresource or "",
+                )
+            )
+            updated = self._updated(resource, current, given, subresource)
+            self.admission.validate(
+                Attributes(resource, "UPDATE", namespace, name, updated, current, subresource or "")
+            )
+            with self._changed:
+                stored = self._existing(resource, namespace, name)
+                if stored["metadata"]["resourceVersion"] == current["metadata"]["resourceVersion"]:
+                    return self._commit_update(resource, current, updated)
+
+    def _updated(
         self, resource: ResourceType, current: Obj, given: Obj, subresource: str | None
     ) -> Obj:
+        """The object an update stores (the strategy's ``PrepareForUpdate``)."""
         metadata = current["metadata"]
         if subresource == "status":
             updated = copy.deepcopy(current)
@@ -561,6 +665,10 @@ class ApiStore:
                 )
             if resource.kind != "Pod" and updated.get("spec") != current.get("spec"):
                 new_metadata["generation"] = metadata.get("generation", 1) + 1
+        return updated
+
+    def _commit_update(self, resource: ResourceType, current: Obj, updated: Obj) -> Obj:
+        metadata = current["metadata"]
         key = (resource, metadata.get("namespace", ""), metadata["name"])
         if updated == current:
             return copy.deepcopy(current)
