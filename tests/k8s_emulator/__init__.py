@@ -8,7 +8,8 @@ and watch, watches that resume from a resourceVersion and answer 410 Expired onc
 finalizers and deletionTimestamp, graceful pod deletion (a pod bound to a node stays until the
 kubelet's delete with a grace period of 0), the foreground deletion's finalizer, the binding
 subresource, the status subresource, a 404 naming the namespace for an object in a namespace that
-does not exist, and ResourceQuota admission for pods. It has no garbage collector and no
+does not exist, ResourceQuota admission for pods, and admission webhooks (``admission.py``:
+Validating/MutatingWebhookConfigurations called over HTTPS as a real API server calls them). It has no garbage collector and no
 controllers: ownerReferences and the foregroundDeletion finalizer stay until a test acts.
 
 Tests steer it from the inside: inject faults (a status, a Retry-After, for the next N matching

@@ -120,6 +120,41 @@ def eventually(check: Callable[[], T], *, timeout: float = 20.0, interval: float
         time.sleep(interval)
 
 
+@dataclass(frozen=True)
+class RawAnswer:
+    """An API server's whole answer, for what podwright's client does not surface (headers)."""
+
+    status: int
+    body: Any
+    warnings: list[str]
+    """The ``Warning`` headers, each as sent (``299 - "<text>"``)."""
+
+
+def send(
+    api: ApiServer,
+    method: str,
+    path: str,
+    body: Any = None,
+    query: list[tuple[str, str]] | None = None,
+) -> RawAnswer:
+    """A request through the official client's ApiClient (its authentication, no decoding)."""
+    method, url, headers, data, _post = api.api_client.param_serialize(
+        method=method,
+        resource_path=path,
+        query_params=query or [],
+        header_params={"Content-Type": "application/json", "Accept": "application/json"},
+        body=body,
+        auth_settings=["BearerToken"],
+    )
+    response = api.api_client.call_api(method, url, header_params=headers, body=data)
+    raw = response.read()
+    return RawAnswer(
+        response.status,
+        json.loads(raw) if raw else None,
+        list(response.headers.getlist("Warning")),
+    )
+
+
 def cluster_kubeconfig() -> str:
     kubeconfig = os.environ.get(KUBECONFIG_VARIABLE)
     if not kubeconfig:
