@@ -9,7 +9,8 @@ and watch, watches that resume from a resourceVersion and answer 410 Expired onc
 finalizers and deletionTimestamp, graceful pod deletion (a pod bound to a node stays until the
 kubelet's delete with a grace period of 0), the foreground deletion's finalizer, the binding
 subresource, the status subresource, a 404 naming the namespace for an object in a namespace that
-does not exist, and ResourceQuota admission for pods. The :class:`Emulator` runs a control plane's controllers
+does not exist, ResourceQuota admission for pods, and admission webhooks (``admission.py``:
+Validating/MutatingWebhookConfigurations called over HTTPS as a real API server calls them). The :class:`Emulator` runs a control plane's controllers
 (``controllers.py``): the garbage collector (background, foreground and orphan propagation), the
 Job controller, and the namespace controllers (``kube-root-ca.crt``, the ``default``
 ServiceAccount, namespace deletion); a bare :class:`ApiStore` has none. Per-kind registry rules

@@ -17,6 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
+from tests.k8s_emulator.admission import collect_warnings, warning_header
 from tests.k8s_emulator.controllers import ControlPlane
 from tests.k8s_emulator.discovery import discovery_document
 from tests.k8s_emulator.errors import ApiError
@@ -191,7 +192,8 @@ class _Handler(BaseHTTPRequestHandler):
     store: ApiStore
     controls: Controls
     warnings: list[str]
-    """The ``Warning`` headers of the answer being made (RFC 7234 form, code 299)."""
+    """What the current request was warned of (admission webhooks, a kind's default deletion
+    propagation): its answer's ``Warning`` headers."""
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -212,9 +214,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._serve("DELETE")
 
     def _serve(self, method: str) -> None:
-        self.warnings = []
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        self.warnings = collect_warnings()
         body = self._body()
         try:
             if url.path == "/_emulator/requests":
@@ -384,7 +386,7 @@ class _Handler(BaseHTTPRequestHandler):
         options = body if isinstance(body, dict) else {}
         grace = options.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
         propagation = options.get("propagationPolicy", query.get("propagationPolicy"))
-        self.warnings = delete_warnings(resource.api_version, resource.kind, propagation)
+        self.warnings.extend(delete_warnings(resource.api_version, resource.kind, propagation))
         return 200, store.delete(
             resource,
             namespace,
@@ -485,8 +487,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         for key, value in (headers or {}).items():
             self.send_header(key, value)
-        for warning in self.warnings:
-            self.send_header("Warning", f'299 - "{warning}"')
+        for text in self.warnings:
+            # Go writes the text's UTF-8 bytes as they are; http.server encodes headers in latin-1.
+            self.send_header("Warning", warning_header(text).encode().decode("latin-1"))
         self.end_headers()
         self.wfile.write(data)
 

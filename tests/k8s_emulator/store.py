@@ -22,6 +22,7 @@ registry rules (Job defaulting, namespace lifecycle) live in ``strategies.py``.
 from __future__ import annotations
 
 import bisect
+import contextvars
 import copy
 import random
 import re
@@ -42,6 +43,7 @@ from podwright.core.json_patch import (
     apply_merge_patch,
 )
 from podwright.core.quantities import format_quantity
+from tests.k8s_emulator.admission import Admission, Attributes
 from tests.k8s_emulator.custom_resources import (
     CRD,
     CustomResourceRegistry,
@@ -66,6 +68,8 @@ from tests.k8s_emulator.strategies import (
 )
 
 Obj = dict[str, Any]
+_DRY_RUN = contextvars.ContextVar("dry_run", default=False)
+"""Whether the current thread serves a ``dryRun=All`` request (see ``ApiStore.dry_run``)."""
 T = TypeVar("T")
 
 RESOURCE_TYPES = [
@@ -86,6 +90,10 @@ RESOURCE_TYPES = [
         status_subresource=False,
     ),
     ResourceType("batch", "v1", "jobs", "Job"),
+    *(
+        ResourceType("admissionregistration.k8s.io", "v1", kind.lower() + "s", kind, False, False)
+        for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+    ),
     CRD,
 ]
 """The built-in kinds; custom ones are served once their CustomResourceDefinition is created."""
@@ -130,7 +138,12 @@ class ApiStore:
         self._clock = clock or (lambda: datetime.now(UTC))
         self._random = random.Random()
         self.custom_resources = CustomResourceRegistry()
-        self._dry_run = False
+        self.admission = Admission(
+            configurations=lambda plural: self.list(
+                resource_type("admissionregistration.k8s.io", plural), None
+            )[0],
+            namespace=lambda name: self.get(resource_type("", "namespaces"), "", name),
+        )
         for namespace in INITIAL_NAMESPACES:
             self.create(resource_type("", "namespaces"), "", {"metadata": {"name": namespace}})
 
@@ -166,21 +179,21 @@ class ApiStore:
 
     @property
     def in_dry_run(self) -> bool:
-        """True while a ``dryRun=All`` request is being served (under the store's lock): the
-        hook for what must know it, e.g. admission webhooks (``dryRun`` in AdmissionReview)."""
-        return self._dry_run
+        """True while this thread serves a ``dryRun=All`` request (admission sends it to
+        webhooks as the AdmissionReview's ``dryRun``)."""
+        return _DRY_RUN.get()
 
     def dry_run(self, operation: Callable[[], T]) -> T:
         """Run a write as ``?dryRun=All`` does: every step (defaulting, admission, validation)
         and the answer as for a real write, but nothing stored, no resourceVersion used, no
         watch event (``rest.DryRunnableStorage`` in apiserver ``pkg/registry/generic/registry/
-        dryrun.go``: a create answers without a resourceVersion, an update with the old one)."""
-        with self._changed:
-            self._dry_run = True
-            try:
-                return operation()
-            finally:
-                self._dry_run = False
+        dryrun.go``: a create answers without a resourceVersion, an update with the old one).
+        The flag is the calling thread's own: other requests go on meanwhile."""
+        token = _DRY_RUN.set(True)
+        try:
+            return operation()
+        finally:
+            _DRY_RUN.reset(token)
 
     @property
     def resource_version(self) -> int:
@@ -232,6 +245,10 @@ class ApiStore:
     # Writing ------------------------------------------------------------------------------
 
     def create(self, resource: ResourceType, namespace: str, body: Mapping[str, Any]) -> Obj:
+        """Create an object: admission's mutating webhooks see it as sent, its validating
+        webhooks as it would be stored (named, with its uid); the lock is held only to check
+        and store it (the registry's ``Create``: ``BeforeCreate``, then the validating admission,
+        then the write)."""
         obj = copy.deepcopy(dict(body))
         metadata = obj.setdefault("metadata", {})
         if not isinstance(metadata, dict):
@@ -246,25 +263,47 @@ class ApiStore:
                 )
             metadata["namespace"] = namespace
         with self._changed:
-            if resource.namespaced:
-                home = self._objects.get((resource_type("", "namespaces"), "", namespace))
-                if home is None:
-                    raise ApiError(
-                        404,
-                        "NotFound",
-                        f'namespaces "{namespace}" not found',
-                        details={"name": namespace, "kind": "namespaces"},
-                    )
-                if home["status"].get("phase") == "Terminating":
-                    raise refuse_in_terminating_namespace(
-                        resource.group_resource, metadata.get("name") or "", namespace
-                    )
-            if not metadata.get("name") and metadata.get("generateName"):
-                metadata["name"] = metadata["generateName"] + "".join(
-                    self._random.choice(_GENERATED_CHARACTERS) for _ in range(5)
-                )
-            name = metadata.get("name")
-            self._validate(resource, obj, name)
+            self._require_namespace(resource, namespace, metadata.get("name") or "")
+        obj = self.admission.mutate(
+            Attributes(
+                resource,
+                "CREATE",
+                namespace,
+                metadata.get("name") or "",
+                obj,
+                dry_run=self.in_dry_run,
+            )
+        )
+        metadata = obj.setdefault("metadata", {})
+        if not metadata.get("name") and metadata.get("generateName"):
+            metadata["name"] = metadata["generateName"] + "".join(
+                self._random.choice(_GENERATED_CHARACTERS) for _ in range(5)
+            )
+        name = metadata.get("name")
+        self._validate(resource, obj, name)
+        for server_owned in ("deletionTimestamp", "deletionGracePeriodSeconds"):
+            metadata.pop(server_owned, None)
+        metadata["uid"] = str(uuid.uuid4())
+        metadata["creationTimestamp"] = rfc3339(self._clock())
+        metadata["generation"] = 1
+        obj["apiVersion"] = resource.api_version
+        obj["kind"] = resource.kind
+        if resource.custom:
+            if resource.status_subresource:
+                obj.pop("status", None)
+        elif resource.status_subresource:
+            obj["status"] = _initial_status(resource, obj)
+        if (resource.group, resource.kind) == ("batch", "Job"):
+            default_job(obj)
+        if resource.kind == "Namespace":
+            prepare_namespace(obj)
+        with self._changed:
+            obj = self._admitted(resource, obj, None)
+        self.admission.validate(
+            Attributes(resource, "CREATE", namespace, name, obj, dry_run=self.in_dry_run)
+        )
+        with self._changed:
+            self._require_namespace(resource, namespace, name)
             key = (resource, namespace if resource.namespaced else "", name)
             if key in self._objects:
                 raise ApiError(
@@ -275,23 +314,7 @@ class ApiStore:
                 )
             if resource.kind == "Pod" and resource.group == "":
                 self._admit_pod(namespace, obj)
-            for server_owned in ("deletionTimestamp", "deletionGracePeriodSeconds"):
-                metadata.pop(server_owned, None)
-            metadata["uid"] = str(uuid.uuid4())
-            metadata["creationTimestamp"] = rfc3339(self._clock())
-            metadata["generation"] = 1
-            obj["apiVersion"] = resource.api_version
-            obj["kind"] = resource.kind
-            if resource.custom:
-                if resource.status_subresource:
-                    obj.pop("status", None)
-            elif resource.status_subresource:
-                obj["status"] = _initial_status(resource, obj)
-            if (resource.group, resource.kind) == ("batch", "Job"):
-                default_job(obj)
-            if resource.kind == "Namespace":
-                prepare_namespace(obj)
-            return self._store(resource, key, self._admitted(resource, obj, None), "ADDED", None)
+            return self._store(resource, key, obj, "ADDED", None)
 
     def replace(
         self,
@@ -302,8 +325,7 @@ class ApiStore:
         *,
         subresource: str | None = None,
     ) -> Obj:
-        with self._changed:
-            current = self._existing(resource, namespace, name)
+        def proposed(current: Obj) -> Obj:
             given = copy.deepcopy(dict(body))
             metadata = given.get("metadata") or {}
             if metadata.get("name", name) != name:
@@ -316,7 +338,9 @@ class ApiStore:
             version = metadata.get("resourceVersion")
             if version and version != current["metadata"]["resourceVersion"]:
                 raise self._conflict(resource, name)
-            return self._update(resource, current, given, subresource)
+            return given
+
+        return self._admitted_update(resource, namespace, name, proposed, subresource)
 
     def patch(
         self,
@@ -328,11 +352,10 @@ class ApiStore:
         *,
         subresource: str | None = None,
     ) -> Obj:
-        with self._changed:
-            current = self._existing(resource, namespace, name)
+        def proposed(current: Obj) -> Obj:
             try:
                 if content_type.startswith("application/json-patch+json"):
-                    patched = apply_json_patch(current, patch)
+                    patched: Obj = apply_json_patch(current, patch)
                 elif content_type.startswith(
                     ("application/merge-patch+json", "application/strategic-merge-patch+json")
                 ):
@@ -350,7 +373,9 @@ class ApiStore:
             version = (patched.get("metadata") or {}).get("resourceVersion")
             if version != current["metadata"]["resourceVersion"]:
                 raise self._conflict(resource, name)
-            return self._update(resource, current, patched, subresource)
+            return patched
+
+        return self._admitted_update(resource, namespace, name, proposed, subresource)
 
     def apply(
         self,
@@ -373,9 +398,10 @@ class ApiStore:
         applied = copy.deepcopy(dict(config))
         metadata = applied.setdefault("metadata", {})
         metadata.setdefault("name", name)
-        with self._changed:
-            key = (resource, namespace if resource.namespaced else "", name)
-            current = self._objects.get(key)
+        key = (resource, namespace if resource.namespaced else "", name)
+        while True:
+            with self._changed:
+                current = copy.deepcopy(self._objects.get(key))
             entries = [
                 entry
                 for entry in (current or {}).get("metadata", {}).get("managedFields") or []
@@ -390,20 +416,35 @@ class ApiStore:
             }
             if subresource:
                 entry["subresource"] = subresource
-            metadata["managedFields"] = [*entries, entry]
+            attempt = copy.deepcopy(applied)
+            attempt["metadata"]["managedFields"] = [*entries, entry]
             if current is None:
                 if subresource is not None:
-                    self._existing(resource, namespace, name)  # 404
-                return self.create(resource, namespace, applied), True
-            metadata.setdefault("resourceVersion", current["metadata"]["resourceVersion"])
-            return self.patch(
-                resource,
-                namespace,
-                name,
-                applied,
-                "application/merge-patch+json",
-                subresource=subresource,
-            ), False
+                    raise self._not_found(resource, name)
+                try:
+                    return self.create(resource, namespace, attempt), True
+                except ApiError as error:
+                    if error.code == 409:  # created meanwhile: apply over it
+                        continue
+                    raise
+            given_version = metadata.get("resourceVersion")
+            attempt["metadata"]["resourceVersion"] = (
+                given_version or current["metadata"]["resourceVersion"]
+            )
+            try:
+                patched = self.patch(
+                    resource,
+                    namespace,
+                    name,
+                    attempt,
+                    "application/merge-patch+json",
+                    subresource=subresource,
+                )
+            except ApiError as error:
+                if error.code == 409 and not given_version:  # changed meanwhile: apply again
+                    continue
+                raise
+            return patched, False
 
     def delete(
         self,
@@ -416,7 +457,36 @@ class ApiStore:
         propagation: str | None = None,
     ) -> Obj:
         with self._changed:
+            seen = copy.deepcopy(self._existing(resource, namespace, name))
+        options = {
+            "gracePeriodSeconds": grace_period_seconds,
+            "preconditions": preconditions,
+            "propagationPolicy": propagation,
+        }
+        self.admission.admit_delete(
+            Attributes(
+                resource,
+                "DELETE",
+                namespace,
+                name,
+                None,
+                seen,
+                options={key: value for key, value in options.items() if value is not None},
+                dry_run=self.in_dry_run,
+            )
+        )
+        with self._changed:
             current = self._existing(resource, namespace, name)
+            if current["metadata"]["resourceVersion"] != seen["metadata"]["resourceVersion"]:
+                # Admission judged an older version: the registry's conditional delete starts over.
+                return self.delete(
+                    resource,
+                    namespace,
+                    name,
+                    preconditions=preconditions,
+                    grace_period_seconds=grace_period_seconds,
+                    propagation=propagation,
+                )
             metadata = current["metadata"]
             for field in ("uid", "resourceVersion"):
                 wanted = (preconditions or {}).get(field)
@@ -611,13 +681,32 @@ class ApiStore:
     def _existing(self, resource: ResourceType, namespace: str, name: str) -> Obj:
         obj = self._objects.get((resource, namespace if resource.namespaced else "", name))
         if obj is None:
+            raise self._not_found(resource, name)
+        return obj
+
+    def _not_found(self, resource: ResourceType, name: str) -> ApiError:
+        return ApiError(
+            404,
+            "NotFound",
+            f'{resource.group_resource} "{name}" not found',
+            details={"name": name, "group": resource.group, "kind": resource.plural},
+        )
+
+    def _require_namespace(self, resource: ResourceType, namespace: str, name: str) -> None:
+        """A namespaced object's namespace exists (else 404 naming it) and is not being deleted
+        (else 403, as the NamespaceLifecycle admission plugin refuses)."""
+        if not resource.namespaced:
+            return
+        home = self._objects.get((resource_type("", "namespaces"), "", namespace))
+        if home is None:
             raise ApiError(
                 404,
                 "NotFound",
-                f'{resource.group_resource} "{name}" not found',
-                details={"name": name, "group": resource.group, "kind": resource.plural},
+                f'namespaces "{namespace}" not found',
+                details={"name": namespace, "kind": "namespaces"},
             )
-        return obj
+        if home["status"].get("phase") == "Terminating":
+            raise refuse_in_terminating_namespace(resource.group_resource, name, namespace)
 
     def _conflict(self, resource: ResourceType, name: str) -> ApiError:
         return ApiError(
@@ -655,9 +744,58 @@ class ApiStore:
                     details={"name": name, "kind": "Pod"},
                 )
 
-    def _update(
+    def _admitted_update(
+        self,
+        resource: ResourceType,
+        namespace: str,
+        name: str,
+        proposed: Callable[[Obj], Obj],
+        subresource: str | None,
+    ) -> Obj:
+        """An update through admission, as the registry's ``Update`` runs in ``GuaranteedUpdate``:
+        the new object is ``proposed`` from the current one, mutated by admission, prepared
+        (``_updated``) and validated, all without the lock; it is stored only if the object did
+        not change meanwhile, else all starts over from the changed object (as the registry
+        retries on a conflict: a resourceVersion precondition then fails in ``proposed``)."""
+        while True:
+            with self._changed:
+                current = copy.deepcopy(self._existing(resource, namespace, name))
+            given = self.admission.mutate(
+                Attributes(
+                    resource,
+                    "UPDATE",
+                    namespace,
+                    name,
+                    proposed(current),
+                    current,
+                    subresource or "",
+                    dry_run=self.in_dry_run,
+                )
+            )
+            with self._changed:
+                updated = self._updated(resource, current, given, subresource)
+            self.admission.validate(
+                Attributes(
+                    resource,
+                    "UPDATE",
+                    namespace,
+                    name,
+                    updated,
+                    current,
+                    subresource or "",
+                    dry_run=self.in_dry_run,
+                )
+            )
+            with self._changed:
+                stored = self._existing(resource, namespace, name)
+                if stored["metadata"]["resourceVersion"] == current["metadata"]["resourceVersion"]:
+                    return self._commit_update(resource, current, updated)
+
+    def _updated(
         self, resource: ResourceType, current: Obj, given: Obj, subresource: str | None
     ) -> Obj:
+        """The object an update stores (the strategy's ``PrepareForUpdate``), checked and
+        admitted by its kind's schema."""
         metadata = current["metadata"]
         if subresource == "status":
             updated = status_update(resource, current, given)
@@ -699,7 +837,10 @@ class ApiStore:
             updated.setdefault("spec", {})["finalizers"] = _namespace_finalizers(current)
         if subresource != "status" and generation_changes(resource, current, updated):
             new_metadata["generation"] = metadata.get("generation", 1) + 1
-        updated = self._admitted(resource, updated, current)
+        return self._admitted(resource, updated, current)
+
+    def _commit_update(self, resource: ResourceType, current: Obj, updated: Obj) -> Obj:
+        metadata = current["metadata"]
         key = (resource, metadata.get("namespace", ""), metadata["name"])
         if updated == current:
             return copy.deepcopy(current)
@@ -742,7 +883,7 @@ class ApiStore:
         event_type: str,
         previous: Obj | None,
     ) -> Obj:
-        if self._dry_run:
+        if self.in_dry_run:
             answer = copy.deepcopy(obj)
             if previous is None:
                 answer["metadata"].pop("resourceVersion", None)
@@ -756,7 +897,7 @@ class ApiStore:
         return copy.deepcopy(obj)
 
     def _remove(self, resource: ResourceType, key: tuple[ResourceType, str, str], obj: Obj) -> Obj:
-        if self._dry_run:
+        if self.in_dry_run:
             return copy.deepcopy(obj)
         self._revision += 1
         removed = copy.deepcopy(obj)

@@ -54,20 +54,33 @@ class ApiServer:
         """Bind a pod of the test's namespace to a node, as the scheduler would."""
         bind_pod(self.api_client, self.namespace, pod_name, node)
 
-    def delete_without_options(self, path: str) -> list[str]:
-        """``DELETE path`` with no DeleteOptions (podwright's client always sends a
-        propagationPolicy); the ``Warning`` headers of the answer."""
-        method, url, headers, _body, _post = self.api_client.param_serialize(
-            method="DELETE",
+    def send(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        content_type: str = "application/json",
+        query: dict[str, str] | None = None,
+    ) -> RawAnswer:
+        """One request through the official client's ApiClient (its authentication, no
+        decoding into models), for what podwright's client does not do or surface: server-side
+        apply, dry run, discovery, ``Warning`` headers. Errors are answers too."""
+        method, url, headers, data, _post = self.api_client.param_serialize(
+            method=method,
             resource_path=path,
-            header_params={"Accept": "application/json"},
+            query_params=list((query or {}).items()),
+            header_params={"Content-Type": content_type, "Accept": "application/json"},
+            body=body,
             auth_settings=["BearerToken"],
         )
-        response = self.api_client.call_api(method, url, header_params=headers)
-        answer = response.read()
-        if response.status >= 300:
-            raise error_from_status(response.status, answer)
-        return list(response.headers.getlist("Warning"))
+        response = self.api_client.call_api(method, url, header_params=headers, body=data)
+        raw = response.read()
+        return RawAnswer(
+            response.status,
+            json.loads(raw) if raw else None,
+            list(response.headers.getlist("Warning")),
+        )
 
     def request(
         self,
@@ -78,20 +91,27 @@ class ApiServer:
         content_type: str = "application/json",
         query: dict[str, str] | None = None,
     ) -> tuple[int, Any]:
-        """One request through the official client, for what podwright's client does not do
-        (server-side apply, dry run, discovery): the status and the decoded JSON answer, errors
-        included."""
-        method, url, headers, serialized, _post = self.api_client.param_serialize(
-            method=method,
-            resource_path=path,
-            query_params=list((query or {}).items()),
-            header_params={"Content-Type": content_type, "Accept": "application/json"},
-            body=body,
-            auth_settings=["BearerToken"],
-        )
-        response = self.api_client.call_api(method, url, header_params=headers, body=serialized)
-        data = response.read()
-        return response.status, json.loads(data) if data else None
+        """:meth:`send`'s status and decoded answer."""
+        answer = self.send(method, path, body, content_type=content_type, query=query)
+        return answer.status, answer.body
+
+    def delete_without_options(self, path: str) -> list[str]:
+        """``DELETE path`` with no DeleteOptions (podwright's client always sends a
+        propagationPolicy); the ``Warning`` headers of the answer."""
+        answer = self.send("DELETE", path)
+        if answer.status >= 300:
+            raise error_from_status(answer.status, json.dumps(answer.body).encode())
+        return answer.warnings
+
+
+@dataclass(frozen=True)
+class RawAnswer:
+    """An API server's whole answer, for what podwright's client does not surface (headers)."""
+
+    status: int
+    body: Any
+    warnings: list[str]
+    """The ``Warning`` headers, each as sent (``299 - "<text>"``)."""
 
 
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
