@@ -42,6 +42,7 @@ from podwright.core.json_patch import (
 )
 from podwright.core.quantities import format_quantity
 from tests.k8s_emulator.errors import ApiError
+from tests.k8s_emulator.leases import NODE_LEASE_NAMESPACE, validate_lease
 from tests.k8s_emulator.selectors import field_selector, label_selector
 
 Obj = dict[str, Any]
@@ -72,6 +73,8 @@ RESOURCE_TYPES = [
     ResourceType("", "v1", "services", "Service"),
     ResourceType("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim"),
     ResourceType("", "v1", "resourcequotas", "ResourceQuota"),
+    ResourceType("", "v1", "nodes", "Node", namespaced=False),
+    ResourceType("coordination.k8s.io", "v1", "leases", "Lease", status_subresource=False),
     ResourceType("events.k8s.io", "v1", "events", "Event", status_subresource=False),
     ResourceType(
         "scheduling.k8s.io",
@@ -128,7 +131,8 @@ class ApiStore:
         self._changed = threading.Condition()
         self._clock = clock or (lambda: datetime.now(UTC))
         self._random = random.Random()
-        self.create(resource_type("", "namespaces"), "", {"metadata": {"name": "default"}})
+        for namespace in ("default", NODE_LEASE_NAMESPACE):
+            self.create(resource_type("", "namespaces"), "", {"metadata": {"name": namespace}})
 
     # Reading ------------------------------------------------------------------------------
 
@@ -521,6 +525,8 @@ class ApiStore:
                     f'Pod "{name}" is invalid: spec.containers: Required value',
                     details={"name": name, "kind": "Pod"},
                 )
+        if resource.kind == "Lease":
+            validate_lease(obj)
 
     def _update(
         self, resource: ResourceType, current: Obj, given: Obj, subresource: str | None
@@ -559,6 +565,8 @@ class ApiStore:
                     f'{resource.kind} "{metadata["name"]}" is invalid: metadata.finalizers: '
                     "Forbidden: no new finalizers can be added if the object is being deleted",
                 )
+            if resource.kind == "Lease":
+                validate_lease(updated)
             if resource.kind != "Pod" and updated.get("spec") != current.get("spec"):
                 new_metadata["generation"] = metadata.get("generation", 1) + 1
         key = (resource, metadata.get("namespace", ""), metadata["name"])
@@ -722,6 +730,8 @@ def _initial_status(resource: ResourceType, obj: Obj) -> Obj:
         return {"hard": dict((obj.get("spec") or {}).get("hard") or {})}
     if resource.kind == "Namespace":
         return {"phase": "Active"}
+    if resource.kind == "Node":  # nodeStrategy.PrepareForCreate keeps a node's status
+        return dict(obj.get("status") or {})
     return {}
 
 

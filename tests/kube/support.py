@@ -23,12 +23,15 @@ from kubernetes import client as k8s_client
 from podwright.adapters.kubernetes import KubernetesClient, connect
 from podwright.engine.kubernetes_port import NotFoundError, ObjectRef
 from tests.k8s_emulator import Emulator
-from tests.k8s_emulator.kubelet import bind_pod
+from tests.node_sim import NodeSimulator
+from tests.node_sim.rest import bind_pod
 
 KUBECONFIG_VARIABLE = "PODWRIGHT_TEST_KUBECONFIG"
 UNSCHEDULABLE = "podwright-test-no-such-scheduler"
 ABSENT_NODE = "podwright-test-no-such-node"
 """A node name no node has: a pod bound to it is never run (no kubelet picks it up)."""
+SCHEDULER_GRACE_SECONDS = 5.0
+"""How long the node simulator leaves a real cluster's scheduler to bind a pod before it does."""
 T = TypeVar("T")
 
 
@@ -52,6 +55,12 @@ class ApiServer:
     def bind(self, pod_name: str, node: str = ABSENT_NODE) -> None:
         """Bind a pod of the test's namespace to a node, as the scheduler would."""
         bind_pod(self.api_client, self.namespace, pod_name, node)
+
+    def simulate_nodes(self, **options: Any) -> NodeSimulator:
+        """A node simulator for the test's namespace; on a real cluster, it binds a pod only when
+        the cluster's scheduler did not within :data:`SCHEDULER_GRACE_SECONDS`."""
+        options.setdefault("bind_after", SCHEDULER_GRACE_SECONDS if self.is_real else 0.0)
+        return NodeSimulator(self.client, self.api_client, namespace=self.namespace, **options)
 
 
 @contextlib.contextmanager
