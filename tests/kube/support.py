@@ -23,13 +23,19 @@ from kubernetes import client as k8s_client
 from podwright.adapters.kubernetes import KubernetesClient, connect
 from podwright.engine.kubernetes_port import NotFoundError, ObjectRef
 from tests.k8s_emulator import Emulator
-from tests.node_sim import NodeSimulator
+from tests.node_sim import EXIT_CODE, RUN_SECONDS, NodeSimulator
 from tests.node_sim.rest import bind_pod
 
 KUBECONFIG_VARIABLE = "PODWRIGHT_TEST_KUBECONFIG"
 UNSCHEDULABLE = "podwright-test-no-such-scheduler"
 ABSENT_NODE = "podwright-test-no-such-node"
 """A node name no node has: a pod bound to it is never run (no kubelet picks it up)."""
+OUTCOMES: dict[str, dict[str, str]] = {
+    "succeed": {},
+    "fail": {EXIT_CODE: "1"},
+    "hang": {RUN_SECONDS: "inf"},
+}
+"""A pod's annotations for the node simulator, by the outcome a test wants of its task."""
 SCHEDULER_GRACE_SECONDS = 5.0
 """How long the node simulator leaves a real cluster's scheduler to bind a pod before it does."""
 T = TypeVar("T")
