@@ -51,8 +51,8 @@ NAMESPACE = "bench"
 CONCURRENCY = 16
 KUBELET = """
 import sys, time
-from tests.k8s_emulator.kubelet import FakeKubelet
-with FakeKubelet(sys.argv[1], sys.argv[2], poll_seconds=0.5):
+from tests.node_sim import simulate_nodes
+with simulate_nodes(sys.argv[1], namespace=sys.argv[2], poll_seconds=0.5):
     sys.stdin.read()
 """
 

@@ -56,6 +56,7 @@ from tests.k8s_emulator.custom_resources import (
     status_update,
 )
 from tests.k8s_emulator.errors import ApiError
+from tests.k8s_emulator.leases import validate_lease
 from tests.k8s_emulator.resource_types import ResourceType
 from tests.k8s_emulator.selectors import field_selector, label_selector
 from tests.k8s_emulator.strategies import (
@@ -80,6 +81,8 @@ RESOURCE_TYPES = [
     ResourceType("", "v1", "services", "Service"),
     ResourceType("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim"),
     ResourceType("", "v1", "resourcequotas", "ResourceQuota"),
+    ResourceType("", "v1", "nodes", "Node", namespaced=False),
+    ResourceType("coordination.k8s.io", "v1", "leases", "Lease", status_subresource=False),
     ResourceType("events.k8s.io", "v1", "events", "Event", status_subresource=False),
     ResourceType(
         "scheduling.k8s.io",
@@ -743,6 +746,8 @@ class ApiStore:
                     f'Pod "{name}" is invalid: spec.containers: Required value',
                     details={"name": name, "kind": "Pod"},
                 )
+        if resource.kind == "Lease":
+            validate_lease(obj)
 
     def _admitted_update(
         self,
@@ -835,6 +840,8 @@ class ApiStore:
         if resource.kind == "Namespace" and subresource != "finalize":
             # Only the finalize subresource changes them (namespaceStrategy.PrepareForUpdate).
             updated.setdefault("spec", {})["finalizers"] = _namespace_finalizers(current)
+        if resource.kind == "Lease":
+            validate_lease(updated)
         if subresource != "status" and generation_changes(resource, current, updated):
             new_metadata["generation"] = metadata.get("generation", 1) + 1
         return self._admitted(resource, updated, current)
@@ -1040,6 +1047,8 @@ def _initial_status(resource: ResourceType, obj: Obj) -> Obj:
         return {"hard": dict((obj.get("spec") or {}).get("hard") or {})}
     if resource.kind == "Namespace":
         return {"phase": "Active"}
+    if resource.kind == "Node":  # nodeStrategy.PrepareForCreate keeps a node's status
+        return dict(obj.get("status") or {})
     return {}
 
 

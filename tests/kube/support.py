@@ -24,12 +24,21 @@ from podwright.adapters.kubernetes import KubernetesClient, connect
 from podwright.adapters.kubernetes.errors import error_from_status
 from podwright.engine.kubernetes_port import NotFoundError, ObjectRef
 from tests.k8s_emulator import Emulator
-from tests.k8s_emulator.kubelet import bind_pod
+from tests.node_sim import EXIT_CODE, RUN_SECONDS, NodeSimulator
+from tests.node_sim.rest import RawAnswer, bind_pod, send
 
 KUBECONFIG_VARIABLE = "PODWRIGHT_TEST_KUBECONFIG"
 UNSCHEDULABLE = "podwright-test-no-such-scheduler"
 ABSENT_NODE = "podwright-test-no-such-node"
 """A node name no node has: a pod bound to it is never run (no kubelet picks it up)."""
+OUTCOMES: dict[str, dict[str, str]] = {
+    "succeed": {},
+    "fail": {EXIT_CODE: "1"},
+    "hang": {RUN_SECONDS: "inf"},
+}
+"""A pod's annotations for the node simulator, by the outcome a test wants of its task."""
+SCHEDULER_GRACE_SECONDS = 5.0
+"""How long the node simulator leaves a real cluster's scheduler to bind a pod before it does."""
 T = TypeVar("T")
 
 
@@ -54,6 +63,12 @@ class ApiServer:
         """Bind a pod of the test's namespace to a node, as the scheduler would."""
         bind_pod(self.api_client, self.namespace, pod_name, node)
 
+    def simulate_nodes(self, **options: Any) -> NodeSimulator:
+        """A node simulator for the test's namespace; on a real cluster, it binds a pod only when
+        the cluster's scheduler did not within :data:`SCHEDULER_GRACE_SECONDS`."""
+        options.setdefault("bind_after", SCHEDULER_GRACE_SECONDS if self.is_real else 0.0)
+        return NodeSimulator(self.client, self.api_client, namespace=self.namespace, **options)
+
     def send(
         self,
         method: str,
@@ -66,21 +81,7 @@ class ApiServer:
         """One request through the official client's ApiClient (its authentication, no
         decoding into models), for what podwright's client does not do or surface: server-side
         apply, dry run, discovery, ``Warning`` headers. Errors are answers too."""
-        method, url, headers, data, _post = self.api_client.param_serialize(
-            method=method,
-            resource_path=path,
-            query_params=list((query or {}).items()),
-            header_params={"Content-Type": content_type, "Accept": "application/json"},
-            body=body,
-            auth_settings=["BearerToken"],
-        )
-        response = self.api_client.call_api(method, url, header_params=headers, body=data)
-        raw = response.read()
-        return RawAnswer(
-            response.status,
-            json.loads(raw) if raw else None,
-            list(response.headers.getlist("Warning")),
-        )
+        return send(self.api_client, method, path, body, content_type=content_type, query=query)
 
     def request(
         self,
@@ -102,16 +103,6 @@ class ApiServer:
         if answer.status >= 300:
             raise error_from_status(answer.status, json.dumps(answer.body).encode())
         return answer.warnings
-
-
-@dataclass(frozen=True)
-class RawAnswer:
-    """An API server's whole answer, for what podwright's client does not surface (headers)."""
-
-    status: int
-    body: Any
-    warnings: list[str]
-    """The ``Warning`` headers, each as sent (``299 - "<text>"``)."""
 
 
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"

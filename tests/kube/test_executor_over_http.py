@@ -1,4 +1,4 @@
-"""The executor on the kubernetes backend, over HTTP against the emulator and a fake kubelet.
+"""The executor on the kubernetes backend, over HTTP against the emulator and the node simulator.
 
 * ``podwright run --backend kubernetes``: a workspace (a Pod, its claim and Service) from submit
   to Success under the background executor it starts, its phases, events and log shown, the
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from podwright.adapters.kubernetes import KubernetesClient
@@ -38,8 +39,8 @@ from podwright.engine.kubernetes_port import ObjectRef
 from podwright.engine.task_store import NewTask
 from tests.cli.background import no_executor_left, serving_executors, wait_until_gone
 from tests.k8s_emulator import Emulator
-from tests.k8s_emulator.kubelet import OUTCOME_ANNOTATION, FakeKubelet
-from tests.kube.support import emulator_with_namespace, eventually, write_kubeconfig
+from tests.kube.support import OUTCOMES, emulator_with_namespace, eventually, write_kubeconfig
+from tests.node_sim import CPU_NODE, RUN_SECONDS, NodeShape, simulate_nodes
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -79,24 +80,35 @@ def store(home: Path) -> Iterator[SQLiteTaskStore]:
     opened.close()
 
 
-def _write_log(emulator: Emulator) -> Any:
-    def write(namespace: str, pod: str, container: str, line: str) -> None:
-        at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
-        emulator.write_log(namespace, pod, container, line, at)
-
-    return write
+def _ending_workspace(tmp_path: Path) -> Path:
+    """The example workspace, made to end: it restarts Never, its containers run 1 s and exit 0
+    (under the default restartPolicy Always, the kubelet would restart them for ever)."""
+    workload = yaml.safe_load((EXAMPLES / "workload-workspace.yaml").read_text())
+    workload["spec"]["restartPolicy"] = "Never"
+    workload["spec"]["annotations"].append({"name": RUN_SECONDS, "value": "1"})
+    path = tmp_path / "workload-workspace.yaml"
+    path.write_text(yaml.safe_dump(workload))
+    return path
 
 
 def test_run_on_a_cluster_shows_the_workspace_to_success_with_its_companions(
-    emulator: Emulator, kubeconfig: Path, home: Path
+    tmp_path: Path, emulator: Emulator, kubeconfig: Path, home: Path
 ) -> None:
-    with FakeKubelet(emulator.url, NAMESPACE, poll_seconds=0.3, write_log=_write_log(emulator)):
+    # The example's profile names KAI as the scheduler, and its shared-GPU node type.
+    shared_gpu = NodeShape(CPU_NODE.capacity, {"node.example.com/type": "gpu-shared"})
+    with simulate_nodes(
+        emulator.url,
+        namespace=NAMESPACE,
+        nodes=[shared_gpu],
+        schedulers=["kai-scheduler"],
+        write_log=emulator.write_log,
+    ):
         result = CliRunner().invoke(
             cli,
             [
                 "run",
                 "--workload",
-                str(EXAMPLES / "workload-workspace.yaml"),
+                str(_ending_workspace(tmp_path)),
                 "--profile",
                 str(EXAMPLES / "cluster-profile.yaml"),
                 "--backend",
@@ -118,7 +130,8 @@ def test_run_on_a_cluster_shows_the_workspace_to_success_with_its_companions(
     assert "recorded, not pulled" not in result.output
     assert any(line.endswith(f"Queued  Pod {NAMESPACE}/{task_id} created") for line in lines)
     assert any("event: Scheduled: Successfully assigned" in line for line in lines)
-    assert f"  | hello from {task_id}" in lines
+    assert any(line.endswith("event: Started: Started container main") for line in lines)
+    assert f"  | hello from {task_id}/main" in lines
     assert lines[-1].endswith("s  Success"), lines
 
     client = KubernetesClient.for_host(emulator.url)
@@ -149,7 +162,7 @@ def _pod_manifest(outcome: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"annotations": {OUTCOME_ANNOTATION: outcome}},
+        "metadata": {"annotations": OUTCOMES[outcome]},
         "spec": {
             "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 0,
@@ -220,7 +233,7 @@ def test_executor_killed_at_random_moments_finishes_every_task_once_and_leaks_no
         _submit(store, emulator, task_id, outcome)
     rng = random.Random(7)
     phases: list[list[str]] = []
-    with FakeKubelet(emulator.url, NAMESPACE, poll_seconds=0.2) as kubelet:
+    with simulate_nodes(emulator.url, namespace=NAMESPACE) as nodes:
         for life in range(8):
             log = tmp_path / f"life-{life}.log"
             with log.open("w") as output:
@@ -252,7 +265,7 @@ def test_executor_killed_at_random_moments_finishes_every_task_once_and_leaks_no
         task_id: expected[outcome] for task_id, outcome in outcomes.items()
     }
     assert all(record.finalized for record in records.values())
-    assert {name: len(uids) for name, uids in kubelet.created.items()} == dict.fromkeys(outcomes, 1)
+    assert {name: len(uids) for name, uids in nodes.pod_uids.items()} == dict.fromkeys(outcomes, 1)
     client = KubernetesClient.for_host(emulator.url)
     left, _ = client.list_objects(
         "v1", "Pod", namespace=NAMESPACE, label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}"
@@ -275,7 +288,7 @@ def test_executor_serves_metrics_and_health_and_stops_gracefully_on_sigterm(
     _submit(store, emulator, "metered", "succeed")
     log = tmp_path / "executor.log"
     with (
-        FakeKubelet(emulator.url, NAMESPACE),
+        simulate_nodes(emulator.url, namespace=NAMESPACE),
         log.open("w") as output,
     ):
         executor = _executor(home, kubeconfig, "--metrics-address", "127.0.0.1:0", stderr=output)
@@ -317,7 +330,7 @@ def test_a_second_executor_of_a_store_and_cluster_exits_at_once_naming_the_first
         _submit(store, emulator, f"shared-{n}", "succeed")
     _submit(store, emulator, "keeps-it-busy", "hang")
     log = tmp_path / "first.log"
-    with FakeKubelet(emulator.url, NAMESPACE) as kubelet, log.open("w") as output:
+    with simulate_nodes(emulator.url, namespace=NAMESPACE) as nodes, log.open("w") as output:
         first = _executor(
             home, kubeconfig, "--metrics-address", "off", "--until-idle", stderr=output
         )
@@ -336,7 +349,7 @@ def test_a_second_executor_of_a_store_and_cluster_exits_at_once_naming_the_first
     phases = {record.task_id: record.phase for record in store.list_tasks()}
     assert phases.pop("keeps-it-busy") is Phase.ABORTED
     assert set(phases.values()) == {Phase.SUCCESS}
-    assert {len(uids) for uids in kubelet.created.values()} == {1}
+    assert {len(uids) for uids in nodes.pod_uids.values()} == {1}
 
 
 def test_run_replaces_an_executor_that_dies_while_it_follows(
@@ -345,9 +358,9 @@ def test_run_replaces_an_executor_that_dies_while_it_follows(
     spec = tmp_path / "hanging.yaml"
     spec.write_text(
         "type: workspace\nname: hanging\nspec:\n  image: busybox:1\n  command: sleep 1d\n"
-        f"  annotations:\n    - name: {OUTCOME_ANNOTATION}\n      value: hang\n"
+        f"  annotations:\n    - name: {RUN_SECONDS}\n      value: inf\n"
     )
-    with FakeKubelet(emulator.url, NAMESPACE, poll_seconds=0.2):
+    with simulate_nodes(emulator.url, namespace=NAMESPACE):
         runner = subprocess.Popen(
             [
                 *(sys.executable, "-m", "podwright", "run", "--workload", str(spec)),

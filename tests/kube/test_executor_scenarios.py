@@ -1,5 +1,5 @@
-"""The executor in this process over HTTP: the emulator, a fake scheduler and kubelet, the SQLite
-store, and the cluster port with its watches, as ``podwright executor`` runs them.
+"""The executor in this process over HTTP: the emulator, the node simulator (scheduler and
+kubelet), the SQLite store, and the cluster port with its watches, as ``podwright executor`` runs them.
 
 * two runs of one workspace: two Services, each selecting only its own task's pod;
 * a claim created before the pod, never owned by it, outliving the task; a Service owned by it;
@@ -30,8 +30,8 @@ from podwright.engine.kubernetes_port import ObjectRef
 from podwright.engine.plugins import default_plugins
 from podwright.engine.task_store import NewTask, TaskRecord
 from tests.k8s_emulator import Emulator
-from tests.k8s_emulator.kubelet import OUTCOME_ANNOTATION, FakeKubelet
-from tests.kube.support import emulator_with_namespace, eventually
+from tests.kube.support import OUTCOMES, emulator_with_namespace, eventually
+from tests.node_sim import simulate_nodes
 
 NAMESPACE = "test"
 BACKEND = "kubernetes/emulator"
@@ -125,7 +125,7 @@ def workspace(task_id: str, outcome: str = "hang", namespace: str = NAMESPACE) -
         "metadata": {
             "name": "nb",
             "labels": {"podwright.dev/workload": "nb"},
-            "annotations": {OUTCOME_ANNOTATION: outcome},
+            "annotations": OUTCOMES[outcome],
         },
         "spec": {
             "restartPolicy": "Never",
@@ -174,7 +174,7 @@ def test_two_runs_of_one_workspace_each_get_a_service_of_their_own(
 ) -> None:
     store.submit(workspace("nb-first"))
     store.submit(workspace("nb-second"))
-    with FakeKubelet(emulator.url, NAMESPACE) as kubelet:
+    with simulate_nodes(emulator.url, namespace=NAMESPACE) as nodes:
         running.until(
             lambda: (
                 {_phase(store, t) for t in ("nb-first", "nb-second")} == {Phase.RUNNING}
@@ -198,7 +198,7 @@ def test_two_runs_of_one_workspace_each_get_a_service_of_their_own(
         for task_id in ("nb-first", "nb-second"):
             store.request_abort(task_id, datetime.now(UTC))
         running.until(lambda: all(record.finalized for record in store.list_tasks()))
-    assert {len(uids) for uids in kubelet.created.values()} == {1}
+    assert {len(uids) for uids in nodes.pod_uids.values()} == {1}
 
 
 def _first_created(url: str, kind: str, since: str) -> int:
@@ -219,7 +219,7 @@ def test_a_claim_comes_before_its_pod_and_outlives_the_task_its_service_goes_wit
 ) -> None:
     since = str(emulator.store.resource_version)
     store.submit(workspace("nb-1"))
-    with FakeKubelet(emulator.url, NAMESPACE):
+    with simulate_nodes(emulator.url, namespace=NAMESPACE):
         running.until(lambda: len(_list(emulator.url, "Service")) == 1)
         (exposed,) = _list(emulator.url, "Service")
         (pod,) = _list(emulator.url, "Pod")
@@ -244,9 +244,9 @@ def test_an_abort_is_recorded_only_once_the_kubelet_stopped_the_containers(
     store.submit(workspace("nb-1"))
     ref = ObjectRef("v1", "Pod", NAMESPACE, "nb-1")
     client = KubernetesClient.for_host(emulator.url)
-    with FakeKubelet(emulator.url, NAMESPACE) as kubelet:
+    with simulate_nodes(emulator.url, namespace=NAMESPACE) as nodes:
         running.until(lambda: _phase(store, "nb-1") is Phase.RUNNING)
-        kubelet.hold_deletions()
+        nodes.hold_stops()
         store.request_abort("nb-1", datetime.now(UTC))
         running.until(lambda: store.get("nb-1").reason.startswith("aborting:"))
         assert store.get("nb-1").reason == (
@@ -258,7 +258,7 @@ def test_an_abort_is_recorded_only_once_the_kubelet_stopped_the_containers(
         for _ in range(5):  # the pod's containers run on: the task is not Aborted
             running.executor.run_round()
         assert _phase(store, "nb-1") is Phase.RUNNING
-        kubelet.release_deletions()
+        nodes.release_stops()
         running.until(lambda: _phase(store, "nb-1") is Phase.ABORTED)
         stopped = client.get(ref)  # podwright's finalizer keeps it until finalized
         assert [c["state"].keys() for c in stopped["status"]["containerStatuses"]] == [
@@ -311,7 +311,7 @@ def test_the_api_server_going_away_mid_run_ends_new_tasks_and_is_reported(
     executing = Running(emulator.url, store, clock)
     try:
         store.submit(workspace("nb-running"))
-        with FakeKubelet(emulator.url, NAMESPACE):
+        with simulate_nodes(emulator.url, namespace=NAMESPACE):
             executing.until(lambda: _phase(store, "nb-running") is Phase.RUNNING)
         emulator.stop()
         store.submit(workspace("nb-late"))

@@ -1,0 +1,453 @@
+"""The node simulator: Nodes that register, heartbeat and run pods, over the API only.
+
+In the spirit of kwok: :class:`NodeSimulator` registers Nodes (cpu, memory, pods, and the
+``nvidia.com/gpu`` and ``smarter-devices/fuse`` extended resources, Ready), keeps a heartbeat
+Lease per node in ``kube-node-lease`` (renewed every ``lease_renew_seconds``, 10 s as a kubelet's
+lease controller: a quarter of its 40 s duration), and plays the kubelet for every pod bound to
+its nodes (:mod:`tests.node_sim.kubelet`). It binds a pending pod that names one of
+``schedulers`` to one of its nodes (:mod:`tests.node_sim.scheduling`) when no scheduler did within
+``bind_after`` seconds: at once on the emulator, which has no scheduler; after a few seconds on a
+real cluster, whose scheduler binds pods to these nodes itself. It only ever touches its own
+nodes, their leases, and pods bound to them or that it binds (in ``namespace`` when one is
+given). On exit it deletes its Leases and Nodes.
+
+It polls (a list of the pods every ``poll_seconds``) from one background thread and talks to the
+API over HTTP like any client, so the same simulator serves the emulator and a real API server.
+Events are written through ``events.k8s.io/v1`` (which a real server shows through core/v1 too):
+a kubelet's events (client-go's ``tools/record``, ``generateEvent``) have ``reportingController``
+``kubelet`` and its node as ``reportingInstance``, the scheduler's its name and
+``<name>-<host>``; ``events.k8s.io/v1`` also requires an ``action``, which a kubelet's core/v1
+events leave empty: the simulator repeats the reason there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from kubernetes import client as k8s_client
+from kubernetes.utils.quantity import parse_quantity
+
+from podwright.adapters.kubernetes import KubernetesClient
+from podwright.core.local_runtime import Backoff
+from podwright.engine.kubernetes_port import ConflictError, NotFoundError, ObjectRef, PatchType
+from tests.k8s_emulator.leases import NODE_LEASE_NAMESPACE
+from tests.node_sim.kubelet import Placement, Pod, SimulatedPod
+from tests.node_sim.rest import NODES, bind_pod, call, leases_path
+from tests.node_sim.scheduling import Amounts, Candidate, choose_node, pod_requests
+
+DEFAULT_SCHEDULER = "default-scheduler"
+GPU = "nvidia.com/gpu"
+FUSE = "smarter-devices/fuse"
+SIMULATOR_LABEL = "sim.podwright.dev/simulator"
+"""On every node of a simulator: its run id (pods select its nodes with it)."""
+LEASE_SECONDS = 40
+SHORT_CRASH_LOOP = Backoff(timedelta(milliseconds=200), timedelta(seconds=1))
+"""The simulator's crash-loop back-off: the kubelet's is 10 s doubling to 5 min, too slow for
+tests; the shape is the same."""
+LogWriter = Callable[[str, str, str, str, str], None]
+"""``(namespace, pod, container, line, at)``: :meth:`tests.k8s_emulator.Emulator.write_log`."""
+
+
+@dataclass(frozen=True)
+class NodeShape:
+    """One node to simulate: its capacity (all of it allocatable) and labels of its own."""
+
+    capacity: dict[str, str]
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+_BASE_CAPACITY = {"cpu": "16", "memory": "64Gi", "pods": "110", "ephemeral-storage": "100Gi"}
+CPU_NODE = NodeShape({**_BASE_CAPACITY, FUSE: "20"})
+GPU_NODE = NodeShape({**_BASE_CAPACITY, FUSE: "20", GPU: "8"}, {"nvidia.com/gpu.present": "true"})
+
+
+def micro_time(moment: datetime) -> str:
+    """``metav1.MicroTime`` as the API server writes it: ``2006-01-02T15:04:05.000000Z``."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class NodeSimulator:
+    """Simulated nodes and their kubelets, for a ``with`` block."""
+
+    def __init__(
+        self,
+        client: KubernetesClient,
+        api: k8s_client.ApiClient,
+        *,
+        nodes: Sequence[NodeShape] = (CPU_NODE, GPU_NODE),
+        namespace: str | None = None,
+        schedulers: Sequence[str] = (DEFAULT_SCHEDULER,),
+        bind_after: float = 0.0,
+        poll_seconds: float = 0.05,
+        lease_renew_seconds: float = 10.0,
+        crash_loop: Backoff = SHORT_CRASH_LOOP,
+        image_pull_back_off: float = 0.2,
+        write_log: LogWriter | None = None,
+    ) -> None:
+        self.run_id = uuid.uuid4().hex[:6]
+        self.nodes = [f"podwright-sim-{self.run_id}-{index}" for index in range(len(nodes))]
+        self.pod_uids: dict[str, set[str]] = {}
+        """Pod name → the uids this simulator ran under it (two: the pod was created twice)."""
+        self._shapes = dict(zip(self.nodes, nodes, strict=True))
+        self._client = client
+        self._api = api
+        self._writer = _Api(client, api)
+        self._namespace = namespace
+        self._schedulers = tuple(schedulers)
+        self._bind_after = timedelta(seconds=bind_after)
+        self._poll = poll_seconds
+        self._lease_renewal = timedelta(seconds=lease_renew_seconds)
+        self._crash_loop = crash_loop
+        self._image_pull_back_off = timedelta(seconds=image_pull_back_off)
+        self._write_log = write_log
+        self._leases: dict[str, dict[str, Any]] = {}
+        self._renewed = datetime.min.replace(tzinfo=UTC)
+        self._pods: dict[str, SimulatedPod] = {}
+        self._pending_since: dict[str, datetime] = {}
+        self._pod_ips = 0
+        self._stops_allowed = threading.Event()
+        self._stops_allowed.set()
+        self._stop = threading.Event()
+        self._failure: BaseException | None = None
+        self._thread = threading.Thread(target=self._loop, name="node-simulator", daemon=True)
+
+    # The test's side ----------------------------------------------------------------------
+
+    def __enter__(self) -> NodeSimulator:
+        try:
+            for index, name in enumerate(self.nodes):
+                node = call(self._api, "POST", NODES, self._node(name, index))
+                self._leases[name] = call(
+                    self._api, "POST", leases_path(NODE_LEASE_NAMESPACE), self._lease(node)
+                )
+        except BaseException:
+            self._unregister()
+            raise
+        self._thread.start()
+        return self
+
+    def __exit__(self, exc_type: object, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self._unregister()
+        if self._failure is not None and exc_type is None:
+            raise AssertionError(f"the node simulator failed: {self._failure!r}") from self._failure
+
+    def hold_stops(self) -> None:
+        """Keep containers asked to stop (SIGTERM) running, until :meth:`release_stops` (the
+        end of a pod's grace period still kills them)."""
+        self._stops_allowed.clear()
+
+    def release_stops(self) -> None:
+        self._stops_allowed.set()
+
+    def host_ip(self, node: str) -> str:
+        return f"192.0.2.{10 + self.nodes.index(node)}"
+
+    # The loop -----------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._poll):
+            try:
+                self._tick(datetime.now(UTC))
+            except Exception as error:  # the test learns of it on exit
+                self._failure = error
+                return
+
+    def _tick(self, now: datetime) -> None:
+        if now - self._renewed >= self._lease_renewal:
+            self._renew_leases(now)
+            self._renewed = now
+        pods, _ = self._client.list_objects("v1", "Pod", namespace=self._namespace)
+        on_nodes: dict[str, list[Amounts]] = {name: [] for name in self.nodes}
+        pending = []
+        for pod in pods:
+            node = pod["spec"].get("nodeName")
+            if node in on_nodes:
+                if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                    on_nodes[node].append(pod_requests(pod))
+                self._drive(pod, node, now)
+            elif not node and not pod["metadata"].get("deletionTimestamp"):
+                pending.append(pod)
+        for pod in pending:
+            self._maybe_bind(pod, on_nodes, now)
+        uids = {pod["metadata"]["uid"] for pod in pods}
+        self._pods = {uid: sim for uid, sim in self._pods.items() if uid in uids}
+        self._pending_since = {u: t for u, t in self._pending_since.items() if u in uids}
+
+    def _drive(self, pod: Pod, node: str, now: datetime) -> None:
+        metadata = pod["metadata"]
+        simulated = self._pods.get(metadata["uid"])
+        if simulated is None:
+            self.pod_uids.setdefault(metadata["name"], set()).add(metadata["uid"])
+            self._pod_ips += 1
+            ip = f"10.244.{self.nodes.index(node)}.{self._pod_ips % 250 + 2}"
+            placement = Placement(node, self.host_ip(node), ip)
+            simulated = SimulatedPod(
+                pod,
+                placement,
+                now,
+                crash_loop=self._crash_loop,
+                image_pull_back_off=self._image_pull_back_off,
+            )
+            self._pods[metadata["uid"]] = simulated
+        with contextlib.suppress(NotFoundError, ConflictError):  # deleted or gone meanwhile
+            host = _Host(self._writer, node, self._write_log, self._stops_allowed)
+            simulated.step(pod, now, host)
+
+    def _maybe_bind(self, pod: Pod, on_nodes: dict[str, list[Amounts]], now: datetime) -> None:
+        metadata, spec = pod["metadata"], pod["spec"]
+        scheduler = spec.get("schedulerName") or DEFAULT_SCHEDULER
+        if scheduler not in self._schedulers:
+            return
+        first_seen = self._pending_since.setdefault(metadata["uid"], now)
+        if now - first_seen < self._bind_after:
+            return
+        candidates = [
+            Candidate(
+                name,
+                self._labels(name),
+                {k: parse_quantity(v) for k, v in self._shapes[name].capacity.items()},
+            )
+            for name in self.nodes
+        ]
+        node = choose_node(pod, candidates, on_nodes)
+        if node is None:
+            return
+        namespace, name = metadata["namespace"], metadata["name"]
+        try:
+            bind_pod(self._api, namespace, name, node)
+        except (ConflictError, NotFoundError):  # a scheduler was quicker, or it went
+            return
+        on_nodes[node].append(pod_requests(pod))
+        self._writer.event(
+            pod,
+            reason="Scheduled",
+            note=f"Successfully assigned {namespace}/{name} to {node}",
+            controller=scheduler,
+            instance=f"{scheduler}-podwright-sim-{self.run_id}",
+            action="Binding",
+        )
+
+    # Nodes and leases ---------------------------------------------------------------------
+
+    def _labels(self, name: str) -> dict[str, str]:
+        return {
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            SIMULATOR_LABEL: self.run_id,
+            **self._shapes[name].labels,
+        }
+
+    def _node(self, name: str, index: int) -> dict[str, Any]:
+        now = micro_time(datetime.now(UTC))[:19] + "Z"
+        capacity = self._shapes[name].capacity
+        pressure = {
+            "MemoryPressure": "KubeletHasSufficientMemory",
+            "DiskPressure": "KubeletHasNoDiskPressure",
+            "PIDPressure": "KubeletHasSufficientPID",
+        }
+        conditions = [
+            {"type": kind, "status": "False", "reason": reason} for kind, reason in pressure.items()
+        ]
+        conditions.append(
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "KubeletReady",
+                "message": "kubelet is posting ready status",
+            }
+        )
+        for condition in conditions:
+            condition.update(lastHeartbeatTime=now, lastTransitionTime=now)
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": self._labels(name)},
+            "spec": {"podCIDR": f"10.244.{index}.0/24", "podCIDRs": [f"10.244.{index}.0/24"]},
+            "status": {
+                "capacity": dict(capacity),
+                "allocatable": dict(capacity),
+                "conditions": conditions,
+                "addresses": [
+                    {"type": "InternalIP", "address": self.host_ip(name)},
+                    {"type": "Hostname", "address": name},
+                ],
+                "nodeInfo": {
+                    "architecture": "amd64",
+                    "operatingSystem": "linux",
+                    "kubeletVersion": "v1.34.0-podwright-sim",
+                    "kubeProxyVersion": "",
+                    "containerRuntimeVersion": "podwright-sim://0",
+                    "kernelVersion": "",
+                    "osImage": "podwright node simulator",
+                    "machineID": "",
+                    "systemUUID": "",
+                    "bootID": "",
+                },
+            },
+        }
+
+    def _lease(self, node: dict[str, Any]) -> dict[str, Any]:
+        """The node's heartbeat Lease, held and owned by the node, as the kubelet's lease
+        controller makes it (``k8s.io/component-helpers/apimachinery/lease``, with the
+        kubelet's ``setNodeOwnerFunc``)."""
+        name = node["metadata"]["name"]
+        return {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {
+                "name": name,
+                "namespace": NODE_LEASE_NAMESPACE,
+                "ownerReferences": [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Node",
+                        "name": name,
+                        "uid": node["metadata"]["uid"],
+                    }
+                ],
+            },
+            "spec": {
+                "holderIdentity": name,
+                "leaseDurationSeconds": LEASE_SECONDS,
+                "renewTime": micro_time(datetime.now(UTC)),
+            },
+        }
+
+    def _renew_leases(self, now: datetime) -> None:
+        for name, lease in self._leases.items():
+            path = f"{leases_path(NODE_LEASE_NAMESPACE)}/{name}"
+            renewed = {**lease, "spec": {**lease["spec"], "renewTime": micro_time(now)}}
+            try:
+                self._leases[name] = call(self._api, "PUT", path, renewed)
+            except ConflictError:  # someone else wrote it: start from theirs next time
+                self._leases[name] = call(self._api, "GET", path)
+
+    def _unregister(self) -> None:
+        for name in self.nodes:
+            with contextlib.suppress(NotFoundError):
+                call(self._api, "DELETE", f"{leases_path(NODE_LEASE_NAMESPACE)}/{name}")
+            with contextlib.suppress(NotFoundError):
+                call(self._api, "DELETE", f"{NODES}/{name}")
+
+
+@dataclass(frozen=True)
+class _Api:
+    """The simulator's clients, and the events it writes with them."""
+
+    client: KubernetesClient
+    raw: k8s_client.ApiClient
+
+    def event(
+        self,
+        pod: Pod,
+        *,
+        reason: str,
+        note: str,
+        controller: str,
+        instance: str,
+        action: str,
+        kind: str = "Normal",
+        field_path: str = "",
+    ) -> None:
+        metadata = pod["metadata"]
+        regarding = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": metadata["name"],
+            "namespace": metadata["namespace"],
+            "uid": metadata["uid"],
+        }
+        if field_path:
+            regarding["fieldPath"] = field_path
+        self.client.create(
+            {
+                "apiVersion": "events.k8s.io/v1",
+                "kind": "Event",
+                # Named as client-go's recorders name events: the object's name, a nanosecond clock.
+                "metadata": {
+                    "name": f"{metadata['name']}.{time.time_ns():x}",
+                    "namespace": metadata["namespace"],
+                },
+                "eventTime": micro_time(datetime.now(UTC)),
+                "reportingController": controller,
+                "reportingInstance": instance,
+                "action": action,
+                "reason": reason,
+                "type": kind,
+                "note": note,
+                "regarding": regarding,
+            }
+        )
+
+
+@dataclass(frozen=True)
+class _Host:
+    """A pod's node, as :class:`~tests.node_sim.kubelet.SimulatedPod` sees it."""
+
+    api: _Api
+    node: str
+    write_log: LogWriter | None
+    stops_allowed: threading.Event
+
+    def event(
+        self, pod: Pod, reason: str, note: str, kind: str = "Normal", field_path: str = ""
+    ) -> None:
+        self.api.event(
+            pod,
+            reason=reason,
+            note=note,
+            controller="kubelet",
+            instance=self.node,
+            action=reason,
+            kind=kind,
+            field_path=field_path,
+        )
+
+    def write_status(self, pod: Pod, status: dict[str, Any]) -> None:
+        ref = ObjectRef("v1", "Pod", pod["metadata"]["namespace"], pod["metadata"]["name"])
+        self.api.client.patch_status(ref, {"status": status}, PatchType.MERGE)
+
+    def confirm_deletion(self, pod: Pod) -> None:
+        metadata = pod["metadata"]
+        path = f"/api/v1/namespaces/{metadata['namespace']}/pods/{metadata['name']}"
+        options = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "gracePeriodSeconds": 0,
+            "preconditions": {"uid": metadata["uid"]},
+        }
+        call(self.api.raw, "DELETE", path, options)
+
+    def log(self, pod: Pod, container: str, line: str) -> None:
+        if self.write_log is not None:
+            at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
+            self.write_log(
+                pod["metadata"]["namespace"], pod["metadata"]["name"], container, line, at
+            )
+
+    def stops_held(self) -> bool:
+        return not self.stops_allowed.is_set()
+
+
+@contextlib.contextmanager
+def simulate_nodes(url: str, **options: Any) -> Iterator[NodeSimulator]:
+    """A :class:`NodeSimulator` for the API server at ``url`` (no credentials: the emulator),
+    with clients of its own."""
+    client = KubernetesClient.for_host(url)
+    api = k8s_client.ApiClient(k8s_client.Configuration(host=url))
+    try:
+        with NodeSimulator(client, api, **options) as simulator:
+            yield simulator
+    finally:
+        client.close()
+        api.close()
