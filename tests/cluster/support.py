@@ -36,7 +36,7 @@ SCHEMAS = ROOT.parent / "shared" / "schemas"
 FIELD_MANAGER = "podwright-tests"
 TASK_ID_LABEL = "podwright.dev/task-id"
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-CLI_TIMEOUT_SECONDS = 120.0
+CLI_TIMEOUT_SECONDS = 90.0
 Completed = subprocess.CompletedProcess[str]
 
 
