@@ -1,0 +1,95 @@
+"""Fixtures of the cluster tier: every test runs against the emulator and, marked ``cluster``,
+against the real API server named by ``PODWRIGHT_TEST_KUBECONFIG``.
+
+``server`` is one API server per session, with what the session installed in it removed at the
+end (``installs``); ``namespace`` is a test's own, deleted after it; ``kube_cluster`` adds the pods'
+driver and the CLI, and, once the test is over, fails it if an executor it started outlives its
+tasks (stopping it) or a task was left active, before the driver stops and the namespace goes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from podwright.adapters.kubernetes import KubernetesClient, connect
+from tests.cli.background import no_executor_left
+from tests.cluster.nodes import PodDriver, driving_pods
+from tests.cluster.support import (
+    ClusterUnderTest,
+    Podwright,
+    Server,
+    SessionInstalls,
+    runnable_profile,
+)
+from tests.k8s_emulator import Emulator
+from tests.kube.support import cluster_kubeconfig, cluster_namespace, write_kubeconfig
+
+
+def _server(kubeconfig: Path, emulator: Emulator | None) -> Iterator[Server]:
+    api_client = connect(str(kubeconfig))
+    client = KubernetesClient(connect(str(kubeconfig)))
+    try:
+        yield Server(kubeconfig, emulator, client, api_client)
+    finally:
+        client.close()
+        api_client.close()
+
+
+@pytest.fixture(
+    scope="session", params=["emulator", pytest.param("cluster", marks=pytest.mark.cluster)]
+)
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    if request.param == "cluster":
+        yield from _server(Path(cluster_kubeconfig()), None)
+        return
+    with Emulator() as emulator:
+        kubeconfig = write_kubeconfig(
+            tmp_path_factory.mktemp("emulator") / "kubeconfig", emulator.url
+        )
+        yield from _server(kubeconfig, emulator)
+
+
+@pytest.fixture(scope="session")
+def installs(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionInstalls]:
+    installed = SessionInstalls(server, tmp_path_factory.mktemp("installs"))
+    try:
+        yield installed
+    finally:
+        installed.remove()
+
+
+@pytest.fixture(scope="session")
+def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return runnable_profile(tmp_path_factory.mktemp("profile"))
+
+
+@pytest.fixture
+def namespace(server: Server) -> Iterator[str]:
+    """A namespace of the test's own, deleted after it (also on failure)."""
+    yield from cluster_namespace(server.client)
+
+
+@pytest.fixture
+def pods(server: Server, namespace: str) -> Iterator[PodDriver]:
+    with driving_pods(server.emulator, namespace) as driver:
+        yield driver
+
+
+@pytest.fixture
+def kube_cluster(
+    *,
+    server: Server,
+    namespace: str,
+    pods: PodDriver,
+    installs: SessionInstalls,
+    profile: Path,
+    tmp_path: Path,
+) -> Iterator[ClusterUnderTest]:
+    podwright = Podwright(server.kubeconfig, namespace, tmp_path / "home")
+    yield ClusterUnderTest(server, namespace, podwright, pods, installs, profile, tmp_path)
+    no_executor_left(podwright.store)

@@ -1,0 +1,357 @@
+"""The cluster tier's harness: the API server under test, what a session installs in it, and the
+``podwright`` command line run against it as a user runs it.
+
+A :class:`Server` is the emulator (a kubeconfig written for it) or the real cluster named by
+``PODWRIGHT_TEST_KUBECONFIG``; nothing else is asked of it. :class:`SessionInstalls` installs what
+the tests need that a cluster may lack, once per session: the CustomResourceDefinitions of the
+kinds podwright renders, from ``../shared/schemas`` with server-side apply (waiting for
+``Established``), and the PriorityClasses the cluster profiles name; at the end of the session it
+deletes what it installed, and only that (a cluster that had them keeps them untouched).
+:class:`Podwright` runs the CLI in a subprocess with the test's kubeconfig, namespace and an
+isolated ``--home``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client as k8s_client
+
+from podwright.adapters.kubernetes import KubernetesClient
+from podwright.engine.kubernetes_port import AlreadyExistsError, NotFoundError, ObjectRef
+from tests.cluster.nodes import SUCCEEDS, PodDriver, PodOutcome
+from tests.k8s_emulator import Emulator
+from tests.kube.support import eventually
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+SCHEMAS = ROOT.parent / "shared" / "schemas"
+FIELD_MANAGER = "podwright-tests"
+TASK_ID_LABEL = "podwright.dev/task-id"
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+CLI_TIMEOUT_SECONDS = 90.0
+Completed = subprocess.CompletedProcess[str]
+
+
+@dataclass(frozen=True)
+class CrdSource:
+    """A CustomResourceDefinition's name, and its file under ``../shared/schemas``."""
+
+    name: str
+    file: str
+
+
+CRDS = {
+    **{
+        ("kubeflow.org/v1", kind): CrdSource(
+            f"{kind.lower()}s.kubeflow.org",
+            f"kubeflow-training-operator/kubeflow.org_{kind.lower()}s.yaml",
+        )
+        for kind in ("PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "JAXJob")
+    },
+    ("serving.knative.dev/v1", "Service"): CrdSource(
+        "services.serving.knative.dev", "knative-serving/service.yaml"
+    ),
+}
+"""The CRD of each custom kind podwright renders."""
+
+
+@dataclass(frozen=True)
+class Server:
+    """The API server under test, with a client of each kind for the session."""
+
+    kubeconfig: Path
+    emulator: Emulator | None
+    client: KubernetesClient
+    api_client: k8s_client.ApiClient
+    """The official client's, for what podwright's client does not do (apply, dry run, CRDs)."""
+
+    @property
+    def is_real(self) -> bool:
+        return self.emulator is None
+
+
+def api_request(
+    api: k8s_client.ApiClient,
+    method: str,
+    path: str,
+    *,
+    body: object = None,
+    content_type: str = "application/json",
+    query: Iterable[tuple[str, str]] = (),
+) -> tuple[int, Any]:
+    """One request; the answer's status and its JSON body (None when empty)."""
+    method, url, headers, serialized, _post = api.param_serialize(
+        method=method,
+        resource_path=path,
+        query_params=list(query),
+        header_params={"Content-Type": content_type, "Accept": "application/json"},
+        body=body,
+        auth_settings=["BearerToken"],
+    )
+    response = api.call_api(method, url, header_params=headers, body=serialized)
+    answer = response.read()
+    return response.status, json.loads(answer) if answer else None
+
+
+def _established(crd: Mapping[str, Any]) -> bool:
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+
+class SessionInstalls:
+    """The cluster-scoped objects a session needs: installed when missing, removed at its end."""
+
+    def __init__(self, server: Server, directory: Path) -> None:
+        self._server = server
+        self._directory = directory
+        self._crds_present: set[str] = set()
+        self._crds_installed: list[str] = []
+        self._profiles_done: set[Path | None] = set()
+        self._priority_classes_installed: list[str] = []
+
+    def kinds(self, manifests: Iterable[Mapping[str, Any]]) -> None:
+        """Make the cluster serve the custom kind of every manifest (built-in kinds need
+        nothing)."""
+        for manifest in manifests:
+            source = CRDS.get((str(manifest.get("apiVersion")), str(manifest.get("kind"))))
+            if source is not None:
+                self.crd(source)
+
+    def crd(self, source: CrdSource) -> None:
+        """Apply the CRD (server-side, as ``kubectl apply --server-side``) unless the cluster
+        has it already, and wait until it is Established."""
+        if source.name in self._crds_present:
+            return
+        api = self._server.api_client
+        path = f"{CRD_PATH}/{source.name}"
+        status, _ = api_request(api, "GET", path)
+        if status == 404:
+            applied, answer = api_request(
+                api,
+                "PATCH",
+                path,
+                body=(SCHEMAS / source.file).read_text(),
+                content_type="application/apply-patch+yaml",
+                query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
+            )
+            assert applied in (200, 201), f"applying {source.file}: {applied} {answer}"
+            self._crds_installed.append(source.name)
+        else:
+            assert status == 200, f"reading CRD {source.name}: {status}"
+        eventually(lambda: _established(api_request(api, "GET", path)[1] or {}), timeout=60)
+        self._crds_present.add(source.name)
+
+    def priority_classes(self, profile: Path | None) -> None:
+        """Create the PriorityClasses that ``profile`` (None: the default profile) names and the
+        cluster lacks: a pod naming a class that does not exist is refused (the Priority
+        admission plugin, plugin/pkg/admission/priority/admission.go)."""
+        if profile in self._profiles_done:
+            return
+        chosen = ["--profile", str(profile)] if profile is not None else []
+        listed = podwright_command("priority-classes", *chosen, "-o", "json", cwd=self._directory)
+        assert listed.returncode == 0, listed.stderr
+        for priority_class in json.loads(listed.stdout)["items"]:
+            try:
+                self._server.client.create(priority_class)
+            except AlreadyExistsError:
+                continue
+            self._priority_classes_installed.append(priority_class["metadata"]["name"])
+        self._profiles_done.add(profile)
+
+    def remove(self) -> None:
+        """Delete everything this session installed, and wait until it is gone."""
+        client, api = self._server.client, self._server.api_client
+        for name in self._priority_classes_installed:
+            try:
+                client.delete(ObjectRef("scheduling.k8s.io/v1", "PriorityClass", "", name))
+            except NotFoundError:
+                continue
+        for name in self._crds_installed:
+            api_request(api, "DELETE", f"{CRD_PATH}/{name}")
+        for name in self._crds_installed:
+            eventually(lambda name=name: api_request(api, "GET", f"{CRD_PATH}/{name}")[0] == 404)
+
+
+def podwright_command(*args: str, cwd: Path, timeout: float = CLI_TIMEOUT_SECONDS) -> Completed:
+    """``podwright ARGS`` run to its end, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "podwright", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@dataclass(frozen=True)
+class Podwright:
+    """The ``podwright`` command line against the cluster under test: the test's kubeconfig,
+    namespace, and state directory (``--home``)."""
+
+    kubeconfig: Path
+    namespace: str
+    home: Path
+
+    @property
+    def store(self) -> Path:
+        return self.home / "tasks.db"
+
+    def _cluster_run(self, workload: Path, options: Iterable[str]) -> list[str]:
+        return [
+            *(sys.executable, "-m", "podwright", "run", "--workload", str(workload)),
+            *("--backend", "kubernetes", "--kubeconfig", str(self.kubeconfig)),
+            *("--namespace", self.namespace, "--home", str(self.home)),
+            *options,
+        ]
+
+    def run(self, workload: Path, *options: str) -> Completed:
+        """``podwright run`` of ``workload``, followed to its end."""
+        return subprocess.run(
+            self._cluster_run(workload, options),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=CLI_TIMEOUT_SECONDS,
+            check=False,
+        )
+
+    def start_run(self, workload: Path, *options: str) -> subprocess.Popen[str]:
+        """``podwright run`` of ``workload``, following the task while the test acts."""
+        return subprocess.Popen(
+            self._cluster_run(workload, options),
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def abort(self, task_id: str) -> Completed:
+        return self(*("abort", task_id, "--kubeconfig", str(self.kubeconfig)))
+
+    def executor(self, *options: str) -> subprocess.Popen[str]:
+        """``podwright executor`` of the cluster, in the background (its output discarded)."""
+        return subprocess.Popen(
+            [
+                *(sys.executable, "-m", "podwright", "executor", "--backend", "kubernetes"),
+                *("--kubeconfig", str(self.kubeconfig), "--home", str(self.home)),
+                *("--metrics-address", "off", *options),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def phase(self, task_id: str) -> str:
+        """The task's phase and reason, as ``podwright status`` shows them."""
+        shown = self("status", task_id)
+        assert shown.returncode == 0, shown.stderr
+        line = next(line for line in shown.stdout.splitlines() if line.startswith("phase:"))
+        return line.removeprefix("phase:").strip()
+
+    def __call__(self, *args: str) -> Completed:
+        """``podwright ARGS --home HOME``."""
+        return podwright_command(*args, "--home", str(self.home), cwd=ROOT)
+
+
+def task_id_of(output: str) -> str:
+    """The task id ``podwright run`` announces first (``task ID: ...``)."""
+    first = output.splitlines()[0] if output else ""
+    assert first.startswith("task "), output
+    return first.split()[1].rstrip(":")
+
+
+def workload_file(
+    directory: Path,
+    example: str,
+    *,
+    annotations: Mapping[str, str] | None = None,
+    spec: Mapping[str, object] | None = None,
+) -> Path:
+    """An example of ``examples/`` written to ``directory`` with its spec's keys replaced by
+    ``spec`` (None removes one) and ``annotations`` added to its pods'."""
+    data = yaml.safe_load((EXAMPLES / example).read_text())
+    for key, value in (spec or {}).items():
+        if value is None:
+            data["spec"].pop(key, None)
+        else:
+            data["spec"][key] = value
+    if annotations:
+        added = [{"name": name, "value": value} for name, value in annotations.items()]
+        data["spec"]["annotations"] = [*data["spec"].get("annotations", []), *added]
+    path = directory / example
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def runnable_profile(directory: Path) -> Path:
+    """``examples/cluster-profile.yaml`` on the default scheduler: the pods of the tests must be
+    bound by the cluster's scheduler or the node driver, and no cluster runs KAI for a test."""
+    profile = yaml.safe_load((EXAMPLES / "cluster-profile.yaml").read_text())
+    del profile["spec"]["scheduler"]
+    path = directory / "cluster-profile.yaml"
+    path.write_text(yaml.safe_dump(profile, sort_keys=False))
+    return path
+
+
+@dataclass(frozen=True)
+class ClusterUnderTest:
+    """A test's view of the cluster: its server, its own namespace, the CLI, and the pods'
+    driver."""
+
+    server: Server
+    namespace: str
+    podwright: Podwright
+    pods: PodDriver
+    installs: SessionInstalls
+    profile: Path
+    """The cluster profile the tests run workloads with (:func:`runnable_profile`)."""
+    directory: Path
+    """The test's own directory, for the files it writes."""
+
+    @property
+    def client(self) -> KubernetesClient:
+        return self.server.client
+
+    def workload(self, example: str, outcome: PodOutcome = SUCCEEDS, **spec: object) -> Path:
+        """An example whose pods end as ``outcome`` says, its spec's keys replaced by ``spec``."""
+        return workload_file(
+            self.directory, example, annotations=self.pods.annotations(outcome), spec=spec
+        )
+
+    def run(self, workload: Path, *options: str) -> Completed:
+        """``podwright run`` with the tests' profile, once its PriorityClasses exist."""
+        self.installs.priority_classes(self.profile)
+        return self.podwright.run(workload, "--profile", str(self.profile), *options)
+
+    def start_run(self, workload: Path, *options: str) -> subprocess.Popen[str]:
+        self.installs.priority_classes(self.profile)
+        return self.podwright.start_run(workload, "--profile", str(self.profile), *options)
+
+    def ref(self, kind: str, name: str, api_version: str = "v1") -> ObjectRef:
+        return ObjectRef(api_version, kind, self.namespace, name)
+
+    def has(self, kind: str, name: str) -> bool:
+        """Whether the namespace holds that object."""
+        try:
+            self.client.get(self.ref(kind, name))
+        except NotFoundError:
+            return False
+        return True
+
+    def task_objects(
+        self, task_id: str, kind: str, api_version: str = "v1"
+    ) -> list[dict[str, Any]]:
+        """The objects of ``kind`` that carry the task's id."""
+        found, _ = self.client.list_objects(
+            api_version, kind, namespace=self.namespace, label_selector=f"{TASK_ID_LABEL}={task_id}"
+        )
+        return found
