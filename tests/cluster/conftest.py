@@ -76,7 +76,7 @@ def namespace(server: Server) -> Iterator[str]:
 
 @pytest.fixture
 def pods(server: Server, namespace: str) -> Iterator[PodDriver]:
-    with driving_pods(server.emulator, namespace) as driver:
+    with driving_pods(server, namespace) as driver:
         yield driver
 
 

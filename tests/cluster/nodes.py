@@ -1,15 +1,11 @@
-"""What runs the cluster tier's pods: the one seam between its tests and whatever plays the
-kubelets.
+"""What runs the cluster tier's pods: the one seam between its tests and the node simulator.
 
 A test says how a pod's containers end (:class:`PodOutcome`) and puts the annotations that
-:meth:`PodDriver.annotations` gives on the pod (through the workload's ``annotations``); the driver
-that :func:`driving_pods` starts does the rest. Today the driver is the emulator's
-:class:`~tests.k8s_emulator.kubelet.FakeKubelet`: it binds and runs podwright's pods of one
-namespace, ends them a poll after they started running (``run_seconds`` is not honoured), with
-exit code 0 or 1 only, and knows no OOM kill, no image pull and no real API server. The node
-simulator (Nodes of their own, the pods bound to them driven as a kubelet would, against a real
-API server too) takes its place here, and nowhere else: an outcome the driver cannot play fails
-the test, naming what it needs.
+:meth:`PodDriver.annotations` gives on the pod (through the workload's ``annotations``); the
+:class:`~tests.node_sim.NodeSimulator` that :func:`driving_pods` starts does the rest, on the
+emulator and on a real cluster alike (on a real one, the cluster's scheduler binds the pods to
+the simulated nodes, or the simulator does after a few seconds). Its nodes carry the labels the
+examples' cluster profile selects on (a node type and a pool), so every example can be placed.
 """
 
 from __future__ import annotations
@@ -17,14 +13,26 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING
 
-import pytest
+from tests.kube.support import SCHEDULER_GRACE_SECONDS
+from tests.node_sim import (
+    CPU_NODE,
+    EXIT_CODE,
+    GPU_NODE,
+    IMAGE_PULL_ERROR,
+    OOM_KILLED,
+    RUN_SECONDS,
+    NodeShape,
+    NodeSimulator,
+)
 
-from tests.k8s_emulator import Emulator
-from tests.k8s_emulator.kubelet import OUTCOME_ANNOTATION, FakeKubelet
+if TYPE_CHECKING:
+    from tests.cluster.support import Server
 
-NEEDS_NODE_SIMULATOR = "needs the node simulator (branch issue17-nodesim)"
+PRIMARY_CONTAINER = "main"
+PROFILE_NODE_LABELS = {"node.example.com/type": "gpu-shared", "node.example.com/pool": "a100"}
+"""The labels the examples' cluster profile turns ``nodeType``/``nodePools`` into."""
 
 
 @dataclass(frozen=True)
@@ -44,32 +52,41 @@ SUCCEEDS = PodOutcome()
 RUNS_UNTIL_DELETED = PodOutcome(run_seconds=None)
 
 
-class PodDriver(Protocol):
-    """Whatever binds and runs the pods of the tests."""
+class PodDriver:
+    """The node simulator, as the tests script it."""
+
+    def __init__(self, simulator: NodeSimulator) -> None:
+        self.simulator = simulator
 
     def annotations(self, outcome: PodOutcome) -> dict[str, str]:
-        """The pod annotations that make the driver play ``outcome``."""
-        ...
-
-
-class FakeKubeletDriver:
-    """The emulator's fake kubelet: success, exit code 1, or running until deleted."""
-
-    def annotations(self, outcome: PodOutcome) -> dict[str, str]:
-        if outcome.oom_killed or outcome.image_pull_error or outcome.exit_code not in (0, 1):
-            pytest.fail(
-                f"{outcome}: the fake kubelet cannot play it; this test {NEEDS_NODE_SIMULATOR}"
-            )
-        if outcome.run_seconds is None:
-            return {OUTCOME_ANNOTATION: "hang"}
-        return {OUTCOME_ANNOTATION: "fail"} if outcome.exit_code else {}
+        """The pod annotations that make the simulated kubelet play ``outcome`` in the primary
+        container (``main``); the others (init containers, sidecars) run as the simulator's
+        defaults have them: they start, and init containers end at once with exit code 0."""
+        scripted = {
+            RUN_SECONDS: "inf" if outcome.run_seconds is None else str(outcome.run_seconds),
+            EXIT_CODE: str(outcome.exit_code),
+        }
+        if outcome.oom_killed:
+            scripted[OOM_KILLED] = "true"
+        if outcome.image_pull_error:
+            scripted[IMAGE_PULL_ERROR] = "true"
+        return {f"{key}.{PRIMARY_CONTAINER}": value for key, value in scripted.items()}
 
 
 @contextlib.contextmanager
-def driving_pods(emulator: Emulator | None, namespace: str) -> Iterator[PodDriver]:
-    """A driver of the pods of ``namespace`` on the emulator (``emulator``) or a real cluster
-    (None), running while the block runs."""
-    if emulator is None:
-        pytest.fail(f"running pods on a real cluster {NEEDS_NODE_SIMULATOR}")
-    with FakeKubelet(emulator.url, namespace):
-        yield FakeKubeletDriver()
+def driving_pods(server: Server, namespace: str) -> Iterator[PodDriver]:
+    """Simulated nodes running the pods of ``namespace`` while the block runs."""
+    nodes = [
+        NodeShape(shape.capacity, {**shape.labels, **PROFILE_NODE_LABELS})
+        for shape in (CPU_NODE, GPU_NODE)
+    ]
+    emulator = server.emulator
+    with NodeSimulator(
+        server.client,
+        server.api_client,
+        nodes=nodes,
+        namespace=namespace,
+        bind_after=SCHEDULER_GRACE_SECONDS if emulator is None else 0.0,
+        write_log=None if emulator is None else emulator.write_log,
+    ) as simulator:
+        yield PodDriver(simulator)

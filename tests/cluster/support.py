@@ -257,6 +257,13 @@ class Podwright:
         line = next(line for line in shown.stdout.splitlines() if line.startswith("phase:"))
         return line.removeprefix("phase:").strip()
 
+    def reached(self, task_id: str, phase: str) -> str:
+        """The task's phase and reason once they begin with ``phase``; until then, an
+        AssertionError naming where it is (for :func:`~tests.kube.support.eventually`)."""
+        shown = self.phase(task_id)
+        assert shown.startswith(phase), f"task {task_id} is {shown!r}, not {phase}"
+        return shown
+
     def __call__(self, *args: str) -> Completed:
         """``podwright ARGS --home HOME``."""
         return podwright_command(*args, "--home", str(self.home), cwd=ROOT)

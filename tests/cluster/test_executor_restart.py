@@ -22,7 +22,7 @@ def test_a_new_executor_continues_the_task_of_one_killed_with_no_duplicate_and_n
     submitted = kube_cluster.run(example, "--detach")
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr
     task_id = task_id_of(submitted.stdout)
-    eventually(lambda: podwright.phase(task_id).startswith("Running"), timeout=60)
+    eventually(lambda: podwright.reached(task_id, "Running"), timeout=60)
     (pod,) = kube_cluster.task_objects(task_id, "Pod")
     ((backend, killed),) = serving_executors(podwright.store).items()
     os.kill(killed, signal.SIGKILL)

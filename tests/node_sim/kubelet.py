@@ -7,8 +7,8 @@ grace period, and the status the kubelet writes: phase, conditions, container st
 container does is scripted by the pod's annotations, each one for every container, or for one
 container with its name as a suffix (``sim.podwright.dev/exit-code.main``):
 
-* ``sim.podwright.dev/run-seconds``: how long a container runs before it exits (default 0;
-  ``inf``: until it is stopped);
+* ``sim.podwright.dev/run-seconds``: how long a container runs before it exits (default 0, and
+  ``inf`` for a native sidecar; ``inf``: until it is stopped);
 * ``sim.podwright.dev/exit-code``: its exit code (default 0), or one per run separated by commas,
   the last one repeated (``1,1,0``: fails twice, then succeeds);
 * ``sim.podwright.dev/oom-killed: "true"``: it is OOM-killed instead (exit code 137, reason
@@ -82,12 +82,15 @@ class Script:
     stop_seconds: float = 0.0
 
     @classmethod
-    def of(cls, annotations: Mapping[str, str], container: str) -> Script:
+    def of(cls, annotations: Mapping[str, str], container: str, *, sidecar: bool) -> Script:
+        """The script of ``container``; a native sidecar (an init container whose
+        restartPolicy is Always) runs until stopped unless told otherwise, as sidecars do."""
+
         def value(key: str, default: str) -> str:
             return annotations.get(f"{key}.{container}", annotations.get(key, default))
 
         return cls(
-            run_seconds=float(value(RUN_SECONDS, "0")),
+            run_seconds=float(value(RUN_SECONDS, "inf" if sidecar else "0")),
             exit_codes=tuple(int(code) for code in value(EXIT_CODE, "0").split(",")),
             oom_killed=value(OOM_KILLED, "false") == "true",
             image_pull_error=value(IMAGE_PULL_ERROR, "false") == "true",
@@ -127,11 +130,14 @@ class SimulatedPod:
         self._run = PodRun.new(PodShape.of(pod), now)
         self._images: dict[str, str] = {}
         self._field_paths: dict[str, str] = {}
+        self._scripts: dict[str, Script] = {}
         for section in ("initContainers", "containers"):
             for container in spec.get(section) or []:
-                self._images[container["name"]] = str(container.get("image", ""))
-                self._field_paths[container["name"]] = f"spec.{section}{{{container['name']}}}"
-        self._scripts = {name: Script.of(annotations, name) for name in self._images}
+                name = container["name"]
+                self._images[name] = str(container.get("image", ""))
+                self._field_paths[name] = f"spec.{section}{{{name}}}"
+                sidecar = section == "initContainers" and container.get("restartPolicy") == "Always"
+                self._scripts[name] = Script.of(annotations, name, sidecar=sidecar)
         self._exits_at: dict[str, datetime] = {}
         self._stops_at: dict[str, datetime] = {}
         self._pull_failed_at: dict[str, datetime] = {}

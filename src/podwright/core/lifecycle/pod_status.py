@@ -147,6 +147,8 @@ def _failed(status: JsonObject, primary: str, now: datetime) -> PhaseInfo:
         name = text(container, "name")
         exit_code = integer(terminated, "exitCode")
         reason = text(terminated, "reason")
+        if exit_code == 0 and reason != OOM_KILLED:
+            continue  # a container that completed is not why the pod failed (as Flyte's reading)
         terminations.append(_termination(name, exit_code, reason, text(terminated, "message")))
         if reason == OOM_KILLED:
             oom_killed = True
