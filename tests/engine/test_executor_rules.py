@@ -13,6 +13,7 @@ import pytest
 
 from podwright.adapters.sqlite_store import SQLiteTaskStore
 from podwright.core.lifecycle import Phase, PhaseInfo, decode_state
+from podwright.core.lifecycle.objects import rfc3339
 from podwright.engine.config import LifecycleConfig
 from podwright.engine.event_index import EventIndex, EventKey, ObjectEvent
 from podwright.engine.executor import Executor, ExecutorConfig
@@ -120,6 +121,31 @@ def test_an_abort_is_recorded_once_the_pods_containers_have_stopped(
     clock.advance(1)
     executor.run_round()
     assert store.get("t1").finalized
+
+
+def test_an_aborted_pod_that_fails_as_its_containers_stop_is_aborted(
+    executor: Executor, kube: FakeKubernetes, store: SQLiteTaskStore, clock: Clock
+) -> None:
+    """podwright's own deletion goes the abort path, never the plugin's phase: the pod turning
+    Failed as SIGTERM stops its container (exit code 143) confirms the abort; it is no failure
+    and no UnexpectedObjectDeletion."""
+    _submit(store, clock)
+    ref = _running(executor, kube, store, clock)
+    store.request_abort("t1", clock())
+    clock.advance(1)
+    executor.run_round()
+    stopped = {"exitCode": 143, "reason": "Error", "finishedAt": rfc3339(clock())}
+    kube.set_status(
+        ref,
+        {
+            "phase": "Failed",
+            "containerStatuses": [{"name": "main", "state": {"terminated": stopped}}],
+        },
+    )
+    clock.advance(1)
+    executor.run_round()
+    aborted = store.get("t1")
+    assert (aborted.phase, aborted.reason) == (Phase.ABORTED, "aborted on request")
 
 
 def test_an_abort_the_resource_never_confirms_is_recorded_after_its_grace_and_margin(

@@ -1,11 +1,12 @@
 """What a plugin tells the plugin manager about one Kubernetes resource kind.
 
 A plugin builds the resource for a task, names the object the manager reads back, finds the pod
-templates inside it, decides the task's phase from what it observes and whether an aborted resource
-has stopped, and says how it differs from the defaults (a kind that must not carry owner references
-or finalizers, a name length its controller needs room within, an abort that patches instead of
-deleting, a deletion that need not wait for dependents). Everything else (names, labels,
-finalizers, creation, companions, events, cleanup) is the manager's, written once for every kind.
+templates inside it, decides the task's phase from what it observes (and when a failure it reports
+happened) and whether an aborted resource has stopped, and says how it differs from the defaults
+(a kind that must not carry owner references or finalizers, a name length its controller needs
+room within, an abort that patches instead of deleting, a deletion that need not wait for
+dependents). Everything else (names, labels, finalizers, creation, companions, events, cleanup) is
+the manager's, written once for every kind.
 """
 
 from __future__ import annotations
@@ -133,6 +134,13 @@ class Plugin(ABC):
         self, observed: JsonObject, state: PluginState, now: datetime, config: LifecycleConfig
     ) -> PhaseInfo:
         """The task's phase from its observed object (pure: no I/O, ``now`` passed in)."""
+
+    def failed_at(self, observed: JsonObject) -> datetime | None:
+        """When the failure :meth:`phase` reports happened, or None when the object does not
+        say (the default). A resource someone else is deleting whose failure is not dated
+        before the deletion was requested fails as the deletion's, not the user's
+        (``core.lifecycle.deletion``)."""
+        return None
 
     def abort_override(self, task: TaskContext, ref: ObjectRef) -> AbortOverride | None:
         """How to abort instead of deleting, or None to delete."""

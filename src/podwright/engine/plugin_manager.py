@@ -7,10 +7,12 @@ annotations (the task's labels on its pod templates too), an owner reference and
 podwright's finalizer. A started task is checked: its object is read from the watch cache (a
 direct GET only when the cache has not seen it yet), the plugin decides its phase (never going
 back to an earlier one without a cause the plugin names: ``phases.hold_progress``), and
-Kubernetes events that arrived since the last round are attached. What depends on the resource
-(its Services: ``TaskContext.dependents``) is created once, owned by it: right after the
-resource, or in a later round when that fails. The state that comes back is written only when
-it changed.
+Kubernetes events that arrived since the last round are attached. A resource someone else deleted
+fails the task as the platform's failure, not the user's: ResourceDeletedExternally when it is
+gone, UnexpectedObjectDeletion while it is being deleted, unless it had succeeded or its failure
+predates the deletion (``core.lifecycle.deletion``). What depends on the resource (its Services:
+``TaskContext.dependents``) is created once, owned by it: right after the resource, or in a later
+round when that fails. The state that comes back is written only when it changed.
 
 :meth:`abort` stops a task (the plugin's override, else a delete in the foreground, or in the
 background for a Pod); :meth:`abort_progress` then tells whether the resource has really stopped;
@@ -75,6 +77,7 @@ from podwright.core.lifecycle import (
     phases,
 )
 from podwright.core.lifecycle.companions import carries
+from podwright.core.lifecycle.deletion import deletion_of, judge_deletion
 from podwright.core.lifecycle.names import task_object_name
 from podwright.core.lifecycle.objects import JsonObject, section, text
 from podwright.core.lifecycle.phases import hold_progress
@@ -437,13 +440,16 @@ class PluginManager:
             info = PhaseInfo(state.phase, state.phase_version, state.reason)
             return Transition(info, state, False, self._retry_delay(0, exc), exc)
         info = self.plugin.phase(observed, state, now, self._config)
-        deleting = section(observed, "metadata").get("deletionTimestamp")
-        if deleting and not info.phase.is_terminal:
-            info = phases.system_retryable_failure(
-                now,
-                "UnexpectedObjectDeletion",
-                f"{ref} is being deleted (since {deleting}) while its task is "
-                f"{info.phase.value if info.phase is not Phase.UNDEFINED else state.phase.value}",
+        deletion = deletion_of(observed, ref.kind)
+        if deletion is not None:
+            # Not podwright's: an abort never comes here (the executor's abort path).
+            info = judge_deletion(
+                info,
+                deletion,
+                self.plugin.failed_at(observed),
+                subject=str(ref),
+                reached=state.phase,
+                now=now,
             )
         info = hold_progress(state.phase, info)
         if info.phase.is_terminal or state.dependents_created or not task.dependents:

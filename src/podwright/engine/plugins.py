@@ -1,9 +1,9 @@
 """The plugins podwright ships: one per resource kind the renderer produces.
 
-Each maps its kind's status to a phase, and a deleted object to whether it stopped, through the
-pure decisions of ``podwright.core.lifecycle``, and finds the pod templates inside its kind (a
-Pod's metadata is its own; a Job's and a Knative Service's ``spec.template``; a Kubeflow job's
-``spec.<framework>ReplicaSpecs.<replica type>.template``).
+Each maps its kind's status to a phase (and a failure to when it happened), and a deleted object
+to whether it stopped, through the pure decisions of ``podwright.core.lifecycle``, and finds the
+pod templates inside its kind (a Pod's metadata is its own; a Job's and a Knative Service's
+``spec.template``; a Kubeflow job's ``spec.<framework>ReplicaSpecs.<replica type>.template``).
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from typing import Any
 
 from podwright.core.lifecycle import Phase, PhaseInfo, PluginState
 from podwright.core.lifecycle.objects import integer, section
-from podwright.core.lifecycle.pod_status import pod_phase, preemption_ends_task
+from podwright.core.lifecycle.pod_status import pod_failed_at, pod_phase, preemption_ends_task
 from podwright.core.lifecycle.resource_status import (
+    failed_at,
     job_phase,
     knative_service_phase,
     kubeflow_job_phase,
@@ -45,6 +46,9 @@ class PodPlugin(Plugin):
     ) -> PhaseInfo:
         info = pod_phase(observed, now, config.pod)
         return preemption_ends_task(observed, info, now, config.label_domain)
+
+    def failed_at(self, observed: JsonObject) -> datetime | None:
+        return pod_failed_at(observed)
 
     def pod_templates(self, resource: JsonObject) -> list[dict[str, Any]]:
         return [resource] if isinstance(resource, dict) else []
@@ -88,6 +92,9 @@ class JobPlugin(Plugin):
     ) -> PhaseInfo:
         return job_phase(observed, now, ran=state.phase is Phase.RUNNING)
 
+    def failed_at(self, observed: JsonObject) -> datetime | None:
+        return failed_at(observed)
+
     def pod_templates(self, resource: JsonObject) -> list[dict[str, Any]]:
         return _spec_template(resource)
 
@@ -116,6 +123,9 @@ class KubeflowJobPlugin(Plugin):
         self, observed: JsonObject, state: PluginState, now: datetime, config: LifecycleConfig
     ) -> PhaseInfo:
         return kubeflow_job_phase(observed, now)
+
+    def failed_at(self, observed: JsonObject) -> datetime | None:
+        return failed_at(observed)
 
     def pod_templates(self, resource: JsonObject) -> list[dict[str, Any]]:
         templates = []

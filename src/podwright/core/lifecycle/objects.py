@@ -9,7 +9,7 @@ treat a missing or mistyped field as absent, as the API conventions ask of clien
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 JsonObject = Mapping[str, Any]
@@ -56,6 +56,11 @@ def parse_time(value: object) -> datetime | None:
     except ValueError:
         return None
     return parsed if parsed.tzinfo is not None else None
+
+
+def rfc3339(value: datetime) -> str:
+    """``value`` as the API server writes times: UTC, whole seconds (``2026-11-21T10:00:00Z``)."""
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def condition(obj: JsonObject, condition_type: str) -> JsonObject | None:

@@ -114,6 +114,27 @@ def pod_phase(pod: JsonObject, now: datetime, config: PodPhaseConfig) -> PhaseIn
     return phases.undefined()
 
 
+def pod_failed_at(pod: JsonObject) -> datetime | None:
+    """When the failure :func:`pod_phase` reports happened: the primary container's end when it
+    failed, else the earliest end of a container that failed (a non-zero exit code, or
+    OOM-killed); None when no failed container's end is dated (a pod the kubelet refused, say).
+
+    A container that failed first decides the pod's failure: the others may be stopped later by
+    the pod's deletion without making the failure the deletion's (see ``deletion.py``).
+    """
+    primary = text(section(pod, "metadata", "annotations"), PRIMARY_CONTAINER_ANNOTATION)
+    failures: dict[str, datetime] = {}
+    for container in _container_statuses(section(pod, "status")):
+        terminated = section(container, "state", "terminated")
+        finished = timestamp(terminated, "finishedAt")
+        failed = integer(terminated, "exitCode") != 0 or text(terminated, "reason") == OOM_KILLED
+        if terminated and failed and finished is not None:
+            failures[text(container, "name")] = finished
+    if primary in failures:
+        return failures[primary]
+    return min(failures.values(), default=None)
+
+
 def scheduler_message(message: str) -> str:
     """The scheduler's unschedulable message (a PodScheduled condition's, a FailedScheduling
     event's note) without the stray " not found" its DynamicResources plugin appends when an

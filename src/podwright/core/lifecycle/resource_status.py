@@ -34,6 +34,7 @@ from podwright.core.lifecycle.objects import (
     integer,
     section,
     text,
+    timestamp,
 )
 from podwright.core.lifecycle.phases import PhaseInfo
 
@@ -172,6 +173,13 @@ def knative_service_phase(service: JsonObject, now: datetime) -> PhaseInfo:
         configuration = condition_is(service, "ConfigurationsReady", "False")
         return _failed(configuration or ready, now, "ServiceFailed", "")
     return phases.initializing(now, describe(text(ready, "reason"), text(ready, "message")))
+
+
+def failed_at(obj: JsonObject) -> datetime | None:
+    """When a Job or a Kubeflow job failed: its ``Failed`` condition's last transition to True,
+    or None when it has not failed or the time is not recorded."""
+    failed = condition_is(obj, "Failed", "True")
+    return None if failed is None else timestamp(failed, "lastTransitionTime")
 
 
 def _failed(failed: JsonObject, now: datetime, default_code: str, detail: str) -> PhaseInfo:
