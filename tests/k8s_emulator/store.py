@@ -62,6 +62,7 @@ from tests.k8s_emulator.selectors import field_selector, label_selector
 from tests.k8s_emulator.strategies import (
     FOREGROUND_DELETION,
     ORPHAN,
+    admit_pod_priority,
     default_job,
     deletion_propagation,
     prepare_namespace,
@@ -932,7 +933,12 @@ class ApiStore:
         self._changed.notify_all()
 
     def _admit_pod(self, namespace: str, pod: Obj) -> None:
-        """ResourceQuota admission: the pod count and the cpu/memory requests and limits."""
+        """Priority admission (see ``strategies.admit_pod_priority``), then ResourceQuota
+        admission: the pod count and the cpu/memory requests and limits."""
+        admit_pod_priority(
+            pod,
+            [obj for (kind, _ns, _n), obj in self._objects.items() if kind.kind == "PriorityClass"],
+        )
         quotas = [
             obj
             for (kind, ns, _n), obj in self._objects.items()

@@ -19,7 +19,12 @@ see the objects a real server would have stored.
   namespace controller has emptied them and removed that finalizer (``REST.Delete`` and
   ``ShouldDeleteNamespaceDuringUpdate`` in ``pkg/registry/core/namespace/storage/storage.go``);
   creating in a Terminating namespace is refused by the NamespaceLifecycle admission plugin
-  (``plugin/pkg/admission/namespace/lifecycle/admission.go``).
+  (``plugin/pkg/admission/namespace/lifecycle/admission.go``);
+* a Pod's priority is resolved from its ``priorityClassName`` by the Priority admission plugin
+  (``plugin/pkg/admission/priority/admission.go``, ``admitPod``): a class that does not exist is
+  refused (403), a ``spec.priority`` that differs from the class's value is refused, and the
+  class's value and preemptionPolicy are written into the pod; no class name takes the
+  ``globalDefault`` class, else priority 0.
 """
 
 from __future__ import annotations
@@ -128,4 +133,64 @@ def refuse_in_terminating_namespace(kind_plural: str, name: str, namespace: str)
                 }
             ],
         },
+    )
+
+
+SYSTEM_PRIORITY_CLASSES = {
+    "system-cluster-critical": 2000000000,
+    "system-node-critical": 2000001000,
+}
+"""The classes every cluster has (``SystemPriorityClasses`` in pkg/apis/scheduling/v1/helpers.go)."""
+DEFAULT_PREEMPTION_POLICY = "PreemptLowerPriority"
+
+
+def admit_pod_priority(pod: dict[str, Any], classes: list[dict[str, Any]]) -> None:
+    """The Priority admission plugin on a pod's create: ``spec.priority`` (and
+    ``spec.preemptionPolicy``) from its PriorityClass among ``classes``, or a 403 refusal."""
+    spec = pod.setdefault("spec", {})
+    name = str(spec.get("priorityClassName") or "")
+    by_name = {str(c["metadata"]["name"]): c for c in classes}
+    policy = DEFAULT_PREEMPTION_POLICY
+    if not name:
+        defaults = sorted(
+            (c for c in classes if c.get("globalDefault")), key=lambda c: int(c.get("value", 0))
+        )
+        priority = int(defaults[0].get("value", 0)) if defaults else 0
+        if defaults:
+            spec["priorityClassName"] = defaults[0]["metadata"]["name"]
+            policy = defaults[0].get("preemptionPolicy") or policy
+    elif name in SYSTEM_PRIORITY_CLASSES:
+        priority = SYSTEM_PRIORITY_CLASSES[name]
+    elif name in by_name:
+        priority = int(by_name[name].get("value", 0))
+        policy = by_name[name].get("preemptionPolicy") or policy
+    else:
+        raise _forbidden_pod(pod, f"no PriorityClass with name {name} was found")
+    given = spec.get("priority")
+    if given is not None and given != priority:
+        raise _forbidden_pod(
+            pod,
+            f"the integer value of priority ({given}) must not be provided in pod spec; priority "
+            f"admission controller computed {priority} from the given PriorityClass name",
+        )
+    given_policy = spec.get("preemptionPolicy")
+    if given_policy is not None and given_policy != policy:
+        raise _forbidden_pod(
+            pod,
+            f"the string value of PreemptionPolicy ({given_policy}) must not be provided in pod "
+            f"spec; priority admission controller computed {policy} from the given "
+            "PriorityClass name",
+        )
+    spec["priority"] = priority
+    spec["preemptionPolicy"] = policy
+
+
+def _forbidden_pod(pod: dict[str, Any], reason: str) -> ApiError:
+    """``admission.NewForbidden`` for a pod: ``pods "<name>" is forbidden: <reason>``."""
+    name = str((pod.get("metadata") or {}).get("name") or "")
+    return ApiError(
+        403,
+        "Forbidden",
+        f'pods "{name}" is forbidden: {reason}',
+        details={"name": name, "kind": "pods"},
     )

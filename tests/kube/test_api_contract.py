@@ -14,6 +14,7 @@ from podwright.adapters.kubernetes.resources import RESOURCES, RestResource
 from podwright.engine.kubernetes_port import (
     AlreadyExistsError,
     ConflictError,
+    ForbiddenError,
     GoneError,
     InvalidError,
     NamespaceNotFoundError,
@@ -360,6 +361,44 @@ def test_a_priority_class_is_cluster_scoped_and_a_second_create_is_409(api: ApiS
             api.client.delete(ref)
     with pytest.raises(NotFoundError):
         api.client.get(ref)
+
+
+def test_a_pod_takes_its_priority_from_its_class_and_an_unknown_class_is_refused(
+    api: ApiServer,
+) -> None:
+    """The Priority admission plugin (``plugin/pkg/admission/priority/admission.go``,
+    ``admitPod``): a pod naming a PriorityClass that does not exist is refused, 403 ``no
+    PriorityClass with name X was found``; a pod naming one gets its value as ``spec.priority``
+    and its ``preemptionPolicy``. The class is cluster-scoped, so it is deleted here."""
+    name = f"podwright-contract-{uuid.uuid4().hex[:8]}"
+    ref = ObjectRef("scheduling.k8s.io/v1", "PriorityClass", "", name)
+    body = pod("classed", api.namespace)
+    body["spec"]["priorityClassName"] = name
+    with pytest.raises(ForbiddenError) as caught:
+        api.client.create(body)
+    assert f"no PriorityClass with name {name} was found" in caught.value.message
+    api.client.create(
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": 77,
+            "preemptionPolicy": "Never",
+        }
+    )
+
+    def create_once_the_class_is_known() -> dict[str, Any] | None:
+        # The plugin reads classes from an informer: a class just created may be unseen a moment.
+        try:
+            return api.client.create(body)
+        except ForbiddenError:
+            return None
+
+    try:
+        created = eventually(create_once_the_class_is_known)
+        assert (created["spec"]["priority"], created["spec"]["preemptionPolicy"]) == (77, "Never")
+    finally:
+        api.client.delete(ref)
 
 
 def test_a_create_in_a_namespace_that_does_not_exist_is_404_naming_it(api: ApiServer) -> None:
