@@ -28,39 +28,17 @@ from podwright.adapters.kubernetes import KubernetesClient
 from podwright.engine.kubernetes_port import AlreadyExistsError, NotFoundError, ObjectRef
 from tests.cluster.nodes import SUCCEEDS, PodDriver, PodOutcome
 from tests.k8s_emulator import Emulator
+from tests.k8s_emulator.crds import THIRD_PARTY_CRDS, crd_for
 from tests.kube.support import eventually
+from tests.node_sim.rest import send
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
-SCHEMAS = ROOT.parent / "shared" / "schemas"
 FIELD_MANAGER = "podwright-tests"
 TASK_ID_LABEL = "podwright.dev/task-id"
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 CLI_TIMEOUT_SECONDS = 90.0
 Completed = subprocess.CompletedProcess[str]
-
-
-@dataclass(frozen=True)
-class CrdSource:
-    """A CustomResourceDefinition's name, and its file under ``../shared/schemas``."""
-
-    name: str
-    file: str
-
-
-CRDS = {
-    **{
-        ("kubeflow.org/v1", kind): CrdSource(
-            f"{kind.lower()}s.kubeflow.org",
-            f"kubeflow-training-operator/kubeflow.org_{kind.lower()}s.yaml",
-        )
-        for kind in ("PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "JAXJob")
-    },
-    ("serving.knative.dev/v1", "Service"): CrdSource(
-        "services.serving.knative.dev", "knative-serving/service.yaml"
-    ),
-}
-"""The CRD of each custom kind podwright renders."""
 
 
 @dataclass(frozen=True)
@@ -85,20 +63,11 @@ def api_request(
     *,
     body: object = None,
     content_type: str = "application/json",
-    query: Iterable[tuple[str, str]] = (),
+    query: dict[str, str] | None = None,
 ) -> tuple[int, Any]:
     """One request; the answer's status and its JSON body (None when empty)."""
-    method, url, headers, serialized, _post = api.param_serialize(
-        method=method,
-        resource_path=path,
-        query_params=list(query),
-        header_params={"Content-Type": content_type, "Accept": "application/json"},
-        body=body,
-        auth_settings=["BearerToken"],
-    )
-    response = api.call_api(method, url, header_params=headers, body=serialized)
-    answer = response.read()
-    return response.status, json.loads(answer) if answer else None
+    answer = send(api, method, path, body, content_type=content_type, query=query)
+    return answer.status, answer.body
 
 
 def _established(crd: Mapping[str, Any]) -> bool:
@@ -121,33 +90,35 @@ class SessionInstalls:
         """Make the cluster serve the custom kind of every manifest (built-in kinds need
         nothing)."""
         for manifest in manifests:
-            source = CRDS.get((str(manifest.get("apiVersion")), str(manifest.get("kind"))))
-            if source is not None:
-                self.crd(source)
+            kind = (str(manifest.get("apiVersion")), str(manifest.get("kind")))
+            if kind in THIRD_PARTY_CRDS:
+                self.crd(crd_for(*kind))
 
-    def crd(self, source: CrdSource) -> None:
+    def crd(self, crd: dict[str, Any]) -> None:
         """Apply the CRD (server-side, as ``kubectl apply --server-side``) unless the cluster
         has it already, and wait until it is Established."""
-        if source.name in self._crds_present:
+        name = crd["metadata"]["name"]
+        if name in self._crds_present:
             return
         api = self._server.api_client
-        path = f"{CRD_PATH}/{source.name}"
+        path = f"{CRD_PATH}/{name}"
         status, _ = api_request(api, "GET", path)
         if status == 404:
+            # JSON is YAML: the parsed file goes as an apply patch.
             applied, answer = api_request(
                 api,
                 "PATCH",
                 path,
-                body=(SCHEMAS / source.file).read_text(),
+                body=crd,
                 content_type="application/apply-patch+yaml",
-                query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
+                query={"fieldManager": FIELD_MANAGER, "force": "true"},
             )
-            assert applied in (200, 201), f"applying {source.file}: {applied} {answer}"
-            self._crds_installed.append(source.name)
+            assert applied in (200, 201), f"applying the CRD {name}: {applied} {answer}"
+            self._crds_installed.append(name)
         else:
-            assert status == 200, f"reading CRD {source.name}: {status}"
+            assert status == 200, f"reading CRD {name}: {status}"
         eventually(lambda: _established(api_request(api, "GET", path)[1] or {}), timeout=60)
-        self._crds_present.add(source.name)
+        self._crds_present.add(name)
 
     def priority_classes(self, profile: Path | None) -> None:
         """Create the PriorityClasses that ``profile`` (None: the default profile) names and the

@@ -65,7 +65,7 @@ def test_every_manifest_of_an_example_passes_the_servers_dry_run(
         resource = rest_resource(manifest["apiVersion"], manifest["kind"])
         path = resource.collection_path(namespace)
         status, answer = api_request(
-            server.api_client, "POST", path, body=manifest, query=[("dryRun", "All")]
+            server.api_client, "POST", path, body=manifest, query={"dryRun": "All"}
         )
         what = f"{manifest['kind']} {manifest['metadata']['name']}"
         assert status == 201, f"{what}: {status} {answer}"

@@ -2,16 +2,16 @@
 
 It serves the REST API over real HTTP, for the kinds podwright creates and watches (custom kinds
 once their CustomResourceDefinition is created: see ``custom_resources``), with the
-semantics the engine relies on (each pinned by a contract test in ``tests/contract`` that also runs
+semantics the engine relies on (each pinned by a contract test in ``tests/kube`` that also runs
 against a real API server): resourceVersion and uid, generateName, 409 AlreadyExists and Conflict,
 404, resourceVersion preconditions on update, patch and delete, label and field selectors on list
 and watch, watches that resume from a resourceVersion and answer 410 Expired once it is compacted,
 finalizers and deletionTimestamp, graceful pod deletion (a pod bound to a node stays until the
 kubelet's delete with a grace period of 0), the foreground deletion's finalizer, the binding
 subresource, the status subresource, a 404 naming the namespace for an object in a namespace that
-does not exist, ResourceQuota admission for pods, and admission webhooks (``admission.py``:
-Validating/MutatingWebhookConfigurations called over HTTPS as a real API server calls them). The :class:`Emulator` runs a control plane's controllers
-(``controllers.py``): the garbage collector (background, foreground and orphan propagation), the
+does not exist, ResourceQuota and Priority admission for pods, and admission webhooks
+(``admission.py``: Validating/MutatingWebhookConfigurations called over HTTPS as a real API
+server calls them). The :class:`Emulator` runs a control plane's controllers (``controllers.py``): the garbage collector (background, foreground and orphan propagation), the
 Job controller, and the namespace controllers (``kube-root-ca.crt``, the ``default``
 ServiceAccount, namespace deletion); a bare :class:`ApiStore` has none. Per-kind registry rules
 (Job defaulting, each kind's default propagation, the namespace lifecycle) are in

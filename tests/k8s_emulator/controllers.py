@@ -59,6 +59,15 @@ from tests.k8s_emulator.strategies import FOREGROUND_DELETION, NAMESPACE_FINALIZ
 
 RETRY_SECONDS = 0.05
 """How soon a controller tries again after a write lost a race (409, 404) with another client."""
+REFUSED_RETRY_SECONDS = 1.0
+"""How soon it tries again after a write was refused (an admission webhook, a quota, an error):
+a real controller requeues with a rate limit, rather than hammering whoever refused."""
+
+
+def _retry_after(error: ApiError) -> float:
+    return RETRY_SECONDS if error.code in (404, 409) else REFUSED_RETRY_SECONDS
+
+
 JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
 ROOT_CA_CONFIG_MAP = "kube-root-ca.crt"
 ROOT_CA_DESCRIPTION = (
@@ -196,8 +205,8 @@ class GarbageCollector:
                     self._finish_owner(resource, obj, dependents, by_uid)
                 elif obj["metadata"].get("ownerReferences"):
                     self._collect(resource, obj, dependents, by_uid)
-            except ApiError:
-                again = RETRY_SECONDS
+            except ApiError as error:
+                again = _sooner(again, _retry_after(error))
         return again
 
     def _finish_owner(
@@ -341,8 +350,8 @@ class JobController:
             if resource == PODS and self._orphaned(obj, job_uids):
                 try:
                     self._release(obj)
-                except ApiError:
-                    again = RETRY_SECONDS
+                except ApiError as error:
+                    again = _sooner(again, _retry_after(error))
         for job in jobs:
             if (job.get("spec") or {}).get("suspend"):
                 continue
@@ -350,8 +359,8 @@ class JobController:
                 continue
             try:
                 wake = self._sync(job, pods_by_owner.get(job["metadata"]["uid"], []), now)
-            except ApiError:
-                wake = RETRY_SECONDS
+            except ApiError as error:
+                wake = _retry_after(error)
             again = _sooner(again, wake)
         return again
 
@@ -576,8 +585,8 @@ class NamespaceController:
                         namespace["metadata"]["name"],
                         contents.get(namespace["metadata"]["name"], []),
                     )
-            except ApiError:
-                again = RETRY_SECONDS
+            except ApiError as error:
+                again = _sooner(again, _retry_after(error))
         return again
 
     def _publish(self, namespace: str, inside: Snapshot) -> None:

@@ -58,6 +58,3 @@ def install_crds(store: ApiStore, *kinds: tuple[str, str]) -> None:
         except ApiError as error:
             if error.code != 409:
                 raise
-
-
-ALL_THIRD_PARTY = tuple(THIRD_PARTY_CRDS)

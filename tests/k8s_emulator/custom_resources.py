@@ -218,9 +218,16 @@ class CustomResourceRegistry:
         return iter(list(self._served.values()))
 
 
+def shape_custom_object(served: ServedVersion, obj: Obj) -> Obj:
+    """``obj`` pruned and defaulted by its version's schema, as the API server decodes a request
+    (mutating webhooks see it so), and again after mutating admission."""
+    shaped: Obj = apply_defaults(prune(obj, served.schema), served.schema)
+    return shaped
+
+
 def admit_custom_object(served: ServedVersion, obj: Obj) -> Obj:
     """``obj`` pruned and defaulted by its version's schema, or a 422 naming every field error."""
-    shaped: Obj = apply_defaults(prune(obj, served.schema), served.schema)
+    shaped = shape_custom_object(served, obj)
     errors = validate(shaped, served.schema)
     if errors:
         raise invalid(served.resource, obj["metadata"].get("name", ""), errors)

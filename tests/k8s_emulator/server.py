@@ -228,7 +228,7 @@ class _Handler(BaseHTTPRequestHandler):
                     self._send(200, {"connections": self.controls.connections})
                 return
             if url.path == "/version":
-                self._send(200, {"major": "1", "minor": "34", "gitVersion": "v1.34.0-emulator"})
+                self._send(200, {"major": "1", "minor": "36", "gitVersion": "v1.36.0-emulator"})
                 return
             if method == "GET":
                 host, port = self.server.server_address[:2]

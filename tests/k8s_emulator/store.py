@@ -47,12 +47,14 @@ from tests.k8s_emulator.admission import Admission, Attributes
 from tests.k8s_emulator.custom_resources import (
     CRD,
     CustomResourceRegistry,
+    ServedVersion,
     admit_custom_object,
     check_definition,
     defaulted_definition,
     definition_status,
     generation_changes,
     main_update_keeps_status,
+    shape_custom_object,
     status_update,
 )
 from tests.k8s_emulator.errors import ApiError
@@ -106,7 +108,6 @@ _DNS1123_SUBDOMAIN = re.compile(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 )
 _GENERATED_CHARACTERS = "bcdfghjklmnpqrstvwxz2456789"
-_QUOTA_RESOURCES = ("requests.cpu", "requests.memory", "limits.cpu", "limits.memory")
 DEFAULT_POD_GRACE_SECONDS = 30
 INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 """The namespaces a cluster starts with (the apiserver's system namespaces controller)."""
@@ -114,6 +115,11 @@ INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease"
 
 def rfc3339(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class LostRaceError(ApiError):
+    """A write that lost to another (409 AlreadyExists, or a stale resourceVersion): the store's
+    own answer, never an admission webhook's refusal, so a caller may try again."""
 
 
 @dataclass
@@ -249,10 +255,11 @@ class ApiStore:
     # Writing ------------------------------------------------------------------------------
 
     def create(self, resource: ResourceType, namespace: str, body: Mapping[str, Any]) -> Obj:
-        """Create an object: admission's mutating webhooks see it as sent, its validating
-        webhooks as it would be stored (named, with its uid); the lock is held only to check
-        and store it (the registry's ``Create``: ``BeforeCreate``, then the validating admission,
-        then the write)."""
+        """Create an object: admission's mutating webhooks see it as decoded (a custom object
+        pruned and defaulted), its validating webhooks as it would be stored (named, with its
+        uid, checked by its schema); the lock is never held while a webhook is called (the
+        registry's ``Create``: ``BeforeCreate``, then the validating admission, then the
+        write)."""
         obj = copy.deepcopy(dict(body))
         metadata = obj.setdefault("metadata", {})
         if not isinstance(metadata, dict):
@@ -268,6 +275,7 @@ class ApiStore:
             metadata["namespace"] = namespace
         with self._changed:
             self._require_namespace(resource, namespace, metadata.get("name") or "")
+        obj = self._decoded(resource, obj)
         obj = self.admission.mutate(
             Attributes(
                 resource,
@@ -308,9 +316,10 @@ class ApiStore:
         )
         with self._changed:
             self._require_namespace(resource, namespace, name)
+            self._require_served(resource)
             key = (resource, namespace if resource.namespaced else "", name)
             if key in self._objects:
-                raise ApiError(
+                raise LostRaceError(
                     409,
                     "AlreadyExists",
                     f'{resource.group_resource} "{name}" already exists',
@@ -427,10 +436,8 @@ class ApiStore:
                     raise self._not_found(resource, name)
                 try:
                     return self.create(resource, namespace, attempt), True
-                except ApiError as error:
-                    if error.code == 409:  # created meanwhile: apply over it
-                        continue
-                    raise
+                except LostRaceError:  # created meanwhile: apply over it
+                    continue
             given_version = metadata.get("resourceVersion")
             attempt["metadata"]["resourceVersion"] = (
                 given_version or current["metadata"]["resourceVersion"]
@@ -444,10 +451,10 @@ class ApiStore:
                     "application/merge-patch+json",
                     subresource=subresource,
                 )
-            except ApiError as error:
-                if error.code == 409 and not given_version:  # changed meanwhile: apply again
-                    continue
-                raise
+            except LostRaceError:
+                if given_version:
+                    raise
+                continue  # changed meanwhile: apply again
             return patched, False
 
     def delete(
@@ -460,97 +467,111 @@ class ApiStore:
         grace_period_seconds: int | None = None,
         propagation: str | None = None,
     ) -> Obj:
-        with self._changed:
-            seen = copy.deepcopy(self._existing(resource, namespace, name))
+        """Delete an object: admission sees it without the lock held; if it changed meanwhile,
+        all starts over (the registry's conditional delete)."""
         options = {
             "gracePeriodSeconds": grace_period_seconds,
             "preconditions": preconditions,
             "propagationPolicy": propagation,
         }
-        self.admission.admit_delete(
-            Attributes(
-                resource,
-                "DELETE",
-                namespace,
-                name,
-                None,
-                seen,
-                options={key: value for key, value in options.items() if value is not None},
-                dry_run=self.in_dry_run,
-            )
-        )
-        with self._changed:
-            current = self._existing(resource, namespace, name)
-            if current["metadata"]["resourceVersion"] != seen["metadata"]["resourceVersion"]:
-                # Admission judged an older version: the registry's conditional delete starts over.
-                return self.delete(
+        while True:
+            with self._changed:
+                seen = copy.deepcopy(self._existing(resource, namespace, name))
+            self.admission.admit_delete(
+                Attributes(
                     resource,
+                    "DELETE",
                     namespace,
                     name,
-                    preconditions=preconditions,
-                    grace_period_seconds=grace_period_seconds,
-                    propagation=propagation,
+                    None,
+                    seen,
+                    options={key: value for key, value in options.items() if value is not None},
+                    dry_run=self.in_dry_run,
                 )
-            metadata = current["metadata"]
-            for field in ("uid", "resourceVersion"):
-                wanted = (preconditions or {}).get(field)
-                if wanted and wanted != metadata[field]:
-                    raise ApiError(
-                        409,
-                        "Conflict",
-                        f'Operation cannot be fulfilled on {resource.group_resource} "{name}": '
-                        f"Precondition failed: {field} in precondition: {wanted}, {field} in "
-                        f"object meta: {metadata[field]}",
-                    )
-            key = (resource, namespace if resource.namespaced else "", name)
-            updated = copy.deepcopy(current)
-            meta = updated["metadata"]
-            now = self._clock()
-            graceful = False
-            finalized_later = resource.kind == "Namespace" and bool(_namespace_finalizers(updated))
-            if finalized_later:
-                # The namespace controller empties it, then removes its spec finalizer.
-                updated["status"]["phase"] = "Terminating"
-            if _is_pod(resource):
-                if meta.get("deletionTimestamp"):
-                    pending = meta.get("deletionGracePeriodSeconds") or 0
-                    if pending > 0:
-                        if grace_period_seconds is None or grace_period_seconds >= pending:
-                            return copy.deepcopy(current)  # graceful deletion is pending
-                        # Only a shorter grace period may be given: the deadline moves closer.
-                        started = _parse_time(meta["deletionTimestamp"]) - timedelta(
-                            seconds=pending
-                        )
-                        meta["deletionTimestamp"] = rfc3339(
-                            started + timedelta(seconds=grace_period_seconds)
-                        )
-                        meta["deletionGracePeriodSeconds"] = grace_period_seconds
-                        graceful = True
-                else:
-                    period = _pod_grace_period(current, grace_period_seconds)
-                    meta["deletionTimestamp"] = rfc3339(now + timedelta(seconds=period))
-                    meta["deletionGracePeriodSeconds"] = period
-                    _bump_generation(meta)
-                    graceful = True
-            _gc_finalizers(
-                meta,
-                deletion_propagation(
-                    resource.api_version, resource.kind, propagation, meta.get("finalizers") or []
-                ),
             )
-            if meta.get("finalizers") or finalized_later:
-                if not graceful:
-                    # markAsDeleting: deleting now, with a grace period of 0.
-                    if not meta.get("deletionTimestamp"):
-                        _bump_generation(meta)
-                        meta["deletionTimestamp"] = rfc3339(now)
-                    meta["deletionGracePeriodSeconds"] = 0
-                if updated == current:
-                    return copy.deepcopy(current)
-                return self._store(resource, key, updated, "MODIFIED", current)
-            if graceful and meta["deletionGracePeriodSeconds"] > 0:
-                return self._store(resource, key, updated, "MODIFIED", current)
-            return self._remove(resource, key, updated)
+            with self._changed:
+                current = self._existing(resource, namespace, name)
+                if current["metadata"]["resourceVersion"] == seen["metadata"]["resourceVersion"]:
+                    return self._delete_admitted(
+                        resource,
+                        namespace,
+                        name,
+                        current,
+                        preconditions=preconditions,
+                        grace_period_seconds=grace_period_seconds,
+                        propagation=propagation,
+                    )
+
+    def _delete_admitted(
+        self,
+        resource: ResourceType,
+        namespace: str,
+        name: str,
+        current: Obj,
+        *,
+        preconditions: Mapping[str, Any] | None,
+        grace_period_seconds: int | None,
+        propagation: str | None,
+    ) -> Obj:
+        """The delete itself, under the lock, once admission let it through."""
+        metadata = current["metadata"]
+        for field in ("uid", "resourceVersion"):
+            wanted = (preconditions or {}).get(field)
+            if wanted and wanted != metadata[field]:
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on {resource.group_resource} "{name}": '
+                    f"Precondition failed: {field} in precondition: {wanted}, {field} in "
+                    f"object meta: {metadata[field]}",
+                )
+        key = (resource, namespace if resource.namespaced else "", name)
+        updated = copy.deepcopy(current)
+        meta = updated["metadata"]
+        now = self._clock()
+        graceful = False
+        finalized_later = resource.kind == "Namespace" and bool(_namespace_finalizers(updated))
+        if finalized_later:
+            # The namespace controller empties it, then removes its spec finalizer.
+            updated["status"]["phase"] = "Terminating"
+        if _is_pod(resource):
+            if meta.get("deletionTimestamp"):
+                pending = meta.get("deletionGracePeriodSeconds") or 0
+                if pending > 0:
+                    if grace_period_seconds is None or grace_period_seconds >= pending:
+                        return copy.deepcopy(current)  # graceful deletion is pending
+                    # Only a shorter grace period may be given: the deadline moves closer.
+                    started = _parse_time(meta["deletionTimestamp"]) - timedelta(seconds=pending)
+                    meta["deletionTimestamp"] = rfc3339(
+                        started + timedelta(seconds=grace_period_seconds)
+                    )
+                    meta["deletionGracePeriodSeconds"] = grace_period_seconds
+                    graceful = True
+            else:
+                period = _pod_grace_period(current, grace_period_seconds)
+                meta["deletionTimestamp"] = rfc3339(now + timedelta(seconds=period))
+                meta["deletionGracePeriodSeconds"] = period
+                _bump_generation(meta)
+                graceful = True
+        _gc_finalizers(
+            meta,
+            deletion_propagation(
+                resource.api_version, resource.kind, propagation, meta.get("finalizers") or []
+            ),
+        )
+        if meta.get("finalizers") or finalized_later:
+            if not graceful:
+                # markAsDeleting: deleting now, with a grace period of 0.
+                if not meta.get("deletionTimestamp"):
+                    _bump_generation(meta)
+                    meta["deletionTimestamp"] = rfc3339(now)
+                meta["deletionGracePeriodSeconds"] = 0
+            if updated == current:
+                return copy.deepcopy(current)
+            return self._store(resource, key, updated, "MODIFIED", current)
+        if graceful and meta["deletionGracePeriodSeconds"] > 0:
+            return self._store(resource, key, updated, "MODIFIED", current)
+        return self._remove(resource, key, updated)
 
     def bind(self, namespace: str, name: str, binding: Mapping[str, Any]) -> Obj:
         """Bind a pod to a node (``POST pods/<name>/binding``): ``spec.nodeName`` and the
@@ -632,6 +653,7 @@ class ApiStore:
                 position = since
         yield from initial
         while not stop.is_set():
+            bookmark: Obj | None = None
             with self._changed:
                 start = bisect.bisect_right(
                     self._history, position, key=lambda event: event.resource_version
@@ -648,8 +670,11 @@ class ApiStore:
                             "metadata": {"resourceVersion": str(self._revision)},
                         }
                         position = max(position, self._revision)
-                        yield {"type": "BOOKMARK", "object": bookmark}
-                    continue
+            if not pending:
+                # Sent once the lock is let go: a slow client never holds up the store.
+                if bookmark is not None:
+                    yield {"type": "BOOKMARK", "object": bookmark}
+                continue
             for event in pending:
                 position = event.resource_version
                 if event.resource != resource:
@@ -696,6 +721,28 @@ class ApiStore:
             details={"name": name, "group": resource.group, "kind": resource.plural},
         )
 
+    def _decoded(self, resource: ResourceType, obj: Obj) -> Obj:
+        """``obj`` as the API server decodes a request, before mutating admission: a custom
+        object pruned and defaulted by its schema (apiextensions-apiserver's decoding;
+        "Defaulting" in the CustomResourceDefinition docs)."""
+        with self._changed:
+            served = self._require_served(resource)
+        return obj if served is None else shape_custom_object(served, obj)
+
+    def _require_served(self, resource: ResourceType) -> ServedVersion | None:
+        """A custom kind's served version (None for a built-in kind); 404 if its CRD went away
+        while the request was on its way."""
+        if not resource.custom:
+            return None
+        served = self.custom_resources.lookup(resource.group, resource.version, resource.plural)
+        if served is None:
+            raise ApiError(
+                404,
+                "NotFound",
+                f"the server could not find the requested resource ({resource.plural})",
+            )
+        return served
+
     def _require_namespace(self, resource: ResourceType, namespace: str, name: str) -> None:
         """A namespaced object's namespace exists (else 404 naming it) and is not being deleted
         (else 403, as the NamespaceLifecycle admission plugin refuses)."""
@@ -713,7 +760,7 @@ class ApiStore:
             raise refuse_in_terminating_namespace(resource.group_resource, name, namespace)
 
     def _conflict(self, resource: ResourceType, name: str) -> ApiError:
-        return ApiError(
+        return LostRaceError(
             409,
             "Conflict",
             f'Operation cannot be fulfilled on {resource.group_resource} "{name}": the object has '
@@ -772,7 +819,7 @@ class ApiStore:
                     "UPDATE",
                     namespace,
                     name,
-                    proposed(current),
+                    self._decoded(resource, proposed(current)),
                     current,
                     subresource or "",
                     dry_run=self.in_dry_run,
@@ -868,14 +915,8 @@ class ApiStore:
         """``obj`` as its kind's schema and controllers make it before it is stored: a custom
         object pruned, defaulted and validated; a CRD checked, defaulted, and its status
         written (see ``custom_resources``)."""
-        if resource.custom:
-            served = self.custom_resources.lookup(resource.group, resource.version, resource.plural)
-            if served is None:  # its CRD went away while the request was on its way
-                raise ApiError(
-                    404,
-                    "NotFound",
-                    f"the server could not find the requested resource ({resource.plural})",
-                )
+        served = self._require_served(resource)
+        if served is not None:
             return admit_custom_object(served, obj)
         if resource == CRD:
             check_definition(obj)
@@ -895,6 +936,8 @@ class ApiStore:
             answer = copy.deepcopy(obj)
             if previous is None:
                 answer["metadata"].pop("resourceVersion", None)
+            else:
+                answer["metadata"]["resourceVersion"] = previous["metadata"]["resourceVersion"]
             return answer
         self._revision += 1
         obj["metadata"]["resourceVersion"] = str(self._revision)

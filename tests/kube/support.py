@@ -59,6 +59,14 @@ class ApiServer:
     def ref(self, kind: str, name: str, api_version: str = "v1") -> ObjectRef:
         return ObjectRef(api_version, kind, self.namespace, name)
 
+    def gone(self, ref: ObjectRef) -> bool:
+        """Whether the object is gone (a GET answers 404)."""
+        try:
+            self.client.get(ref)
+        except NotFoundError:
+            return True
+        return False
+
     def bind(self, pod_name: str, node: str = ABSENT_NODE) -> None:
         """Bind a pod of the test's namespace to a node, as the scheduler would."""
         bind_pod(self.api_client, self.namespace, pod_name, node)

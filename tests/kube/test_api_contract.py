@@ -187,15 +187,7 @@ def test_finalizers_hold_a_deleted_object_until_removed(api: ApiServer) -> None:
         {"metadata": {"finalizers": [], "resourceVersion": held["metadata"]["resourceVersion"]}},
         PatchType.MERGE,
     )
-    eventually(lambda: _gone(api, ref))
-
-
-def _gone(api: ApiServer, ref: ObjectRef) -> bool:
-    try:
-        api.client.get(ref)
-    except NotFoundError:
-        return True
-    return False
+    eventually(lambda: api.gone(ref))
 
 
 def test_a_pods_status_write_keeps_labels_but_not_spec_or_owners(api: ApiServer) -> None:
@@ -470,7 +462,7 @@ def test_a_bound_pod_is_deleted_gracefully_until_the_kubelet_confirms(api: ApiSe
     api.client.patch(ref, {"metadata": {"finalizers": []}}, PatchType.MERGE)
     assert api.client.get(ref)["metadata"]["deletionGracePeriodSeconds"] == 30
     api.client.delete(ref, grace_period_seconds=0)
-    eventually(lambda: _gone(api, ref))
+    eventually(lambda: api.gone(ref))
 
 
 def test_a_pod_not_bound_finished_or_without_grace_is_deleted_at_once(api: ApiServer) -> None:
@@ -481,7 +473,7 @@ def test_a_pod_not_bound_finished_or_without_grace_is_deleted_at_once(api: ApiSe
     graceless = _bound_pod(api, "graceless", terminationGracePeriodSeconds=0)
     for ref in (unbound, finished, graceless):
         api.client.delete(ref)
-        assert _gone(api, ref), ref
+        assert api.gone(ref), ref
 
 
 def test_a_foreground_delete_keeps_the_object_until_its_dependents_are_gone(
@@ -513,8 +505,8 @@ def test_a_foreground_delete_keeps_the_object_until_its_dependents_are_gone(
         assert "foregroundDeletion" in held["finalizers"]
         # The garbage collector deletes the dependent; its finalizer holds it, and the owner.
         eventually(lambda: api.client.get(dependent_ref)["metadata"].get("deletionTimestamp"))
-        assert not _gone(api, owner_ref)
+        assert not api.gone(owner_ref)
     finally:
         api.client.patch(dependent_ref, {"metadata": {"finalizers": []}}, PatchType.MERGE)
-    eventually(lambda: _gone(api, dependent_ref))
-    eventually(lambda: _gone(api, owner_ref))
+    eventually(lambda: api.gone(dependent_ref))
+    eventually(lambda: api.gone(owner_ref))

@@ -131,7 +131,7 @@ def test_probing_an_unreachable_server_tries_a_few_times_then_says_why(closed_po
 def test_probing_a_server_that_answers_returns_its_version() -> None:
     with Emulator() as emulator:
         client = KubernetesClient.for_host(emulator.url)
-        assert client.server_version(sleep=pytest.fail) == "v1.34.0-emulator"
+        assert client.server_version(sleep=pytest.fail) == "v1.36.0-emulator"
         client.close()
 
 

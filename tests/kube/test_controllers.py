@@ -90,14 +90,6 @@ def _conditions(job: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
-def _gone(api: ApiServer, ref: ObjectRef) -> bool:
-    try:
-        api.client.get(ref)
-    except NotFoundError:
-        return True
-    return False
-
-
 def test_a_job_is_defaulted_and_gets_a_generated_selector(api: ApiServer) -> None:
     """``SetDefaults_Job`` (pkg/apis/batch/v1/defaults.go) and ``generateSelector`` (called by
     ``jobStrategy.PrepareForCreate``, pkg/registry/batch/job/strategy.go): the Job takes its
@@ -224,7 +216,7 @@ def test_deleting_a_job_without_a_policy_orphans_its_pods_with_a_warning(api: Ap
         f"/apis/batch/v1/namespaces/{api.namespace}/jobs/orphaning"
     )
     assert any("child pods are preserved by default when jobs are deleted" in w for w in warnings)
-    eventually(lambda: _gone(api, api.ref("Job", "orphaning", "batch/v1")))
+    eventually(lambda: api.gone(api.ref("Job", "orphaning", "batch/v1")))
     ref = api.ref("Pod", pod["metadata"]["name"])
 
     def orphaned() -> dict[str, Any]:
@@ -261,7 +253,7 @@ def test_background_deletion_removes_a_dependent_once_its_owner_is_gone(api: Api
     owner = api.client.create(config_map("owner", api.namespace))
     _owned_config_map(api, "dependent", owner)
     api.client.delete(api.ref("ConfigMap", "owner"), propagation="Background")
-    eventually(lambda: _gone(api, api.ref("ConfigMap", "dependent")), timeout=60)
+    eventually(lambda: api.gone(api.ref("ConfigMap", "dependent")), timeout=60)
 
 
 def test_a_dependent_with_another_owner_left_survives(api: ApiServer) -> None:
@@ -302,7 +294,7 @@ def test_orphan_deletion_leaves_the_dependent_without_its_owner_reference(api: A
     owner = api.client.create(config_map("owner", api.namespace))
     _owned_config_map(api, "dependent", owner)
     api.client.delete(api.ref("ConfigMap", "owner"), propagation="Orphan")
-    eventually(lambda: _gone(api, api.ref("ConfigMap", "owner")), timeout=60)
+    eventually(lambda: api.gone(api.ref("ConfigMap", "owner")), timeout=60)
     dependent = api.client.get(api.ref("ConfigMap", "dependent"))
     assert not dependent["metadata"].get("ownerReferences")
     assert not dependent["metadata"].get("deletionTimestamp")
@@ -360,9 +352,9 @@ def test_a_deleted_namespace_refuses_new_content_and_goes_once_emptied(api: ApiS
             in caught.value.message
         )
         eventually(lambda: api.client.get(held)["metadata"].get("deletionTimestamp"), timeout=60)
-        assert not _gone(api, ref)
+        assert not api.gone(ref)
         api.client.patch(held, {"metadata": {"finalizers": []}}, PatchType.MERGE)
-        eventually(lambda: _gone(api, ref), timeout=120)
+        eventually(lambda: api.gone(ref), timeout=120)
     finally:
         with contextlib.suppress(NotFoundError):
             api.client.patch(held, {"metadata": {"finalizers": []}}, PatchType.MERGE)

@@ -61,7 +61,19 @@ def emulator() -> Iterator[Emulator]:
 
 @pytest.fixture
 def kubeconfig(tmp_path: Path, emulator: Emulator) -> Path:
-    return write_kubeconfig(tmp_path / "kubeconfig", emulator.url, CONTEXT)
+    """The emulator's kubeconfig, on a cluster prepared as the README says: the default
+    profile's PriorityClasses applied (else the Priority admission plugin refuses the pods)."""
+    path = write_kubeconfig(tmp_path / "kubeconfig", emulator.url, CONTEXT)
+    _apply_priority_classes(path)
+    return path
+
+
+def _apply_priority_classes(kubeconfig: Path, *profile: str) -> None:
+    chosen = ["--profile", *profile] if profile else []
+    applied = CliRunner().invoke(
+        cli, ["priority-classes", *chosen, "--apply", "--kubeconfig", str(kubeconfig)]
+    )
+    assert applied.exit_code == 0, applied.output
 
 
 @pytest.fixture
@@ -94,7 +106,10 @@ def _ending_workspace(tmp_path: Path) -> Path:
 def test_run_on_a_cluster_shows_the_workspace_to_success_with_its_companions(
     tmp_path: Path, emulator: Emulator, kubeconfig: Path, home: Path
 ) -> None:
-    # The example's profile names KAI as the scheduler, and its shared-GPU node type.
+    # The example's profile names KAI as the scheduler, and its shared-GPU node type; its
+    # PriorityClasses must exist, or the Priority admission plugin refuses the pod.
+    profile = str(EXAMPLES / "cluster-profile.yaml")
+    _apply_priority_classes(kubeconfig, profile)
     shared_gpu = NodeShape(CPU_NODE.capacity, {"node.example.com/type": "gpu-shared"})
     with simulate_nodes(
         emulator.url,
@@ -110,7 +125,7 @@ def test_run_on_a_cluster_shows_the_workspace_to_success_with_its_companions(
                 "--workload",
                 str(_ending_workspace(tmp_path)),
                 "--profile",
-                str(EXAMPLES / "cluster-profile.yaml"),
+                profile,
                 "--backend",
                 "kubernetes",
                 "--kubeconfig",

@@ -97,8 +97,23 @@ def _reasons(api: ApiServer, name: str) -> list[str]:
 def test_a_pod_runs_then_ends_with_the_exit_code_its_annotation_chose(
     api: ApiServer, sim: NodeSimulator, code: str, phase: str, reason: str
 ) -> None:
-    _pod(api, sim, "ends", {EXIT_CODE: code, RUN_SECONDS: "0.3"})
-    running = eventually(lambda: _in_phase(api, "ends", "Running"))
+    created = _pod(api, sim, "ends", {EXIT_CODE: code, RUN_SECONDS: "0.3"})
+    # Every status the pod went through, from a watch: a poll could miss the short Running one.
+    statuses: list[dict[str, Any]] = []
+    for event in api.client.watch(
+        "v1",
+        "Pod",
+        resource_version=created["metadata"]["resourceVersion"],
+        namespace=api.namespace,
+        field_selector="metadata.name=ends",
+        timeout_seconds=60,
+    ):
+        if event["type"] == "BOOKMARK":
+            continue
+        statuses.append(event["object"].get("status") or {})
+        if statuses[-1].get("phase") in ("Succeeded", "Failed"):
+            break
+    running = [status for status in statuses if status.get("phase") == "Running"][-1]
     assert [bool(running.get(key)) for key in ("podIP", "hostIP", "startTime")] == [True] * 3
     conditions = {c["type"]: c["status"] for c in running["conditions"]}
     for condition in ("PodScheduled", "Initialized", "ContainersReady", "Ready"):

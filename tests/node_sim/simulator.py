@@ -284,7 +284,7 @@ class NodeSimulator:
                 "nodeInfo": {
                     "architecture": "amd64",
                     "operatingSystem": "linux",
-                    "kubeletVersion": "v1.34.0-podwright-sim",
+                    "kubeletVersion": "v1.36.0-podwright-sim",
                     "kubeProxyVersion": "",
                     "containerRuntimeVersion": "podwright-sim://0",
                     "kernelVersion": "",
