@@ -56,20 +56,6 @@ class Server:
         return self.emulator is None
 
 
-def api_request(
-    api: k8s_client.ApiClient,
-    method: str,
-    path: str,
-    *,
-    body: object = None,
-    content_type: str = "application/json",
-    query: dict[str, str] | None = None,
-) -> tuple[int, Any]:
-    """One request; the answer's status and its JSON body (None when empty)."""
-    answer = send(api, method, path, body, content_type=content_type, query=query)
-    return answer.status, answer.body
-
-
 def _established(crd: Mapping[str, Any]) -> bool:
     conditions = (crd.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
@@ -102,22 +88,22 @@ class SessionInstalls:
             return
         api = self._server.api_client
         path = f"{CRD_PATH}/{name}"
-        status, _ = api_request(api, "GET", path)
+        status = send(api, "GET", path).status
         if status == 404:
             # JSON is YAML: the parsed file goes as an apply patch.
-            applied, answer = api_request(
+            applied = send(
                 api,
                 "PATCH",
                 path,
-                body=crd,
+                crd,
                 content_type="application/apply-patch+yaml",
                 query={"fieldManager": FIELD_MANAGER, "force": "true"},
             )
-            assert applied in (200, 201), f"applying the CRD {name}: {applied} {answer}"
+            assert applied.status in (200, 201), f"applying the CRD {name}: {applied}"
             self._crds_installed.append(name)
         else:
             assert status == 200, f"reading CRD {name}: {status}"
-        eventually(lambda: _established(api_request(api, "GET", path)[1] or {}), timeout=60)
+        eventually(lambda: _established(send(api, "GET", path).body or {}), timeout=60)
         self._crds_present.add(name)
 
     def priority_classes(self, profile: Path | None) -> None:
@@ -146,9 +132,9 @@ class SessionInstalls:
             except NotFoundError:
                 continue
         for name in self._crds_installed:
-            api_request(api, "DELETE", f"{CRD_PATH}/{name}")
+            send(api, "DELETE", f"{CRD_PATH}/{name}")
         for name in self._crds_installed:
-            eventually(lambda name=name: api_request(api, "GET", f"{CRD_PATH}/{name}")[0] == 404)
+            eventually(lambda name=name: send(api, "GET", f"{CRD_PATH}/{name}").status == 404)
 
 
 def podwright_command(*args: str, cwd: Path, timeout: float = CLI_TIMEOUT_SECONDS) -> Completed:

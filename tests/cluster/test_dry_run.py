@@ -17,9 +17,9 @@ from tests.cluster.support import (
     ROOT,
     Server,
     SessionInstalls,
-    api_request,
     podwright_command,
 )
+from tests.node_sim.rest import send
 
 POLICIES = EXAMPLES / "policies"
 CLUSTER_PROFILE = EXAMPLES / "cluster-profile.yaml"
@@ -64,14 +64,10 @@ def test_every_manifest_of_an_example_passes_the_servers_dry_run(
     for manifest in manifests:
         resource = rest_resource(manifest["apiVersion"], manifest["kind"])
         path = resource.collection_path(namespace)
-        status, answer = api_request(
-            server.api_client, "POST", path, body=manifest, query={"dryRun": "All"}
-        )
+        answer = send(server.api_client, "POST", path, manifest, query={"dryRun": "All"})
         what = f"{manifest['kind']} {manifest['metadata']['name']}"
-        assert status == 201, f"{what}: {status} {answer}"
-        assert answer["metadata"]["name"] == manifest["metadata"]["name"]
+        assert answer.status == 201, f"{what}: {answer}"
+        assert answer.body["metadata"]["name"] == manifest["metadata"]["name"]
         # Nothing was stored.
-        stored, answer = api_request(
-            server.api_client, "GET", f"{path}/{manifest['metadata']['name']}"
-        )
-        assert stored == 404, f"{what} was stored by a dry run: {answer}"
+        stored = send(server.api_client, "GET", f"{path}/{manifest['metadata']['name']}")
+        assert stored.status == 404, f"{what} was stored by a dry run: {stored}"
