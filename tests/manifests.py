@@ -12,15 +12,14 @@ import copy
 import functools
 import re
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 from kubernetes_validate.utils import all_versions, schema_contents
 from referencing import Registry, Resource
 
 from podwright.core.pod_template import APPARMOR_ANNOTATION_PREFIX
+from tests.k8s_emulator.crds import THIRD_PARTY_CRDS, crd_for
 
 SCHEMA_VERSIONS = (all_versions()[0], all_versions()[-1])
 
@@ -130,7 +129,6 @@ def assert_valid_pod(pod: dict[str, Any], oldest: str | None = None) -> None:
     assert not errors, "\n".join(errors)
 
 
-CRD_DIRECTORY = Path(__file__).parent / "schemas" / "crds"
 NATIVE_SIDECARS_SINCE = "1.29.0"
 """Init containers with ``restartPolicy: Always`` (native sidecars) exist from this version on."""
 
@@ -153,10 +151,12 @@ def _closed(schema: Any) -> Any:
 
 @functools.cache
 def _crd_validators() -> dict[tuple[str, str], jsonschema.Validator]:
+    """A validator per custom kind podwright renders, from its upstream CRD in
+    ``../shared/schemas`` (the same files the emulator serves the kinds from)."""
     validators = {}
-    for path in sorted(CRD_DIRECTORY.glob("*.yaml")):
-        crd = yaml.safe_load(path.read_text())
-        group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
+    for api_version, kind in THIRD_PARTY_CRDS:
+        crd = crd_for(api_version, kind)
+        group = crd["spec"]["group"]
         for version in crd["spec"]["versions"]:
             schema = _closed(version["schema"]["openAPIV3Schema"])
             validators[(f"{group}/{version['name']}", kind)] = jsonschema.Draft7Validator(schema)
