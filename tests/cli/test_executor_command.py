@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -23,8 +22,8 @@ from podwright.adapters.local.cluster import LocalCluster
 from podwright.adapters.sqlite_store import SQLiteTaskStore
 from podwright.cli.executors import ExecutorSlot, HeldSlot
 from podwright.cli.main import cli
-from podwright.engine.task_store import NewTask
 from tests.cli.background import serving_executors, wait_until_gone
+from tests.cli.records import pod_task
 from tests.cli.test_run_commands import task_id_of, waiting_for, workload
 from tests.kube.support import eventually
 
@@ -188,28 +187,12 @@ def _submit_directly(home: Path, name: str) -> str:
     store = SQLiteTaskStore(home / "tasks.db")
     try:
         store.submit(
-            NewTask(
-                task_id=name,
-                workload_type="workspace",
-                name=name,
-                namespace="default",
-                backend="local",
-                workload={},
-                effective={},
-                manifests=(
-                    {
-                        "apiVersion": "v1",
-                        "kind": "Pod",
-                        "metadata": {"name": name},
-                        "spec": {
-                            "restartPolicy": "Never",
-                            "containers": [
-                                {"name": "main", "image": "busybox:1", "command": ["true"]}
-                            ],
-                        },
-                    },
-                ),
-                submitted_at=datetime.now(UTC),
+            pod_task(
+                name,
+                {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "busybox:1", "command": ["true"]}],
+                },
             )
         )
     finally:

@@ -11,7 +11,6 @@ import re
 import signal
 import subprocess
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -19,8 +18,8 @@ from click.testing import CliRunner, Result
 
 from podwright.adapters.sqlite_store import SQLiteTaskStore
 from podwright.cli.main import cli
-from podwright.engine.task_store import NewTask
 from tests.cli.background import no_executor_left, serving_executors, wait_until_gone
+from tests.cli.records import pod_task
 from tests.kube.support import eventually
 from tests.manifests import assert_valid_manifests
 
@@ -298,28 +297,15 @@ def test_abort_starts_an_executor_when_none_runs(tmp_path: Path, home: Path) -> 
     store = SQLiteTaskStore(home / "tasks.db")
     try:
         store.submit(
-            NewTask(
-                task_id="orphan",
+            pod_task(
+                "orphan",
+                {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {"name": "main", "image": "busybox:1", "command": ["sleep", "300"]}
+                    ],
+                },
                 workload_type="training",
-                name="orphan",
-                namespace="default",
-                backend="local",
-                workload={},
-                effective={},
-                manifests=(
-                    {
-                        "apiVersion": "v1",
-                        "kind": "Pod",
-                        "metadata": {"name": "orphan"},
-                        "spec": {
-                            "restartPolicy": "Never",
-                            "containers": [
-                                {"name": "main", "image": "busybox:1", "command": ["sleep", "300"]}
-                            ],
-                        },
-                    },
-                ),
-                submitted_at=datetime.now(UTC),
             )
         )
     finally:

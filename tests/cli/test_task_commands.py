@@ -15,7 +15,7 @@ from podwright.adapters.sqlite_store import SQLiteTaskStore
 from podwright.cli.backends import ClusterAccess, backend_key
 from podwright.cli.main import cli
 from podwright.core.lifecycle.phases import Phase, PhaseInfo
-from podwright.engine.task_store import NewTask
+from tests.cli.records import pod_task
 from tests.cli.test_run_commands import task_id_of, workload
 from tests.kube.support import eventually, write_kubeconfig
 
@@ -48,23 +48,11 @@ def record_cluster_task(
     store = SQLiteTaskStore(home / "tasks.db")
     try:
         store.submit(
-            NewTask(
-                task_id=task_id,
-                workload_type="workspace",
-                name=task_id,
+            pod_task(
+                task_id,
+                {"containers": [{"name": "main", "image": "busybox:1"}]},
                 namespace="research",
                 backend=backend,
-                workload={},
-                effective={},
-                manifests=(
-                    {
-                        "apiVersion": "v1",
-                        "kind": "Pod",
-                        "metadata": {"name": task_id},
-                        "spec": {"containers": [{"name": "main", "image": "busybox:1"}]},
-                    },
-                ),
-                submitted_at=datetime.now(UTC),
             )
         )
         if maybe_created and not started:
