@@ -50,8 +50,10 @@ while not os.path.exists(notes + "/stop") and time.monotonic() < give_up:
         answers[decode_reply(frames[0]).message if frames else "(closed)"] += 1
         selector.unregister(key.fileobj)
         key.fileobj.close()  # and reconnect in the next round
-with open(notes + "/flood.json", "w") as file:
+# Written whole, then renamed: the victim waits for the name and must never read half a file.
+with open(notes + "/flood.json.partial", "w") as file:
     json.dump({"connections": connections, "queue_full": queue_full, "answers": answers}, file)
+os.replace(notes + "/flood.json.partial", notes + "/flood.json")
 """
 
 VICTIM = """
