@@ -3,11 +3,14 @@ cluster has them, so podwright meets them there, and the emulator must not let a
 cluster would fail (a Job whose pods never come, a dependent that outlives its owner, a namespace
 without its ``kube-root-ca.crt``).
 
-Each controller runs in a thread of its own and is level-triggered, as the real ones are: it waits
-for the store's resourceVersion to move (or for a timer of its own), then reads the whole store at
-one version and does what the state asks for, through the store's own create, patch, delete and
-status writes (so admission and deletion semantics apply to them as to any client). They talk to
-the store in-process, not over HTTP: the emulator's request counts are the clients' alone.
+Each controller runs in a thread of its own and is level-triggered, as the real ones are: it keeps
+a view of the objects it acts on (:class:`View`, as a real controller keeps an informer's cache),
+brought up to date from the store's change history; when one of them changed (or a timer of its
+own is due) it does what their state asks for, through the store's own create, patch, delete and
+status writes (so admission and deletion semantics apply to them as to any client). The view holds
+only what the controller needs, so a store of thousands of unrelated objects costs it nothing per
+pass. They talk to the store in-process, not over HTTP: the emulator's request counts are the
+clients' alone.
 
 * :class:`GarbageCollector` (``pkg/controller/garbagecollector/garbagecollector.go``,
   ``attemptToDeleteItem``, ``processDeletingDependentsItem``, ``orphanDependents``; the
@@ -48,13 +51,15 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from tests.k8s_emulator.errors import ApiError
-from tests.k8s_emulator.store import ApiStore, Obj, ResourceType, resource_type, rfc3339
+from tests.k8s_emulator.resource_types import ResourceType
+from tests.k8s_emulator.store import ApiStore, Obj, WatchEvent, resource_type, rfc3339
 from tests.k8s_emulator.strategies import FOREGROUND_DELETION, NAMESPACE_FINALIZER, ORPHAN
 
 RETRY_SECONDS = 0.05
@@ -62,6 +67,10 @@ RETRY_SECONDS = 0.05
 REFUSED_RETRY_SECONDS = 1.0
 """How soon it tries again after a write was refused (an admission webhook, a quota, an error):
 a real controller requeues with a rate limit, rather than hammering whoever refused."""
+
+
+CONTENT_RECHECK_SECONDS = 0.05
+"""How soon the namespace controller looks again at a Terminating namespace with content left."""
 
 
 def _retry_after(error: ApiError) -> float:
@@ -89,14 +98,70 @@ NAMESPACES = resource_type("", "namespaces")
 CONFIG_MAPS = resource_type("", "configmaps")
 SERVICE_ACCOUNTS = resource_type("", "serviceaccounts")
 Snapshot = list[tuple[ResourceType, Obj]]
+ObjectKey = tuple[ResourceType, str, str]
+
+
+class View:
+    """A controller's own copy of the objects it acts on (those ``keeps`` accepts), kept up to
+    date from the store's change history as an informer keeps its cache from a watch, and read
+    whole again when that history no longer reaches back; with the uid of every object in the
+    store, for the garbage collector's question "is this owner still there?"."""
+
+    def __init__(self, store: ApiStore, keeps: Callable[[ResourceType, Obj], bool]) -> None:
+        self._store = store
+        self._keeps = keeps
+        self.objects: dict[ObjectKey, tuple[ResourceType, Obj]] = {}
+        self.uids: set[str] = set()
+        self.revision = -1
+        self._complete = False
+
+    def refresh(self) -> bool:
+        """Catch up with the store; whether an object the view keeps changed, or any object
+        was deleted (an owner gone is news to the garbage collector)."""
+        changes = self._store.changes(self.revision) if self._complete else None
+        if changes is None:
+            objects, self.revision = self._store.snapshot()
+            self.objects = {_object_key(r, o): (r, o) for r, o in objects if self._keeps(r, o)}
+            self.uids = {obj["metadata"]["uid"] for _resource, obj in objects}
+            self._complete = True
+            return True
+        events, self.revision = changes
+        changed = False
+        for event in events:
+            changed = self._apply(event) or changed
+        return changed
+
+    def _apply(self, event: WatchEvent) -> bool:
+        key = _object_key(event.resource, event.obj)
+        uid = event.obj["metadata"]["uid"]
+        if event.type == "DELETED":
+            self.uids.discard(uid)
+            self.objects.pop(key, None)
+            return True
+        self.uids.add(uid)
+        if self._keeps(event.resource, event.obj):
+            self.objects[key] = (event.resource, event.obj)
+            return True
+        return self.objects.pop(key, None) is not None
+
+    def of_kind(self, resource: ResourceType) -> list[Obj]:
+        return [obj for kind, obj in self.objects.values() if kind == resource]
+
+
+def _object_key(resource: ResourceType, obj: Obj) -> ObjectKey:
+    metadata = obj["metadata"]
+    return resource, metadata.get("namespace", ""), metadata["name"]
 
 
 class Controller(Protocol):
     name: str
 
-    def reconcile(self, objects: Snapshot, now: datetime) -> float | None:
-        """Act on the store's state; the seconds after which to look again even if nothing
-        changes (None: only on a change)."""
+    def keeps(self, resource: ResourceType, obj: Obj) -> bool:
+        """Whether the controller acts on this object (its view holds only those)."""
+
+    def reconcile(self, view: View, now: datetime) -> float | None:
+        """Act on the state of the objects in the view; the seconds after which to look again
+        even if none of them changes (None: only on a change)."""
 
 
 @dataclass(frozen=True)
@@ -147,12 +212,17 @@ class ControlPlane:
                 thread.join(timeout=10)
 
     def _run(self, controller: Controller) -> None:
-        seen, wake_in = -1, None
+        view = View(self._store, controller.keeps)
+        due: float | None = None  # when the controller asked to look again (time.monotonic)
         while True:
-            seen = self._store.wait_for_change(seen, self._stop, wake_in)
+            wait = None if due is None else max(due - time.monotonic(), 0.0)
+            self._store.wait_for_change(view.revision, self._stop, wait)
             if self._stop.is_set():
                 return
-            wake_in = controller.reconcile(self._store.snapshot(), self._clock())
+            changed = view.refresh()
+            if changed or (due is not None and time.monotonic() >= due):
+                again = controller.reconcile(view, self._clock())
+                due = None if again is None else time.monotonic() + again
 
 
 def _sooner(first: float | None, second: float | None) -> float | None:
@@ -186,40 +256,66 @@ def _set_metadata(
 # Garbage collector -------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _OwnerGraph:
+    """The garbage collector's graph (``GraphBuilder``'s, in short): the objects with owners or
+    being deleted, by uid and by the owners they name, and the uids of every object present."""
+
+    by_uid: dict[str, Obj]
+    dependents: dict[str, Snapshot]
+    present: set[str]
+
+    @classmethod
+    def of(cls, view: View) -> _OwnerGraph:
+        by_uid: dict[str, Obj] = {}
+        dependents: dict[str, Snapshot] = {}
+        for resource, obj in view.objects.values():
+            by_uid[obj["metadata"]["uid"]] = obj
+            for reference in obj["metadata"].get("ownerReferences") or []:
+                dependents.setdefault(reference["uid"], []).append((resource, obj))
+        return cls(by_uid, dependents, view.uids)
+
+    def going(self, uid: str) -> bool | None:
+        """Whether the owner ``uid`` is gone (True), being deleted in the foreground (None:
+        its dependents go first), or present (False)."""
+        if uid not in self.present:
+            return True
+        owner = self.by_uid.get(uid)
+        if owner is not None and _deleting(owner) and FOREGROUND_DELETION in _finalizers(owner):
+            return None
+        return False
+
+
 class GarbageCollector:
+    """Its view holds the objects with owners and those being deleted: any other object is an
+    owner that is present and not going, which the view's uids tell."""
+
     name = "garbage-collector"
 
     def __init__(self, store: ApiStore) -> None:
         self._store = store
 
-    def reconcile(self, objects: Snapshot, now: datetime) -> float | None:
-        by_uid = {obj["metadata"]["uid"]: obj for _resource, obj in objects}
-        dependents: dict[str, Snapshot] = {}
-        for resource, obj in objects:
-            for reference in obj["metadata"].get("ownerReferences") or []:
-                dependents.setdefault(reference["uid"], []).append((resource, obj))
+    def keeps(self, resource: ResourceType, obj: Obj) -> bool:
+        return bool(obj["metadata"].get("ownerReferences")) or _deleting(obj)
+
+    def reconcile(self, view: View, now: datetime) -> float | None:
+        graph = _OwnerGraph.of(view)
         again = None
-        for resource, obj in objects:
+        for resource, obj in list(view.objects.values()):
             try:
                 if _deleting(obj):
-                    self._finish_owner(resource, obj, dependents, by_uid)
+                    self._finish_owner(resource, obj, graph)
                 elif obj["metadata"].get("ownerReferences"):
-                    self._collect(resource, obj, dependents, by_uid)
+                    self._collect(resource, obj, graph)
             except ApiError as error:
                 again = _sooner(again, _retry_after(error))
         return again
 
-    def _finish_owner(
-        self,
-        resource: ResourceType,
-        owner: Obj,
-        dependents: dict[str, Snapshot],
-        by_uid: dict[str, Obj],
-    ) -> None:
+    def _finish_owner(self, resource: ResourceType, owner: Obj, graph: _OwnerGraph) -> None:
         uid = owner["metadata"]["uid"]
         finalizers = _finalizers(owner)
         if ORPHAN in finalizers:
-            for dependent_resource, dependent in dependents.get(uid, []):
+            for dependent_resource, dependent in graph.dependents.get(uid, []):
                 kept = [r for r in dependent["metadata"]["ownerReferences"] if r["uid"] != uid]
                 _set_metadata(
                     self._store, dependent_resource, dependent, "ownerReferences", kept or None
@@ -227,38 +323,31 @@ class GarbageCollector:
             self._drop_finalizer(resource, owner, ORPHAN)
         elif FOREGROUND_DELETION in finalizers:
             blocking = False
-            for dependent_resource, dependent in dependents.get(uid, []):
+            for dependent_resource, dependent in graph.dependents.get(uid, []):
                 reference = next(
                     r for r in dependent["metadata"]["ownerReferences"] if r["uid"] == uid
                 )
                 blocking = blocking or bool(reference.get("blockOwnerDeletion"))
                 if not _deleting(dependent):
-                    self._collect(dependent_resource, dependent, dependents, by_uid)
+                    self._collect(dependent_resource, dependent, graph)
             if not blocking:
                 self._drop_finalizer(resource, owner, FOREGROUND_DELETION)
 
-    def _collect(
-        self,
-        resource: ResourceType,
-        obj: Obj,
-        dependents: dict[str, Snapshot],
-        by_uid: dict[str, Obj],
-    ) -> None:
+    def _collect(self, resource: ResourceType, obj: Obj, graph: _OwnerGraph) -> None:
         """``attemptToDeleteItem``: an object whose owners are gone or going."""
-        solid, going = [], []
+        solid, going, waiting = [], [], False
         for reference in obj["metadata"]["ownerReferences"]:
-            owner = by_uid.get(reference["uid"])
-            if owner is None:
-                going.append(reference)
-            elif _deleting(owner) and FOREGROUND_DELETION in _finalizers(owner):
-                going.append({**reference, "waiting": True})
-            else:
+            state = graph.going(reference["uid"])
+            if state is False:
                 solid.append(reference)
+            else:
+                going.append(reference)
+                waiting = waiting or state is None
         if solid:
             if going:
                 _set_metadata(self._store, resource, obj, "ownerReferences", solid)
             return
-        if any(r.get("waiting") for r in going) and dependents.get(obj["metadata"]["uid"]):
+        if waiting and graph.dependents.get(obj["metadata"]["uid"]):
             policy = "Foreground"
         elif ORPHAN in _finalizers(obj):
             policy = "Orphan"
@@ -318,6 +407,15 @@ def _ready(pod: Obj) -> bool:
     )
 
 
+def _job_owners(pod: Obj) -> list[str]:
+    """The uids of the Jobs that are the pod's controller (one, if any)."""
+    return [
+        reference["uid"]
+        for reference in pod["metadata"].get("ownerReferences") or []
+        if reference.get("controller") and reference.get("kind") == "Job"
+    ]
+
+
 @dataclass
 class _JobProgress:
     """What the controller remembers of a Job between passes (the real one: its back-off
@@ -335,21 +433,28 @@ class JobController:
         self._backoff = backoff
         self._progress: dict[str, _JobProgress] = {}
 
-    def reconcile(self, objects: Snapshot, now: datetime) -> float | None:
+    def keeps(self, resource: ResourceType, obj: Obj) -> bool:
+        """The Jobs, and the pods a Job controls or tracks."""
+        if resource == JOBS:
+            return True
+        return resource == PODS and (
+            JOB_TRACKING_FINALIZER in _finalizers(obj) or bool(_job_owners(obj))
+        )
+
+    def reconcile(self, view: View, now: datetime) -> float | None:
+        pods = view.of_kind(PODS)
         pods_by_owner: dict[str, list[Obj]] = {}
-        for resource, obj in objects:
-            if resource == PODS:
-                for reference in obj["metadata"].get("ownerReferences") or []:
-                    if reference.get("controller"):
-                        pods_by_owner.setdefault(reference["uid"], []).append(obj)
-        jobs = [obj for resource, obj in objects if resource == JOBS]
+        for pod in pods:
+            for uid in _job_owners(pod):
+                pods_by_owner.setdefault(uid, []).append(pod)
+        jobs = view.of_kind(JOBS)
         job_uids = {job["metadata"]["uid"] for job in jobs}
         self._progress = {uid: p for uid, p in self._progress.items() if uid in job_uids}
         again = None
-        for resource, obj in objects:
-            if resource == PODS and self._orphaned(obj, job_uids):
+        for pod in pods:
+            if self._orphaned(pod, job_uids):
                 try:
-                    self._release(obj)
+                    self._release(pod)
                 except ApiError as error:
                     again = _sooner(again, _retry_after(error))
         for job in jobs:
@@ -486,12 +591,7 @@ class JobController:
         or orphaned it."""
         if JOB_TRACKING_FINALIZER not in _finalizers(pod):
             return False
-        owners = [
-            r["uid"]
-            for r in pod["metadata"].get("ownerReferences") or []
-            if r.get("controller") and r.get("kind") == "Job"
-        ]
-        return not any(uid in job_uids for uid in owners)
+        return not any(uid in job_uids for uid in _job_owners(pod))
 
     def _release(self, pod: Obj) -> None:
         """Remove the pod's tracking finalizer (a pod already gone needs nothing)."""
@@ -568,23 +668,32 @@ class NamespaceController:
     def __init__(self, store: ApiStore) -> None:
         self._store = store
 
-    def reconcile(self, objects: Snapshot, now: datetime) -> float | None:
-        contents: dict[str, Snapshot] = {}
-        for resource, obj in objects:
-            if resource.namespaced:
-                contents.setdefault(obj["metadata"]["namespace"], []).append((resource, obj))
-        again = None
-        for resource, namespace in objects:
+    def keeps(self, resource: ResourceType, obj: Obj) -> bool:
+        """The namespaces, and what it publishes in each."""
+        name = obj["metadata"]["name"]
+        return (
+            resource == NAMESPACES
+            or (resource, name) == (CONFIG_MAPS, ROOT_CA_CONFIG_MAP)
+            or (resource, name) == (SERVICE_ACCOUNTS, DEFAULT_SERVICE_ACCOUNT)
+        )
+
+    def reconcile(self, view: View, now: datetime) -> float | None:
+        published: dict[str, Snapshot] = {}
+        for resource, obj in view.objects.values():
             if resource != NAMESPACES:
-                continue
+                published.setdefault(obj["metadata"]["namespace"], []).append((resource, obj))
+        again = None
+        for namespace in view.of_kind(NAMESPACES):
+            name = namespace["metadata"]["name"]
             try:
                 if _deleting(namespace):
-                    self._empty(namespace, contents.get(namespace["metadata"]["name"], []))
+                    # Its contents are read from the store itself, and read again until they
+                    # are gone (the real controller requeues a namespace with content left).
+                    inside, _revision = self._store.snapshot(namespace=name)
+                    if not self._empty(namespace, inside):
+                        again = _sooner(again, CONTENT_RECHECK_SECONDS)
                 else:
-                    self._publish(
-                        namespace["metadata"]["name"],
-                        contents.get(namespace["metadata"]["name"], []),
-                    )
+                    self._publish(name, published.get(name, []))
             except ApiError as error:
                 again = _sooner(again, _retry_after(error))
         return again
@@ -615,11 +724,12 @@ class NamespaceController:
                 SERVICE_ACCOUNTS, namespace, {"metadata": {"name": DEFAULT_SERVICE_ACCOUNT}}
             )
 
-    def _empty(self, namespace: Obj, inside: Snapshot) -> None:
-        """``deleteAllContent``, then ``finalizeNamespace`` once nothing is left."""
+    def _empty(self, namespace: Obj, inside: Snapshot) -> bool:
+        """``deleteAllContent``, then ``finalizeNamespace`` once nothing is left; whether it is
+        done with the namespace."""
         finalizers = (namespace.get("spec") or {}).get("finalizers") or []
         if NAMESPACE_FINALIZER not in finalizers:
-            return
+            return True
         for resource, obj in inside:
             if not _deleting(obj):
                 self._store.delete(
@@ -629,8 +739,9 @@ class NamespaceController:
                     propagation="Background",
                 )
         if inside:
-            return
+            return False
         name = namespace["metadata"]["name"]
         finalized = copy.deepcopy(namespace)
         finalized["spec"]["finalizers"] = [f for f in finalizers if f != NAMESPACE_FINALIZER]
         self._store.replace(NAMESPACES, "", name, finalized, subresource="finalize")
+        return True

@@ -76,25 +76,28 @@ _DRY_RUN = contextvars.ContextVar("dry_run", default=False)
 """Whether the current thread serves a ``dryRun=All`` request (see ``ApiStore.dry_run``)."""
 T = TypeVar("T")
 
+PODS = ResourceType("", "v1", "pods", "Pod")
+QUOTAS = ResourceType("", "v1", "resourcequotas", "ResourceQuota")
+PRIORITY_CLASSES = ResourceType(
+    "scheduling.k8s.io",
+    "v1",
+    "priorityclasses",
+    "PriorityClass",
+    namespaced=False,
+    status_subresource=False,
+)
 RESOURCE_TYPES = [
     ResourceType("", "v1", "namespaces", "Namespace", namespaced=False),
-    ResourceType("", "v1", "pods", "Pod"),
+    PODS,
     ResourceType("", "v1", "configmaps", "ConfigMap", status_subresource=False),
     ResourceType("", "v1", "serviceaccounts", "ServiceAccount", status_subresource=False),
     ResourceType("", "v1", "services", "Service"),
     ResourceType("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim"),
-    ResourceType("", "v1", "resourcequotas", "ResourceQuota"),
+    QUOTAS,
     ResourceType("", "v1", "nodes", "Node", namespaced=False),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", status_subresource=False),
     ResourceType("events.k8s.io", "v1", "events", "Event", status_subresource=False),
-    ResourceType(
-        "scheduling.k8s.io",
-        "v1",
-        "priorityclasses",
-        "PriorityClass",
-        namespaced=False,
-        status_subresource=False,
-    ),
+    PRIORITY_CLASSES,
     ResourceType("batch", "v1", "jobs", "Job"),
     *(
         ResourceType("admissionregistration.k8s.io", "v1", kind.lower() + "s", kind, False, False)
@@ -138,7 +141,9 @@ class ApiStore:
     def __init__(
         self, *, history_limit: int = 100_000, clock: Callable[[], datetime] | None = None
     ) -> None:
-        self._objects: dict[tuple[ResourceType, str, str], Obj] = {}
+        # By kind first, as etcd keys them (/registry/<group>/<resource>/<namespace>/<name>): a
+        # list, a watch's initial state or an admission lookup reads one kind, never them all.
+        self._objects: dict[ResourceType, dict[tuple[str, str], Obj]] = {}
         self._history: list[WatchEvent] = []
         self._history_limit = history_limit
         # Versions before the store began are compacted, as on any API server that has run a while.
@@ -217,11 +222,33 @@ class ApiStore:
             self._changed.wait_for(lambda: self._revision > after or stop.is_set(), timeout)
             return self._revision
 
-    def snapshot(self) -> list[tuple[ResourceType, Obj]]:
-        """Every stored object, at one resourceVersion, for the controllers. The objects are the
-        store's own: read them, never change them."""
+    def snapshot(
+        self, *, namespace: str | None = None
+    ) -> tuple[list[tuple[ResourceType, Obj]], int]:
+        """Every stored object (in ``namespace`` only, if given) and the resourceVersion they are
+        at, for the controllers. The objects are the store's own: read them, never change them
+        (a write replaces an object, it never changes one in place)."""
         with self._changed:
-            return [(key[0], obj) for key, obj in self._objects.items()]
+            found = [
+                (resource, obj)
+                for resource, objects in self._objects.items()
+                for (ns, _name), obj in objects.items()
+                if namespace is None or ns == namespace
+            ]
+            return found, self._revision
+
+    def changes(self, since: int) -> tuple[list[WatchEvent], int] | None:
+        """The changes after resourceVersion ``since`` and the resourceVersion they lead to, for a
+        controller keeping its own view up to date (as an informer does from a watch); None if
+        the history no longer reaches back to ``since`` (read a :meth:`snapshot` again). The
+        events' objects are copies: read them, never change them."""
+        with self._changed:
+            if since < self._compacted:
+                return None
+            start = bisect.bisect_right(
+                self._history, since, key=lambda event: event.resource_version
+            )
+            return self._history[start:], self._revision
 
     def get(self, resource: ResourceType, namespace: str, name: str) -> Obj:
         with self._changed:
@@ -238,10 +265,8 @@ class ApiStore:
         with self._changed:
             found = [
                 copy.deepcopy(obj)
-                for (kind, ns, _name), obj in sorted(
-                    self._objects.items(), key=lambda item: item[0][1:]
-                )
-                if kind == resource and (namespace is None or ns == namespace) and selects(obj)
+                for (ns, _name), obj in sorted(self._of_kind(resource).items())
+                if (namespace is None or ns == namespace) and selects(obj)
             ]
             return found, self._revision
 
@@ -318,7 +343,7 @@ class ApiStore:
             self._require_namespace(resource, namespace, name)
             self._require_served(resource)
             key = (resource, namespace if resource.namespaced else "", name)
-            if key in self._objects:
+            if self._lookup(key) is not None:
                 raise LostRaceError(
                     409,
                     "AlreadyExists",
@@ -414,7 +439,7 @@ class ApiStore:
         key = (resource, namespace if resource.namespaced else "", name)
         while True:
             with self._changed:
-                current = copy.deepcopy(self._objects.get(key))
+                current = copy.deepcopy(self._lookup(key))
             entries = [
                 entry
                 for entry in (current or {}).get("metadata", {}).get("managedFields") or []
@@ -638,8 +663,8 @@ class ApiStore:
             if since is None:
                 initial = [
                     {"type": "ADDED", "object": copy.deepcopy(obj)}
-                    for (kind, ns, _n), obj in self._objects.items()
-                    if kind == resource and (namespace is None or ns == namespace) and selects(obj)
+                    for (ns, _name), obj in self._of_kind(resource).items()
+                    if (namespace is None or ns == namespace) and selects(obj)
                 ]
                 position = self._revision
             else:
@@ -655,6 +680,11 @@ class ApiStore:
         while not stop.is_set():
             bookmark: Obj | None = None
             with self._changed:
+                if position < self._compacted:
+                    # The history this watch had still to send was compacted (it read too
+                    # slowly): it ends, as the API server closes a watcher that falls behind,
+                    # and its client resumes from its last version (410 then, so it lists).
+                    return
                 start = bisect.bisect_right(
                     self._history, position, key=lambda event: event.resource_version
                 )
@@ -707,8 +737,15 @@ class ApiStore:
 
     # Internals ----------------------------------------------------------------------------
 
+    def _of_kind(self, resource: ResourceType) -> dict[tuple[str, str], Obj]:
+        """The stored objects of one kind, by (namespace, name); callers hold the lock."""
+        return self._objects.setdefault(resource, {})
+
+    def _lookup(self, key: tuple[ResourceType, str, str]) -> Obj | None:
+        return self._objects.get(key[0], {}).get(key[1:])
+
     def _existing(self, resource: ResourceType, namespace: str, name: str) -> Obj:
-        obj = self._objects.get((resource, namespace if resource.namespaced else "", name))
+        obj = self._lookup((resource, namespace if resource.namespaced else "", name))
         if obj is None:
             raise self._not_found(resource, name)
         return obj
@@ -748,7 +785,7 @@ class ApiStore:
         (else 403, as the NamespaceLifecycle admission plugin refuses)."""
         if not resource.namespaced:
             return
-        home = self._objects.get((resource_type("", "namespaces"), "", namespace))
+        home = self._lookup((resource_type("", "namespaces"), "", namespace))
         if home is None:
             raise ApiError(
                 404,
@@ -941,7 +978,7 @@ class ApiStore:
             return answer
         self._revision += 1
         obj["metadata"]["resourceVersion"] = str(self._revision)
-        self._objects[key] = obj
+        self._of_kind(resource)[key[1:]] = obj
         self._record(WatchEvent(self._revision, resource, event_type, copy.deepcopy(obj), previous))
         if resource == CRD:
             self.custom_resources.serve(obj)
@@ -953,7 +990,7 @@ class ApiStore:
         self._revision += 1
         removed = copy.deepcopy(obj)
         removed["metadata"]["resourceVersion"] = str(self._revision)
-        previous = self._objects.pop(key)
+        previous = self._of_kind(resource).pop(key[1:])
         self._record(WatchEvent(self._revision, resource, "DELETED", removed, previous))
         if resource == CRD:
             self._delete_custom_objects(previous)
@@ -962,8 +999,10 @@ class ApiStore:
     def _delete_custom_objects(self, crd: Obj) -> None:
         """The CRD is gone: its kind is no longer served, and its objects are deleted."""
         served = self.custom_resources.stop(crd)
-        for key in [k for k in self._objects if k[0] == served]:
-            self._remove(key[0], key, self._objects[key])
+        if served is None:
+            return
+        for (namespace, name), obj in list(self._of_kind(served).items()):
+            self._remove(served, (served, namespace, name), obj)
 
     def _record(self, event: WatchEvent) -> None:
         self._history.append(event)
@@ -978,23 +1017,14 @@ class ApiStore:
     def _admit_pod(self, namespace: str, pod: Obj) -> None:
         """Priority admission (see ``strategies.admit_pod_priority``), then ResourceQuota
         admission: the pod count and the cpu/memory requests and limits."""
-        admit_pod_priority(
-            pod,
-            [obj for (kind, _ns, _n), obj in self._objects.items() if kind.kind == "PriorityClass"],
-        )
-        quotas = [
-            obj
-            for (kind, ns, _n), obj in self._objects.items()
-            if kind.kind == "ResourceQuota" and ns == namespace
-        ]
+        admit_pod_priority(pod, list(self._of_kind(PRIORITY_CLASSES).values()))
+        quotas = [obj for (ns, _name), obj in self._of_kind(QUOTAS).items() if ns == namespace]
         if not quotas:
             return
         pods = [
             obj
-            for (kind, ns, _n), obj in self._objects.items()
-            if kind.kind == "Pod"
-            and kind.group == ""
-            and ns == namespace
+            for (ns, _name), obj in self._of_kind(PODS).items()
+            if ns == namespace
             and (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
         ]
         requested = _pod_usage(pod)

@@ -1,0 +1,172 @@
+"""The emulator stays fast as the store grows: what it reads per request and per controller pass is
+what that request or controller needs, not every object stored. The benchmark
+(``benchmarks/lifecycle_bench.py``, 5,000 pods) times it; these tests pin the properties that make
+it so, without a clock: a controller's view holds only the objects it acts on and, brought up to
+date from the change history, equals one read whole; a watch that falls behind the history ends
+rather than skip events. Emulator internals: there is no real server to hold them to."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from tests.k8s_emulator.controllers import (
+    GarbageCollector,
+    JobBackoff,
+    JobController,
+    NamespaceController,
+    View,
+)
+from tests.k8s_emulator.errors import ApiError
+from tests.k8s_emulator.store import ApiStore, resource_type
+
+PODS = resource_type("", "pods")
+JOBS = resource_type("batch", "jobs")
+EVENTS = resource_type("events.k8s.io", "events")
+CONFIG_MAPS = resource_type("", "configmaps")
+
+
+def _pod(name: str, **metadata: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, **metadata},
+        "spec": {"containers": [{"name": "main", "image": "registry.invalid/none:1"}]},
+    }
+
+
+def _views(store: ApiStore) -> dict[str, View]:
+    controllers = [
+        GarbageCollector(store),
+        JobController(store, JobBackoff()),
+        NamespaceController(store),
+    ]
+    views = {controller.name: View(store, controller.keeps) for controller in controllers}
+    for view in views.values():
+        view.refresh()
+    return views
+
+
+def test_a_controller_view_holds_only_what_the_controller_acts_on() -> None:
+    store = ApiStore()
+    for number in range(300):
+        store.create(PODS, "default", _pod(f"plain-{number}"))
+        store.create(
+            EVENTS,
+            "default",
+            {"metadata": {"name": f"event-{number}"}, "reason": "Started", "type": "Normal"},
+        )
+    job = store.create(JOBS, "default", {"metadata": {"name": "train"}, "spec": {"template": {}}})
+    owner = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "name": "train",
+        "uid": job["metadata"]["uid"],
+    }
+    store.create(
+        PODS, "default", _pod("train-abcde", ownerReferences=[{**owner, "controller": True}])
+    )
+    store.create(CONFIG_MAPS, "default", {"metadata": {"name": "settings"}})
+
+    views = _views(store)
+
+    def held(name: str) -> set[tuple[str, str]]:
+        return {(resource.kind, key_name) for resource, _ns, key_name in views[name].objects}
+
+    assert held("garbage-collector") == {("Pod", "train-abcde")}
+    assert held("job-controller") == {("Job", "train"), ("Pod", "train-abcde")}
+    namespaces = {"default", "kube-system", "kube-public", "kube-node-lease"}
+    assert held("namespace-controller") == {("Namespace", name) for name in namespaces}
+    # Every object's uid is known, for the garbage collector's "is the owner still there?".
+    assert job["metadata"]["uid"] in views["garbage-collector"].uids
+    assert len(views["garbage-collector"].uids) == 300 + 300 + 1 + 1 + 1 + len(namespaces)
+
+
+WRITES = st.lists(
+    st.tuples(
+        st.sampled_from(["create", "own", "disown", "finalize", "delete"]),
+        st.integers(min_value=0, max_value=2),
+    ),
+    max_size=20,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(before=WRITES, after=WRITES)
+@example(before=[("create", 0), ("own", 0)], after=[("disown", 0)])
+@example(before=[("create", 0), ("finalize", 0), ("own", 0)], after=[("delete", 0)])
+def test_a_view_brought_up_to_date_from_the_history_equals_one_read_whole(
+    before: list[tuple[str, int]], after: list[tuple[str, int]]
+) -> None:
+    store = ApiStore()
+    anchor = store.create(CONFIG_MAPS, "default", {"metadata": {"name": "anchor"}})
+    reference = {"apiVersion": "v1", "kind": "ConfigMap", "name": "anchor"}
+    reference["uid"] = anchor["metadata"]["uid"]
+
+    def write(operation: str, number: int) -> None:
+        name = f"pod-{number}"
+        try:
+            if operation == "create":
+                store.create(PODS, "default", _pod(name))
+            elif operation in ("own", "disown", "finalize"):
+                value = {
+                    "own": {"ownerReferences": [reference]},
+                    "disown": {"ownerReferences": None},
+                    "finalize": {"finalizers": ["example.com/hold"]},
+                }[operation]
+                current = store.get(PODS, "default", name)
+                value["resourceVersion"] = current["metadata"]["resourceVersion"]
+                store.patch(
+                    PODS, "default", name, {"metadata": value}, "application/merge-patch+json"
+                )
+            else:
+                store.delete(PODS, "default", name, grace_period_seconds=0)
+        except ApiError as error:  # a write the state refuses (no such pod, or one already)
+            if error.code not in (404, 409):
+                raise
+
+    for operation, number in before:
+        write(operation, number)
+    incremental = _views(store)
+    for operation, number in after:
+        write(operation, number)
+    for view in incremental.values():
+        view.refresh()
+    whole = _views(store)
+    for name, view in incremental.items():
+        assert view.objects == whole[name].objects, name
+        assert view.uids == whole[name].uids, name
+        assert view.revision == whole[name].revision == store.resource_version
+
+
+def test_a_view_whose_history_was_compacted_reads_the_store_whole_again() -> None:
+    store = ApiStore(history_limit=5)
+    view = _views(store)["job-controller"]
+    for number in range(20):
+        store.create(JOBS, "default", {"metadata": {"name": f"job-{number}"}, "spec": {}})
+    assert store.changes(view.revision) is None
+    assert view.refresh()
+    assert len(view.of_kind(JOBS)) == 20
+
+
+def test_a_watch_that_falls_behind_the_history_ends_rather_than_skip_events() -> None:
+    store = ApiStore(history_limit=5)
+    stop = threading.Event()
+    watch = store.watch(
+        CONFIG_MAPS,
+        "default",
+        since=store.resource_version,
+        selects=lambda _obj: True,
+        stop=stop,
+        # Were it to go on, it would end here, having sent what is left of the history.
+        deadline=datetime.now(UTC) + timedelta(seconds=2),
+        bookmark_every=None,
+    )
+    store.create(CONFIG_MAPS, "default", {"metadata": {"name": "first"}})
+    assert next(watch)["object"]["metadata"]["name"] == "first"
+    # The watcher reads nothing while more changes than the history holds are made.
+    for number in range(20):
+        store.create(CONFIG_MAPS, "default", {"metadata": {"name": f"later-{number}"}})
+    assert list(watch) == []  # ended: its client resumes from "first", gets 410, and lists
