@@ -1,0 +1,364 @@
+"""The decisions of podwright's admission webhooks, as functions of what they are sent.
+
+The API server sends each create or update of a ``Workload``, ``WorkloadPolicy`` or
+``ClusterWorkloadPolicy`` to podwright's webhooks as an ``admission.k8s.io/v1`` AdmissionReview.
+Whatever serves them (``podwright webhook`` out of the cluster, the operator in it) reads the
+cluster's policies and hands them here with the request; this module decides, and says why:
+
+* **mutating, Workloads**: the effective workload (defaults, ``defaultFrom``, imposed assets) is
+  written into ``spec`` by a JSON patch, so what ``kubectl get -o yaml`` shows is what runs, and a
+  later policy change never silently changes an admitted workload;
+* **validating, Workloads**: in enforce mode a workload that breaks a rule is refused, the message
+  listing *every* issue (field, what is wrong, the rule, and the policy and scope that own it);
+  warn-mode issues come back as warnings, audit-mode ones as an audit annotation; a workload's
+  ``spec`` cannot change after admission except for the fields that scale it
+  (:data:`UPDATABLE_FIELDS`);
+* **validating, policies**: a malformed policy is refused with field-level errors, and so is one
+  that conflicts with the policies of its branch of scopes (a second rule on a field another scope
+  rules, a default another scope's rule forbids), naming the owner.
+
+Only the request's object is trusted: the decision verifies nothing it is not sent.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from podwright.core.assets import AssetCatalogue
+from podwright.core.cluster_resources import (
+    policy_from_resource,
+    resource_source,
+    submission_from_resource,
+)
+from podwright.core.effective_policy import effective_policy
+from podwright.core.evaluation import Evaluation, Violation, evaluate
+from podwright.core.policies import Policy, PolicyError, Scope
+from podwright.core.problems import FieldProblem, ProblemsError
+from podwright.core.workload_fields import WorkloadType
+
+REVIEW_API_VERSION = "admission.k8s.io/v1"
+FINDINGS_ANNOTATION = "podwright.dev/compliance-findings"
+"""The audit annotation (and the Workload annotation) that records audit-mode findings."""
+
+UPDATABLE_FIELDS: Mapping[WorkloadType, frozenset[str]] = {
+    WorkloadType.INFERENCE: frozenset({"autoscaling"}),
+}
+"""The top-level ``spec`` fields an admitted Workload may still change: the one that scales a
+serving workload (its replicas and their metric, as a Knative Service may change them). All else is
+fixed at admission: a running job cannot change its image or resources under the scheduler."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """An admission webhook's answer: allowed or refused (with a code and message), and, when
+    allowed, a JSON patch, warnings and audit annotations."""
+
+    allowed: bool
+    message: str = ""
+    code: int = 200
+    reason: str = ""
+    patch: tuple[Mapping[str, object], ...] = ()
+    warnings: tuple[str, ...] = ()
+    audit_annotations: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def refuse(cls, code: int, reason: str, message: str) -> Decision:
+        return cls(False, message, code, reason)
+
+
+def review_response(review: Mapping[str, object], decision: Decision) -> dict[str, object]:
+    """The AdmissionReview that answers ``review`` with ``decision``."""
+    request = review.get("request")
+    uid = request.get("uid") if isinstance(request, Mapping) else None
+    response: dict[str, object] = {"uid": uid, "allowed": decision.allowed}
+    if not decision.allowed:
+        response["status"] = {
+            "code": decision.code,
+            "reason": decision.reason,
+            "message": decision.message,
+        }
+    if decision.patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(list(decision.patch)).encode()).decode()
+    if decision.warnings:
+        response["warnings"] = list(decision.warnings)
+    if decision.audit_annotations:
+        response["auditAnnotations"] = dict(decision.audit_annotations)
+    return {"apiVersion": REVIEW_API_VERSION, "kind": "AdmissionReview", "response": response}
+
+
+class BadReviewError(ValueError):
+    """A body that is not an AdmissionReview request this webhook serves."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """The parts of an AdmissionReview request the decisions read."""
+
+    operation: str
+    obj: Mapping[str, object]
+    old: Mapping[str, object] | None
+    namespace: str
+    dry_run: bool
+
+    @classmethod
+    def of(cls, review: Mapping[str, object]) -> Request:
+        """Read ``review``'s request; :class:`BadReviewError` says what is missing."""
+        if review.get("apiVersion") != REVIEW_API_VERSION or review.get("kind") != (
+            "AdmissionReview"
+        ):
+            raise BadReviewError(f"expected an {REVIEW_API_VERSION} AdmissionReview")
+        request = review.get("request")
+        if not isinstance(request, Mapping) or not isinstance(request.get("uid"), str):
+            raise BadReviewError("request: expected a mapping with a uid")
+        operation = request.get("operation")
+        obj = request.get("object")
+        old = request.get("oldObject")
+        if operation not in ("CREATE", "UPDATE") or not isinstance(obj, Mapping):
+            raise BadReviewError("request: expected a CREATE or UPDATE with its object")
+        return cls(
+            str(operation),
+            obj,
+            old if isinstance(old, Mapping) else None,
+            str(request.get("namespace") or ""),
+            bool(request.get("dryRun")),
+        )
+
+
+# Workloads ---------------------------------------------------------------------------------------
+
+
+def mutate_workload(
+    request: Request, scope: Scope, policies: Sequence[Policy], catalogue: AssetCatalogue
+) -> Decision:
+    """The effective workload written into ``spec``. A workload the policies refuse, or that
+    is malformed, is let through unchanged: the validating webhook refuses it with every
+    reason. An update that only restates what was admitted (``kubectl replace`` of the original
+    file) keeps the admitted spec."""
+    spec = request.obj.get("spec")
+    old_spec = request.old.get("spec") if request.old is not None else None
+    if isinstance(spec, Mapping) and isinstance(old_spec, Mapping) and _restates(old_spec, spec):
+        return Decision(True, patch=_replace_spec(old_spec) if spec != old_spec else ())
+    try:
+        evaluation = _evaluate(request.obj, scope, policies, catalogue)
+    except ProblemsError:
+        return Decision(True)
+    if not evaluation.accepted:
+        return Decision(True)
+    effective = {"type": evaluation.workload_type.value, **evaluation.workload}
+    if effective == spec:
+        return Decision(True)
+    return Decision(True, patch=_replace_spec(effective))
+
+
+def validate_workload(
+    request: Request, scope: Scope, policies: Sequence[Policy], catalogue: AssetCatalogue
+) -> Decision:
+    """Refuse a malformed or non-compliant workload (enforce mode) with every reason; admit
+    with warnings (warn mode) and an audit annotation (audit mode)."""
+    if request.operation == "UPDATE" and request.old is not None:
+        changed = _changed_fixed_fields(request.old, request.obj)
+        if changed:
+            return Decision.refuse(
+                422,
+                "Invalid",
+                "; ".join(
+                    f"spec.{field}: cannot change after the workload was admitted"
+                    for field in changed
+                )
+                + _updatable_phrase(request.obj),
+            )
+    try:
+        evaluation = _evaluate(request.obj, scope, policies, catalogue)
+    except PolicyError as error:
+        return Decision.refuse(
+            403,
+            "Forbidden",
+            f"the policies of {scope} cannot be applied, so no workload is admitted there: "
+            + _problem_lines(error.problems),
+        )
+    except ProblemsError as error:
+        return Decision.refuse(
+            422, "Invalid", f"the workload is not valid: {_problem_lines(error.problems)}"
+        )
+    if not evaluation.accepted:
+        count = len(evaluation.violations)
+        return Decision.refuse(
+            403,
+            "Forbidden",
+            f"{count} compliance issue{'s' if count > 1 else ''} with the policies of {scope}: "
+            + "; ".join(violation_text(violation) for violation in evaluation.violations),
+        )
+    annotations = {}
+    if evaluation.audited:
+        annotations[FINDINGS_ANNOTATION] = json.dumps(
+            [finding(violation) for violation in evaluation.audited], separators=(",", ":")
+        )
+    return Decision(
+        True,
+        warnings=tuple(violation_text(violation) for violation in evaluation.warnings),
+        audit_annotations=annotations,
+    )
+
+
+def evaluate_workload(
+    obj: Mapping[str, object],
+    scope: Scope,
+    policies: Sequence[Policy],
+    catalogue: AssetCatalogue,
+) -> Evaluation:
+    """A Workload object evaluated under the policies of ``scope`` (the one pipeline the
+    webhooks, ``policy report`` and the compliance status use). Raises
+    :class:`~podwright.core.workloads.WorkloadInputError` for a malformed workload and
+    :class:`PolicyError` when the policies cannot be combined or applied."""
+    return _evaluate(obj, scope, policies, catalogue)
+
+
+def violation_text(violation: Violation) -> str:
+    """One issue, as a webhook message or warning lists it: ``spec.compute.gpuDevicesRequest:
+    16 is above the maximum 8 (rule max, policy 'prod-training' of cluster prod)``."""
+    owner = (
+        f", policy {violation.policy.name!r} of {violation.policy.scope}"
+        if violation.policy is not None
+        else ""
+    )
+    return f"spec.{violation.field}: {violation.details} (rule {violation.rule}{owner})"
+
+
+def finding(violation: Violation) -> dict[str, str]:
+    """A violation as a compliance finding (status and audit annotation)."""
+    found = {"field": f"spec.{violation.field}", "rule": violation.rule}
+    found["message"] = violation.details
+    found["enforcement"] = violation.enforcement.value
+    if violation.policy is not None:
+        found["policy"] = violation.policy.source or violation.policy.name
+        found["scope"] = str(violation.policy.scope)
+    return found
+
+
+def _evaluate(
+    obj: Mapping[str, object],
+    scope: Scope,
+    policies: Sequence[Policy],
+    catalogue: AssetCatalogue,
+) -> Evaluation:
+    submission = submission_from_resource(obj)
+    effective = effective_policy(policies, scope, submission.workload_type)
+    return evaluate(effective, submission, submission.workload_type, catalogue)
+
+
+def _replace_spec(spec: Mapping[str, object]) -> tuple[Mapping[str, object], ...]:
+    return ({"op": "replace", "path": "/spec", "value": dict(spec)},)
+
+
+def _restates(admitted: Mapping[str, object], given: Mapping[str, object]) -> bool:
+    """Whether every value ``given`` holds is the admitted one (it may leave defaults out)."""
+    for key, value in given.items():
+        if key not in admitted:
+            return False
+        kept = admitted[key]
+        if isinstance(value, Mapping) and isinstance(kept, Mapping):
+            if not _restates(kept, value):
+                return False
+        elif value != kept:
+            return False
+    return True
+
+
+def _changed_fixed_fields(old: Mapping[str, object], new: Mapping[str, object]) -> list[str]:
+    old_spec, new_spec = old.get("spec"), new.get("spec")
+    if not isinstance(old_spec, Mapping) or not isinstance(new_spec, Mapping):
+        return [] if old_spec == new_spec else ["type"]
+    updatable = _updatable(old_spec)
+    return [
+        key
+        for key in sorted(set(old_spec) | set(new_spec), key=str)
+        if key not in updatable and old_spec.get(key) != new_spec.get(key)
+    ]
+
+
+def _updatable(spec: Mapping[str, object]) -> frozenset[str]:
+    kind = spec.get("type")
+    for workload_type, fields in UPDATABLE_FIELDS.items():
+        if kind == workload_type.value:
+            return fields
+    return frozenset()
+
+
+def _updatable_phrase(obj: Mapping[str, object]) -> str:
+    spec = obj.get("spec")
+    fields = _updatable(spec) if isinstance(spec, Mapping) else frozenset()
+    if not fields:
+        return " (delete it and submit a new one)"
+    return f" (only {', '.join(f'spec.{name}' for name in sorted(fields))} may change)"
+
+
+def _problem_lines(problems: Iterable[FieldProblem]) -> str:
+    return "; ".join(
+        f"{problem.source}: {problem}" if problem.source else str(problem) for problem in problems
+    )
+
+
+# Policies ----------------------------------------------------------------------------------------
+
+
+def validate_policy(
+    request: Request,
+    scope_of: Callable[[Mapping[str, object]], Scope],
+    existing: Sequence[Policy],
+) -> Decision:
+    """Refuse a malformed policy with every field-level error, and one that conflicts with the
+    other policies of its branch of scopes (``existing``: every policy of the cluster, read as
+    admitted; the one being updated is replaced by the request's object).
+
+    ``scope_of`` gives the scope of the request's object (a ValueError names what is wrong)."""
+    source = resource_source(request.obj)
+    try:
+        scope = scope_of(request.obj)
+    except ValueError as error:
+        return Decision.refuse(422, "Invalid", f"{source} is invalid: {error}")
+    try:
+        policy = policy_from_resource(request.obj, scope)
+    except PolicyError as error:
+        return Decision.refuse(
+            422, "Invalid", f"{source} is invalid: " + "; ".join(map(str, error.problems))
+        )
+    others = [other for other in existing if other.source != source]
+    problems = conflicts(policy, others)
+    if problems:
+        return Decision.refuse(
+            422,
+            "Invalid",
+            f"{source} conflicts with the policies of its scopes: " + _problem_lines(problems),
+        )
+    return Decision(True)
+
+
+def conflicts(policy: Policy, others: Sequence[Policy]) -> list[FieldProblem]:
+    """What goes wrong when ``policy`` joins ``others`` and did not before: the problems of
+    combining the branch of each scope it governs (its own, and every scope of a policy of its
+    type below it), each once."""
+    scopes = {policy.scope} | {
+        other.scope
+        for other in others
+        if other.workload_type is policy.workload_type and policy.scope.contains(other.scope)
+    }
+    before = _combining_problems(others, scopes, policy.workload_type)
+    after = _combining_problems([*others, policy], scopes, policy.workload_type)
+    return [problem for key, problem in after.items() if key not in before]
+
+
+def _combining_problems(
+    policies: Sequence[Policy], scopes: Iterable[Scope], workload_type: WorkloadType
+) -> dict[str, FieldProblem]:
+    found: dict[str, FieldProblem] = {}
+    for scope in sorted(scopes, key=lambda s: s.names):
+        try:
+            effective_policy(policies, scope, workload_type)
+        except PolicyError as error:
+            for problem in error.problems:
+                found.setdefault(f"{problem.source}: {problem}", problem)
+    return found

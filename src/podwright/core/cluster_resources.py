@@ -1,0 +1,164 @@
+"""podwright's resources in a cluster, read as the policy engine's inputs.
+
+In a cluster, policies are objects (``WorkloadPolicy`` in a namespace, ``ClusterWorkloadPolicy``
+for the cluster), a workload is a ``Workload``, and the scope tree tenant → cluster → department →
+project maps onto Kubernetes: a namespace is a project (its label ``podwright.dev/project``
+renames it), its label ``podwright.dev/department`` names its department (``default`` when
+absent, as every Run:ai project belongs to a department), and tenant and cluster scopes are
+cluster-wide. This module turns those objects into the same :class:`Policy`, :class:`Scope` and
+:class:`Submission` values the files on a laptop become, so the CLI, the admission webhooks and
+the operator evaluate with one engine. Problems keep the paths of the objects themselves
+(``spec.rules.compute...``), so ``kubectl`` users read them in their own terms.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from podwright.core.assets import API_VERSION as CATALOGUE_API_VERSION
+from podwright.core.assets import KIND as CATALOGUE_KIND
+from podwright.core.assets import AssetCatalogue, catalogue_from_data
+from podwright.core.field_paths import FieldPath
+from podwright.core.policies import API_VERSION as POLICY_FILE_API_VERSION
+from podwright.core.policies import KIND as POLICY_FILE_KIND
+from podwright.core.policies import Policy, PolicyError, Scope, policy_from_data
+from podwright.core.problems import FieldProblem, ProblemsError
+from podwright.core.workloads import Submission, WorkloadInputError, submission_from_data
+
+GROUP = "podwright.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+WORKLOAD_KIND = "Workload"
+POLICY_KIND = "WorkloadPolicy"
+CLUSTER_POLICY_KIND = "ClusterWorkloadPolicy"
+ASSET_KIND = "Asset"
+CLUSTER_ASSET_KIND = "ClusterAsset"
+
+PROJECT_LABEL = f"{GROUP}/project"
+DEPARTMENT_LABEL = f"{GROUP}/department"
+DEFAULT_DEPARTMENT = "default"
+"""The department of a namespace that names none (Run:ai's default department)."""
+
+CLUSTER_SCOPES = ("tenant", "cluster", "department")
+"""What ``spec.scope`` of a ClusterWorkloadPolicy may say."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterScopes:
+    """The scope tree of one cluster: ``cluster`` is its name in the tree (the scope every
+    ClusterWorkloadPolicy of scope ``cluster`` speaks of)."""
+
+    cluster: str
+
+    def of_namespace(self, namespace: Mapping[str, object]) -> Scope:
+        """The project scope of a namespace object (its labels name project and department)."""
+        metadata = namespace.get("metadata")
+        labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
+        labels = labels if isinstance(labels, Mapping) else {}
+        name = metadata.get("name") if isinstance(metadata, Mapping) else None
+        project = labels.get(PROJECT_LABEL) or name
+        department = labels.get(DEPARTMENT_LABEL) or DEFAULT_DEPARTMENT
+        if not isinstance(project, str) or not isinstance(department, str):
+            raise ValueError(f"a namespace object without a name: {namespace!r}")
+        return Scope((self.cluster, department, project))
+
+    def of_cluster_policy(self, spec: Mapping[str, object]) -> Scope:
+        """The scope a ClusterWorkloadPolicy's ``spec.scope`` (and ``spec.department``) names;
+        a ValueError names what is wrong."""
+        level = spec.get("scope", "cluster")
+        department = spec.get("department")
+        if level not in CLUSTER_SCOPES:
+            raise ValueError(
+                f"spec.scope: expected one of {', '.join(CLUSTER_SCOPES)}, got {level!r}"
+            )
+        if level == "department":
+            if not isinstance(department, str) or not department:
+                raise ValueError(
+                    "spec.department: a policy of scope department names its department"
+                )
+            return Scope((self.cluster, department))
+        if department is not None:
+            raise ValueError(
+                f"spec.department: only a policy of scope department has one, not {level}"
+            )
+        return Scope(() if level == "tenant" else (self.cluster,))
+
+
+def resource_source(obj: Mapping[str, object]) -> str:
+    """How problems and sources name an object: ``WorkloadPolicy vision/training``."""
+    metadata = obj.get("metadata")
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    namespace, name = metadata.get("namespace"), metadata.get("name")
+    return f"{obj.get('kind')} {namespace}/{name}" if namespace else f"{obj.get('kind')} {name}"
+
+
+def policy_from_resource(obj: Mapping[str, object], scope: Scope) -> Policy:
+    """A WorkloadPolicy or ClusterWorkloadPolicy object as the policy of ``scope``; raises
+    :class:`PolicyError` with every problem, at the object's own paths."""
+    spec = obj.get("spec")
+    metadata = obj.get("metadata")
+    if not isinstance(spec, Mapping):
+        raise PolicyError([FieldProblem(("spec",), "expected a mapping", resource_source(obj))])
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    body = {key: value for key, value in spec.items() if key not in ("scope", "department")}
+    document = {
+        "apiVersion": POLICY_FILE_API_VERSION,
+        "kind": POLICY_FILE_KIND,
+        "metadata": {"name": name},
+        "spec": {**body, "scope": scope.to_data()},
+    }
+    return policy_from_data(document, resource_source(obj))
+
+
+def submission_from_resource(obj: Mapping[str, object]) -> Submission:
+    """A Workload object as a submission: ``spec.type`` is its type, the rest of ``spec`` its
+    fields, ``metadata.name`` its name; raises :class:`WorkloadInputError` with every problem,
+    at the object's own paths."""
+    spec = obj.get("spec")
+    metadata = obj.get("metadata")
+    if not isinstance(spec, Mapping):
+        raise WorkloadInputError([FieldProblem(("spec",), "expected a mapping with 'type'")])
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    fields = {key: value for key, value in spec.items() if key != "type"}
+    try:
+        return submission_from_data({"type": spec.get("type"), "name": name, "spec": fields})
+    except WorkloadInputError as error:
+        raise WorkloadInputError([_at_object_path(problem) for problem in error.problems]) from None
+
+
+def catalogue_from_resources(assets: list[Mapping[str, object]]) -> AssetCatalogue:
+    """Asset and ClusterAsset objects as one catalogue (each object one asset: its name, and
+    ``spec`` as the catalogue entry's other fields)."""
+    entries = []
+    for obj in assets:
+        metadata = obj.get("metadata")
+        spec = obj.get("spec")
+        name = metadata.get("name") if isinstance(metadata, Mapping) else None
+        entries.append({"name": name, **(spec if isinstance(spec, Mapping) else {})})
+    document = {"apiVersion": CATALOGUE_API_VERSION, "kind": CATALOGUE_KIND, "assets": entries}
+    try:
+        return catalogue_from_data(document, "the cluster's Assets")
+    except ProblemsError as error:
+        raise type(error)([_at_asset(problem, assets) for problem in error.problems]) from None
+
+
+def _at_object_path(problem: FieldProblem) -> FieldProblem:
+    """A problem of the wrapped submission, at the Workload object's path."""
+    path: FieldPath = problem.path
+    if path[:1] == ("type",):
+        path = ("spec", "type", *path[1:])
+    elif path[:1] == ("name",):
+        path = ("metadata", "name", *path[1:])
+    return dataclasses.replace(problem, path=path)
+
+
+def _at_asset(problem: FieldProblem, assets: list[Mapping[str, object]]) -> FieldProblem:
+    """A problem of the assembled catalogue, named by the object it came from."""
+    path = problem.path
+    if len(path) >= 2 and path[0] == "assets" and isinstance(path[1], int):
+        obj = assets[path[1]]
+        rest = path[2:]
+        where: FieldPath = ("metadata", "name") if rest[:1] == ("name",) else ("spec", *rest)
+        return FieldProblem(where, problem.message, resource_source(obj))
+    return problem

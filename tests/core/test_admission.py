@@ -1,0 +1,396 @@
+"""The admission decisions (core/admission.py) and the reading of podwright's cluster resources
+(core/cluster_resources.py): what the webhooks answer, for every mode and scope, from plain
+objects. The same decisions are driven through a real API server by the cluster tier."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from podwright.core.admission import (
+    FINDINGS_ANNOTATION,
+    BadReviewError,
+    Decision,
+    Request,
+    mutate_workload,
+    review_response,
+    validate_policy,
+    validate_workload,
+)
+from podwright.core.assets import EMPTY_CATALOGUE
+from podwright.core.cluster_resources import (
+    API_VERSION,
+    ClusterScopes,
+    policy_from_resource,
+    submission_from_resource,
+)
+from podwright.core.policies import Policy, PolicyError, Scope
+from podwright.core.workloads import WorkloadInputError
+
+SCOPES = ClusterScopes("prod")
+VISION = {"metadata": {"name": "vision", "labels": {"podwright.dev/department": "research"}}}
+VISION_SCOPE = Scope(("prod", "research", "vision"))
+
+
+def cluster_policy(name: str, spec: Mapping[str, Any], **scope: str) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ClusterWorkloadPolicy",
+        "metadata": {"name": name},
+        "spec": {"workloadType": "training", **scope, **spec},
+    }
+
+
+def project_policy(name: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "WorkloadPolicy",
+        "metadata": {"name": name, "namespace": "vision"},
+        "spec": {"workloadType": "training", **spec},
+    }
+
+
+def read(obj: Mapping[str, Any]) -> Policy:
+    if obj["kind"] == "WorkloadPolicy":
+        return policy_from_resource(obj, VISION_SCOPE)
+    return policy_from_resource(obj, SCOPES.of_cluster_policy(obj["spec"]))
+
+
+CLUSTER = cluster_policy(
+    "prod-training",
+    {
+        "defaults": {"priorityClass": "low", "compute": {"cpuCoreLimit": 8}},
+        "rules": {"image": {"required": True}, "compute": {"gpuDevicesRequest": {"max": 8}}},
+    },
+    scope="cluster",
+)
+DEPARTMENT = cluster_policy(
+    "research-training",
+    {
+        "enforcement": "warn",
+        "rules": {"priorityClass": {"options": [{"value": "low"}, {"value": "medium"}]}},
+    },
+    scope="department",
+    department="research",
+)
+PROJECT = project_policy(
+    "vision-training",
+    {"enforcement": "audit", "rules": {"nodePools": {"options": [{"value": "a100"}]}}},
+)
+POLICIES = [read(CLUSTER), read(DEPARTMENT), read(PROJECT)]
+
+
+def workload(spec: Mapping[str, Any], name: str = "resnet") -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": "vision"},
+        "spec": {"type": "training", **spec},
+    }
+
+
+def request(obj: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> Request:
+    return Request("UPDATE" if old else "CREATE", obj, old, "vision", dry_run=False)
+
+
+# Scopes and resources ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("labels", "scope"),
+    [
+        ({}, ("prod", "default", "team-a")),
+        ({"podwright.dev/department": "research"}, ("prod", "research", "team-a")),
+        ({"podwright.dev/project": "vision"}, ("prod", "default", "vision")),
+    ],
+)
+def test_a_namespace_is_a_project_of_its_department(
+    labels: dict[str, str], scope: tuple[str, ...]
+) -> None:
+    namespace = {"metadata": {"name": "team-a", "labels": labels}}
+    assert SCOPES.of_namespace(namespace) == Scope(scope)
+
+
+@pytest.mark.parametrize(
+    ("spec", "scope"),
+    [
+        ({"scope": "tenant"}, ()),
+        ({"scope": "cluster"}, ("prod",)),
+        ({}, ("prod",)),
+        ({"scope": "department", "department": "research"}, ("prod", "research")),
+    ],
+)
+def test_a_cluster_policy_names_its_scope(spec: dict[str, str], scope: tuple[str, ...]) -> None:
+    assert SCOPES.of_cluster_policy(spec) == Scope(scope)
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"scope": "project"}, "spec.scope: expected one of tenant, cluster, department"),
+        ({"scope": "department"}, "spec.department: a policy of scope department names its"),
+        ({"scope": "cluster", "department": "x"}, "spec.department: only a policy of scope"),
+    ],
+)
+def test_a_cluster_policy_with_a_wrong_scope_is_refused_by_name(
+    spec: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        SCOPES.of_cluster_policy(spec)
+
+
+def test_a_policy_resource_becomes_the_policy_of_its_scope_named_after_the_object() -> None:
+    policy = read(PROJECT)
+    assert (policy.name, policy.scope, policy.source) == (
+        "vision-training",
+        VISION_SCOPE,
+        "WorkloadPolicy vision/vision-training",
+    )
+
+
+def test_a_malformed_policy_resource_is_reported_at_the_objects_own_paths() -> None:
+    broken = project_policy("broken", {"rules": {"compute": {"gpuDevicesRequest": {"most": 2}}}})
+    with pytest.raises(PolicyError) as caught:
+        read(broken)
+    (problem,) = caught.value.problems
+    assert problem.path == ("spec", "rules", "compute", "gpuDevicesRequest", "most")
+    assert problem.source == "WorkloadPolicy vision/broken"
+
+
+def test_a_workload_resource_becomes_a_submission_with_problems_at_its_own_paths() -> None:
+    submission = submission_from_resource(workload({"image": "pytorch", "command": "train"}))
+    assert (submission.workload_type.value, submission.name) == ("training", "resnet")
+    with pytest.raises(WorkloadInputError) as caught:
+        submission_from_resource(workload({"type": "sleeping", "image": "x"}, name="Bad_Name"))
+    assert [problem.path for problem in caught.value.problems] == [("spec", "type")]
+
+
+# Workloads --------------------------------------------------------------------------------------
+
+
+def decisions(
+    obj: Mapping[str, Any], old: Mapping[str, Any] | None = None
+) -> tuple[Decision, Decision]:
+    given = request(obj, old)
+    return (
+        mutate_workload(given, VISION_SCOPE, POLICIES, EMPTY_CATALOGUE),
+        validate_workload(given, VISION_SCOPE, POLICIES, EMPTY_CATALOGUE),
+    )
+
+
+def test_a_compliant_workload_is_admitted_with_its_defaults_written_into_its_spec() -> None:
+    mutation, validation = decisions(workload({"image": "pytorch", "nodePools": ["a100"]}))
+    assert validation == Decision(True)
+    (patch,) = mutation.patch
+    assert patch["op"] == "replace"
+    assert patch["path"] == "/spec"
+    value = patch["value"]
+    assert isinstance(value, dict)
+    assert value["type"] == "training"
+    assert value["priorityClass"] == "low"  # the cluster's default
+    assert value["compute"]["cpuCoreLimit"] == 8
+    # Once written, the effective spec is admitted as it is: no second patch.
+    again = mutate_workload(request(workload(value)), VISION_SCOPE, POLICIES, EMPTY_CATALOGUE)
+    assert again == Decision(True)
+
+
+def test_an_enforced_rule_refuses_the_workload_listing_every_issue_with_its_owner() -> None:
+    mutation, validation = decisions(workload({"compute": {"gpuDevicesRequest": 16}}))
+    assert mutation == Decision(True)  # the validating webhook refuses, with every reason
+    assert not validation.allowed
+    assert (validation.code, validation.reason) == (403, "Forbidden")
+    assert validation.message.startswith(
+        "2 compliance issues with the policies of project vision: "
+    )
+    assert "spec.image: " in validation.message
+    assert "(rule required, policy 'prod-training' of cluster prod)" in validation.message
+    assert "spec.compute.gpuDevicesRequest: " in validation.message
+    assert "(rule max, policy 'prod-training' of cluster prod)" in validation.message
+
+
+def test_warn_mode_admits_with_warnings_and_audit_mode_with_an_audit_annotation() -> None:
+    _, validation = decisions(
+        workload({"image": "pytorch", "priorityClass": "high", "nodePools": ["v100"]})
+    )
+    assert validation.allowed
+    (warning,) = validation.warnings
+    assert warning.startswith("spec.priorityClass: ")
+    assert warning.endswith("(rule options, policy 'research-training' of department research)")
+    (finding,) = json.loads(validation.audit_annotations[FINDINGS_ANNOTATION])
+    assert finding["field"] == "spec.nodePools"
+    assert finding["rule"] == "options"
+    assert finding["enforcement"] == "audit"
+    assert finding["policy"] == "WorkloadPolicy vision/vision-training"
+    assert finding["scope"] == "project vision"
+
+
+def test_a_malformed_workload_is_refused_as_invalid_naming_the_field() -> None:
+    _, validation = decisions(workload({"image": "pytorch", "compute": {"gpuDevicesRequest": "x"}}))
+    assert (validation.allowed, validation.code, validation.reason) == (False, 422, "Invalid")
+    assert "spec.compute.gpuDevicesRequest: " in validation.message
+
+
+def test_policies_that_cannot_be_combined_refuse_every_workload_of_their_scope() -> None:
+    second = cluster_policy("second", {"rules": {"image": {"required": False}}}, scope="cluster")
+    given = request(workload({"image": "pytorch"}))
+    refused = validate_workload(given, VISION_SCOPE, [*POLICIES, read(second)], EMPTY_CATALOGUE)
+    assert not refused.allowed
+    assert refused.message.startswith(
+        "the policies of project vision cannot be applied, so no workload is admitted there: "
+    )
+
+
+def test_an_admitted_spec_cannot_change_except_the_fields_that_scale_it() -> None:
+    admitted = workload({"image": "pytorch", "priorityClass": "low"})
+    changed = workload({"image": "pytorch:2", "priorityClass": "low"})
+    _, validation = decisions(changed, admitted)
+    assert not validation.allowed
+    assert validation.message == (
+        "spec.image: cannot change after the workload was admitted (delete it and submit a new one)"
+    )
+    served = {"type": "inference", "image": "vllm", "autoscaling": {"maxReplicas": 2}}
+    scaled = {**served, "autoscaling": {"minReplicas": 1, "maxReplicas": 4}}
+    refused = validate_workload(
+        request({**admitted, "spec": {**scaled, "image": "vllm:2"}}, {**admitted, "spec": served}),
+        VISION_SCOPE,
+        [],
+        EMPTY_CATALOGUE,
+    )
+    assert refused.message == (
+        "spec.image: cannot change after the workload was admitted "
+        "(only spec.autoscaling may change)"
+    )
+    allowed = validate_workload(
+        request({**admitted, "spec": scaled}, {**admitted, "spec": served}),
+        VISION_SCOPE,
+        [],
+        EMPTY_CATALOGUE,
+    )
+    assert allowed.allowed, allowed.message
+
+
+def test_restating_the_original_submission_keeps_the_admitted_spec() -> None:
+    given = workload({"image": "pytorch", "nodePools": ["a100"]})
+    (patch,) = mutate_workload(request(given), VISION_SCOPE, POLICIES, EMPTY_CATALOGUE).patch
+    admitted = {**given, "spec": patch["value"]}
+    # `kubectl replace -f` of the original file: the defaults are left out, nothing changed.
+    restated = mutate_workload(request(given, admitted), VISION_SCOPE, POLICIES, EMPTY_CATALOGUE)
+    assert restated.patch == (patch,)
+    assert restated.allowed
+    assert validate_workload(
+        request(admitted, admitted), VISION_SCOPE, POLICIES, EMPTY_CATALOGUE
+    ).allowed
+
+
+# Policies ---------------------------------------------------------------------------------------
+
+
+def policy_decision(obj: Mapping[str, Any], existing: list[Policy]) -> Decision:
+    def scope_of(policy: Mapping[str, Any]) -> Scope:
+        if policy["kind"] == "WorkloadPolicy":
+            return VISION_SCOPE
+        return SCOPES.of_cluster_policy(policy["spec"])
+
+    return validate_policy(request(obj), scope_of, existing)
+
+
+def test_a_well_formed_policy_that_conflicts_with_nothing_is_admitted() -> None:
+    assert policy_decision(PROJECT, POLICIES) == Decision(True)  # itself, re-applied
+
+
+def test_a_malformed_policy_is_refused_with_every_field_level_error() -> None:
+    broken = project_policy(
+        "broken",
+        {"enforcement": "loud", "rules": {"compute": {"gpuDevicesRequest": {"most": 2}}}},
+    )
+    decision = policy_decision(broken, POLICIES)
+    assert (decision.allowed, decision.code) == (False, 422)
+    assert decision.message.startswith("WorkloadPolicy vision/broken is invalid: ")
+    assert "spec.enforcement: " in decision.message
+    assert "spec.rules.compute.gpuDevicesRequest.most: " in decision.message
+
+
+def test_a_second_rule_on_a_field_of_the_branch_is_refused_naming_its_owner() -> None:
+    # Below the owner...
+    looser = project_policy("looser", {"rules": {"compute": {"gpuDevicesRequest": {"max": 64}}}})
+    decision = policy_decision(looser, [read(CLUSTER)])
+    assert not decision.allowed
+    assert decision.message.startswith(
+        "WorkloadPolicy vision/looser conflicts with the policies of its scopes: "
+    )
+    assert "owned by cluster prod (policy 'prod-training')" in decision.message
+    # ...and above it: a tenant policy ruling what a project already rules.
+    tenant = cluster_policy("tenant", {"rules": {"nodePools": {"required": True}}}, scope="tenant")
+    decision = policy_decision(tenant, POLICIES)
+    assert not decision.allowed
+    assert "nodePools" in decision.message
+    assert "policy 'tenant'" in decision.message
+
+
+def test_a_conflict_among_other_policies_is_not_blamed_on_a_new_one() -> None:
+    clash = cluster_policy("clash", {"rules": {"image": {"required": False}}}, scope="cluster")
+    unrelated = project_policy("unrelated", {"rules": {"command": {"required": True}}})
+    existing = [read(CLUSTER), read(clash)]
+    assert policy_decision(unrelated, existing) == Decision(True)
+
+
+def test_a_policy_whose_scope_is_wrong_is_refused_by_name() -> None:
+    wrong = cluster_policy("wrong", {}, scope="department")
+    decision = policy_decision(wrong, [])
+    assert decision.message == (
+        "ClusterWorkloadPolicy wrong is invalid: "
+        "spec.department: a policy of scope department names its department"
+    )
+
+
+# The review envelope ----------------------------------------------------------------------------
+
+
+def test_the_response_answers_the_request_uid_with_a_base64_json_patch() -> None:
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {"uid": "abc", "operation": "CREATE", "object": workload({})},
+    }
+    patch = ({"op": "add", "path": "/spec/image", "value": "x"},)
+    answer = review_response(review, Decision(True, patch=patch, warnings=("careful",)))
+    response = answer["response"]
+    assert isinstance(response, dict)
+    assert response["uid"] == "abc"
+    assert json.loads(base64.b64decode(response["patch"])) == list(patch)
+    assert (response["patchType"], response["warnings"]) == ("JSONPatch", ["careful"])
+    refused = review_response(review, Decision.refuse(403, "Forbidden", "no"))["response"]
+    assert refused == {
+        "uid": "abc",
+        "allowed": False,
+        "status": {"code": 403, "reason": "Forbidden", "message": "no"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("review", "message"),
+    [
+        ({"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview"}, "expected an"),
+        (
+            {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {}},
+            "request: expected a mapping with a uid",
+        ),
+        (
+            {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "request": {"uid": "u", "operation": "DELETE"},
+            },
+            "request: expected a CREATE or UPDATE with its object",
+        ),
+    ],
+)
+def test_a_body_that_is_not_a_review_this_webhook_serves_is_refused(
+    review: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(BadReviewError, match=message):
+        Request.of(review)
