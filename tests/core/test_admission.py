@@ -17,6 +17,7 @@ from podwright.core.admission import (
     Decision,
     Request,
     mutate_workload,
+    policies_of,
     review_response,
     validate_policy,
     validate_workload,
@@ -82,6 +83,7 @@ PROJECT = project_policy(
     {"enforcement": "audit", "rules": {"nodePools": {"options": [{"value": "a100"}]}}},
 )
 POLICIES = [read(CLUSTER), read(DEPARTMENT), read(PROJECT)]
+POLICY_FOR = policies_of(POLICIES, VISION_SCOPE)
 
 
 def workload(spec: Mapping[str, Any], name: str = "resnet") -> dict[str, Any]:
@@ -177,8 +179,8 @@ def decisions(
 ) -> tuple[Decision, Decision]:
     given = request(obj, old)
     return (
-        mutate_workload(given, VISION_SCOPE, POLICIES, EMPTY_CATALOGUE),
-        validate_workload(given, VISION_SCOPE, POLICIES, EMPTY_CATALOGUE),
+        mutate_workload(given, POLICY_FOR, EMPTY_CATALOGUE),
+        validate_workload(given, VISION_SCOPE, POLICY_FOR, EMPTY_CATALOGUE),
     )
 
 
@@ -194,7 +196,7 @@ def test_a_compliant_workload_is_admitted_with_its_defaults_written_into_its_spe
     assert value["priorityClass"] == "low"  # the cluster's default
     assert value["compute"]["cpuCoreLimit"] == 8
     # Once written, the effective spec is admitted as it is: no second patch.
-    again = mutate_workload(request(workload(value)), VISION_SCOPE, POLICIES, EMPTY_CATALOGUE)
+    again = mutate_workload(request(workload(value)), POLICY_FOR, EMPTY_CATALOGUE)
     assert again == Decision(True)
 
 
@@ -237,7 +239,9 @@ def test_a_malformed_workload_is_refused_as_invalid_naming_the_field() -> None:
 def test_policies_that_cannot_be_combined_refuse_every_workload_of_their_scope() -> None:
     second = cluster_policy("second", {"rules": {"image": {"required": False}}}, scope="cluster")
     given = request(workload({"image": "pytorch"}))
-    refused = validate_workload(given, VISION_SCOPE, [*POLICIES, read(second)], EMPTY_CATALOGUE)
+    refused = validate_workload(
+        given, VISION_SCOPE, policies_of([*POLICIES, read(second)], VISION_SCOPE), EMPTY_CATALOGUE
+    )
     assert not refused.allowed
     assert refused.message.startswith(
         "the policies of project vision cannot be applied, so no workload is admitted there: "
@@ -257,7 +261,7 @@ def test_an_admitted_spec_cannot_change_except_the_fields_that_scale_it() -> Non
     refused = validate_workload(
         request({**admitted, "spec": {**scaled, "image": "vllm:2"}}, {**admitted, "spec": served}),
         VISION_SCOPE,
-        [],
+        policies_of([], VISION_SCOPE),
         EMPTY_CATALOGUE,
     )
     assert refused.message == (
@@ -267,7 +271,7 @@ def test_an_admitted_spec_cannot_change_except_the_fields_that_scale_it() -> Non
     allowed = validate_workload(
         request({**admitted, "spec": scaled}, {**admitted, "spec": served}),
         VISION_SCOPE,
-        [],
+        policies_of([], VISION_SCOPE),
         EMPTY_CATALOGUE,
     )
     assert allowed.allowed, allowed.message
@@ -275,14 +279,14 @@ def test_an_admitted_spec_cannot_change_except_the_fields_that_scale_it() -> Non
 
 def test_restating_the_original_submission_keeps_the_admitted_spec() -> None:
     given = workload({"image": "pytorch", "nodePools": ["a100"]})
-    (patch,) = mutate_workload(request(given), VISION_SCOPE, POLICIES, EMPTY_CATALOGUE).patch
+    (patch,) = mutate_workload(request(given), POLICY_FOR, EMPTY_CATALOGUE).patch
     admitted = {**given, "spec": patch["value"]}
     # `kubectl replace -f` of the original file: the defaults are left out, nothing changed.
-    restated = mutate_workload(request(given, admitted), VISION_SCOPE, POLICIES, EMPTY_CATALOGUE)
+    restated = mutate_workload(request(given, admitted), POLICY_FOR, EMPTY_CATALOGUE)
     assert restated.patch == (patch,)
     assert restated.allowed
     assert validate_workload(
-        request(admitted, admitted), VISION_SCOPE, POLICIES, EMPTY_CATALOGUE
+        request(admitted, admitted), VISION_SCOPE, POLICY_FOR, EMPTY_CATALOGUE
     ).allowed
 
 

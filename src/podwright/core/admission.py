@@ -33,8 +33,8 @@ from podwright.core.cluster_resources import (
     resource_source,
     submission_from_resource,
 )
-from podwright.core.effective_policy import effective_policy
-from podwright.core.evaluation import Evaluation, Violation, evaluate
+from podwright.core.effective_policy import EffectivePolicy, effective_policy
+from podwright.core.evaluation import Evaluation, PreparedPolicy, Violation, evaluate
 from podwright.core.policies import Policy, PolicyError, Scope
 from podwright.core.problems import FieldProblem, ProblemsError
 from podwright.core.workload_fields import WorkloadType
@@ -131,9 +131,18 @@ class Request:
 # Workloads ---------------------------------------------------------------------------------------
 
 
-def mutate_workload(
-    request: Request, scope: Scope, policies: Sequence[Policy], catalogue: AssetCatalogue
-) -> Decision:
+PolicyFor = Callable[[WorkloadType], EffectivePolicy | PreparedPolicy]
+"""The effective policy of the request's scope for a workload type (the webhook keeps them
+prepared, per scope and type, until a policy changes); raises :class:`PolicyError` when the
+scope's policies cannot be combined."""
+
+
+def policies_of(policies: Sequence[Policy], scope: Scope) -> PolicyFor:
+    """Combine ``policies`` for ``scope`` on each call (what a caller without a cache uses)."""
+    return lambda workload_type: effective_policy(policies, scope, workload_type)
+
+
+def mutate_workload(request: Request, policy_for: PolicyFor, catalogue: AssetCatalogue) -> Decision:
     """The effective workload written into ``spec``. A workload the policies refuse, or that
     is malformed, is let through unchanged: the validating webhook refuses it with every
     reason. An update that only restates what was admitted (``kubectl replace`` of the original
@@ -143,7 +152,7 @@ def mutate_workload(
     if isinstance(spec, Mapping) and isinstance(old_spec, Mapping) and _restates(old_spec, spec):
         return Decision(True, patch=_replace_spec(old_spec) if spec != old_spec else ())
     try:
-        evaluation = _evaluate(request.obj, scope, policies, catalogue)
+        evaluation = evaluate_workload(request.obj, policy_for, catalogue)
     except ProblemsError:
         return Decision(True)
     if not evaluation.accepted:
@@ -155,7 +164,7 @@ def mutate_workload(
 
 
 def validate_workload(
-    request: Request, scope: Scope, policies: Sequence[Policy], catalogue: AssetCatalogue
+    request: Request, scope: Scope, policy_for: PolicyFor, catalogue: AssetCatalogue
 ) -> Decision:
     """Refuse a malformed or non-compliant workload (enforce mode) with every reason; admit
     with warnings (warn mode) and an audit annotation (audit mode)."""
@@ -172,7 +181,7 @@ def validate_workload(
                 + _updatable_phrase(request.obj),
             )
     try:
-        evaluation = _evaluate(request.obj, scope, policies, catalogue)
+        evaluation = evaluate_workload(request.obj, policy_for, catalogue)
     except PolicyError as error:
         return Decision.refuse(
             403,
@@ -205,16 +214,15 @@ def validate_workload(
 
 
 def evaluate_workload(
-    obj: Mapping[str, object],
-    scope: Scope,
-    policies: Sequence[Policy],
-    catalogue: AssetCatalogue,
+    obj: Mapping[str, object], policy_for: PolicyFor, catalogue: AssetCatalogue
 ) -> Evaluation:
-    """A Workload object evaluated under the policies of ``scope`` (the one pipeline the
-    webhooks, ``policy report`` and the compliance status use). Raises
+    """A Workload object evaluated under the effective policy of its scope (the one pipeline
+    the webhooks, ``policy report`` and the compliance status use). Raises
     :class:`~podwright.core.workloads.WorkloadInputError` for a malformed workload and
     :class:`PolicyError` when the policies cannot be combined or applied."""
-    return _evaluate(obj, scope, policies, catalogue)
+    submission = submission_from_resource(obj)
+    policy = policy_for(submission.workload_type)
+    return evaluate(policy, submission, submission.workload_type, catalogue)
 
 
 def violation_text(violation: Violation) -> str:
@@ -237,17 +245,6 @@ def finding(violation: Violation) -> dict[str, str]:
         found["policy"] = violation.policy.source or violation.policy.name
         found["scope"] = str(violation.policy.scope)
     return found
-
-
-def _evaluate(
-    obj: Mapping[str, object],
-    scope: Scope,
-    policies: Sequence[Policy],
-    catalogue: AssetCatalogue,
-) -> Evaluation:
-    submission = submission_from_resource(obj)
-    effective = effective_policy(policies, scope, submission.workload_type)
-    return evaluate(effective, submission, submission.workload_type, catalogue)
 
 
 def _replace_spec(spec: Mapping[str, object]) -> tuple[Mapping[str, object], ...]:
