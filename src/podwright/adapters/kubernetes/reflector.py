@@ -176,6 +176,11 @@ class WatchCache:
         with self._lock:
             return len(self._objects)
 
+    def values(self) -> list[JsonObject]:
+        """Every object, as last seen."""
+        with self._lock:
+            return list(self._objects.values())
+
     def replace(self, objects: list[dict[str, Any]]) -> None:
         fresh = {_key(obj): self._trim(obj) for obj in objects}
         with self._lock:

@@ -44,6 +44,16 @@ _RESOURCES = [
         RestResource("kubeflow.org/v1", kind, kind.lower() + "s")
         for kind in ("PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "JAXJob")
     ),
+    RestResource("podwright.dev/v1alpha1", "Workload", "workloads"),
+    RestResource("podwright.dev/v1alpha1", "WorkloadPolicy", "workloadpolicies"),
+    RestResource(
+        "podwright.dev/v1alpha1",
+        "ClusterWorkloadPolicy",
+        "clusterworkloadpolicies",
+        namespaced=False,
+    ),
+    RestResource("podwright.dev/v1alpha1", "Asset", "assets"),
+    RestResource("podwright.dev/v1alpha1", "ClusterAsset", "clusterassets", namespaced=False),
 ]
 RESOURCES = {(resource.api_version, resource.kind): resource for resource in _RESOURCES}
 

@@ -1,0 +1,148 @@
+"""The cluster's policies, namespaces and assets, kept in watch caches for the admission webhooks.
+
+The webhooks answer each review within milliseconds (the API server waits on them), so they never
+read the cluster while answering: a reflector per kind keeps the objects, and the policies are
+read once per change, not per review. A namespace created a moment ago may not have reached its
+cache yet: it is then read directly, once (the DESIGN's "a direct GET is the fallback when the
+cache has not seen an object yet").
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from podwright.adapters.kubernetes.client import KubernetesClient
+from podwright.adapters.kubernetes.reflector import Reflector, WatchCache
+from podwright.core.assets import EMPTY_CATALOGUE, AssetCatalogue
+from podwright.core.cluster_resources import (
+    API_VERSION,
+    ASSET_KIND,
+    CLUSTER_ASSET_KIND,
+    CLUSTER_POLICY_KIND,
+    POLICY_KIND,
+    ClusterScopes,
+    catalogue_from_resources,
+    policy_from_resource,
+    resource_source,
+)
+from podwright.core.lifecycle.objects import JsonObject
+from podwright.core.policies import Policy, PolicyError, Scope
+from podwright.core.problems import FieldProblem
+from podwright.engine.admission_service import PolicySnapshot, UnreadablePolicy
+from podwright.engine.kubernetes_port import NotFoundError, ObjectRef
+
+KINDS = (
+    ("v1", "Namespace"),
+    (API_VERSION, POLICY_KIND),
+    (API_VERSION, CLUSTER_POLICY_KIND),
+    (API_VERSION, ASSET_KIND),
+    (API_VERSION, CLUSTER_ASSET_KIND),
+)
+
+
+class _Counting:
+    """A watch cache that reports every change it is told of (the state's version moves)."""
+
+    def __init__(self, cache: WatchCache, bump: Callable[[], None]) -> None:
+        self._cache = cache
+        self._bump = bump
+
+    def replace(self, objects: list[dict[str, Any]]) -> None:
+        self._cache.replace(objects)
+        self._bump()
+
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        self._cache.apply(event_type, obj)
+        self._bump()
+
+
+class ClusterPolicyState:
+    """The :class:`~podwright.engine.admission_service.PolicyState` of a cluster."""
+
+    def __init__(self, client: KubernetesClient, scopes: ClusterScopes) -> None:
+        self._client = client
+        self._scopes = scopes
+        self._lock = threading.Lock()
+        self._version = 0
+        self._snapshot: PolicySnapshot | None = None
+        self._caches = {kind: WatchCache() for _api_version, kind in KINDS}
+        self._reflectors = [
+            Reflector(client, api_version, kind, _Counting(self._caches[kind], self._bump))
+            for api_version, kind in KINDS
+        ]
+
+    def start(self, timeout: float) -> bool:
+        """Start watching; whether every kind was listed within ``timeout`` seconds."""
+        for reflector in self._reflectors:
+            reflector.start()
+        return all(reflector.wait_synced(timeout) for reflector in self._reflectors)
+
+    def stop(self) -> None:
+        for reflector in self._reflectors:
+            reflector.stop()
+
+    def _bump(self) -> None:
+        with self._lock:
+            self._version += 1
+
+    # PolicyState ----------------------------------------------------------------------------
+
+    def snapshot(self) -> PolicySnapshot:
+        with self._lock:
+            version, known = self._version, self._snapshot
+        if known is not None and known.version == version:
+            return known
+        policies: list[Policy] = []
+        unreadable: list[UnreadablePolicy] = []
+        for kind in (CLUSTER_POLICY_KIND, POLICY_KIND):
+            for obj in self._caches[kind].values():
+                read = self._read_policy(obj)
+                if isinstance(read, Policy):
+                    policies.append(read)
+                else:
+                    unreadable.append(read)
+        snapshot = PolicySnapshot(version, tuple(policies), tuple(unreadable))
+        with self._lock:
+            if self._version == version:
+                self._snapshot = snapshot
+        return snapshot
+
+    def namespace_scope(self, namespace: str) -> Scope:
+        obj = self._caches["Namespace"].get("", namespace)
+        if obj is None:
+            try:
+                obj = self._client.get(ObjectRef("v1", "Namespace", "", namespace))
+            except NotFoundError:
+                raise LookupError(namespace) from None
+        return self._scopes.of_namespace(obj)
+
+    def catalogue(self, namespace: str) -> AssetCatalogue:
+        assets = [
+            *self._caches[CLUSTER_ASSET_KIND].values(),
+            *(obj for obj in self._caches[ASSET_KIND].values() if _namespace(obj) == namespace),
+        ]
+        if not assets:
+            return EMPTY_CATALOGUE
+        return catalogue_from_resources([dict(obj) for obj in assets])
+
+    def _read_policy(self, obj: JsonObject) -> Policy | UnreadablePolicy:
+        source = resource_source(obj)
+        try:
+            if obj.get("kind") == CLUSTER_POLICY_KIND:
+                spec = obj.get("spec")
+                scope = self._scopes.of_cluster_policy(spec if isinstance(spec, dict) else {})
+            else:
+                scope = self.namespace_scope(_namespace(obj))
+        except (ValueError, LookupError) as error:
+            return UnreadablePolicy(source, None, (FieldProblem((), str(error), source),))
+        try:
+            return policy_from_resource(obj, scope)
+        except PolicyError as error:
+            return UnreadablePolicy(source, scope, error.problems)
+
+
+def _namespace(obj: JsonObject) -> str:
+    metadata = obj.get("metadata")
+    return str(metadata.get("namespace", "")) if isinstance(metadata, dict) else ""

@@ -1,0 +1,183 @@
+"""The admission webhooks' handlers (engine/admission_service.py) over an in-memory policy state:
+reviews in, AdmissionReviews out; a policy change takes effect at the next review; a policy that
+cannot be read refuses the workloads of its scopes instead of loosening them."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from podwright.core.admission import BadReviewError
+from podwright.core.assets import EMPTY_CATALOGUE, AssetCatalogue
+from podwright.core.cluster_resources import API_VERSION, ClusterScopes, policy_from_resource
+from podwright.core.policies import Policy, Scope
+from podwright.core.problems import FieldProblem
+from podwright.engine.admission_service import (
+    MUTATE_WORKLOADS,
+    VALIDATE_POLICIES,
+    VALIDATE_WORKLOADS,
+    AdmissionService,
+    PolicySnapshot,
+    UnreadablePolicy,
+)
+
+SCOPES = ClusterScopes("prod")
+VISION = Scope(("prod", "default", "vision"))
+
+
+class MemoryState:
+    def __init__(self) -> None:
+        self.policies: list[Policy] = []
+        self.unreadable: list[UnreadablePolicy] = []
+        self.version = 0
+
+    def snapshot(self) -> PolicySnapshot:
+        return PolicySnapshot(self.version, tuple(self.policies), tuple(self.unreadable))
+
+    def namespace_scope(self, namespace: str) -> Scope:
+        if namespace != "vision":
+            raise LookupError(namespace)
+        return VISION
+
+    def catalogue(self, namespace: str) -> AssetCatalogue:
+        return EMPTY_CATALOGUE
+
+    def set_policies(self, *policies: Policy) -> None:
+        self.policies = list(policies)
+        self.version += 1
+
+
+def cluster_policy(name: str, rules: Mapping[str, Any], **defaults: Any) -> Policy:
+    obj = {
+        "apiVersion": API_VERSION,
+        "kind": "ClusterWorkloadPolicy",
+        "metadata": {"name": name},
+        "spec": {"workloadType": "training", "scope": "cluster", "rules": rules},
+    }
+    if defaults:
+        obj["spec"]["defaults"] = defaults
+    return policy_from_resource(obj, Scope(("prod",)))
+
+
+def review(obj: Mapping[str, Any], operation: str = "CREATE") -> dict[str, Any]:
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "7c1f",
+            "operation": operation,
+            "namespace": obj["metadata"].get("namespace", ""),
+            "object": obj,
+        },
+    }
+
+
+def workload(namespace: str = "vision", **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Workload",
+        "metadata": {"name": "resnet", "namespace": namespace},
+        "spec": {"type": "training", **spec},
+    }
+
+
+@pytest.fixture
+def state() -> MemoryState:
+    return MemoryState()
+
+
+@pytest.fixture
+def routes(state: MemoryState) -> dict[str, Any]:
+    return AdmissionService(state, SCOPES).routes()
+
+
+def response(answer: Mapping[str, Any]) -> dict[str, Any]:
+    assert answer["apiVersion"] == "admission.k8s.io/v1"
+    assert answer["kind"] == "AdmissionReview"
+    assert answer["response"]["uid"] == "7c1f"
+    result: dict[str, Any] = answer["response"]
+    return result
+
+
+def test_the_three_webhooks_are_served_by_path(routes: dict[str, Any]) -> None:
+    assert set(routes) == {MUTATE_WORKLOADS, VALIDATE_WORKLOADS, VALIDATE_POLICIES}
+
+
+def test_a_policy_change_takes_effect_at_the_next_review(
+    state: MemoryState, routes: dict[str, Any]
+) -> None:
+    given = review(workload(image="pytorch", compute={"gpuDevicesRequest": 4}))
+    state.set_policies(cluster_policy("limits", {"compute": {"gpuDevicesRequest": {"max": 8}}}))
+    assert response(routes[VALIDATE_WORKLOADS](given))["allowed"]
+    state.set_policies(cluster_policy("limits", {"compute": {"gpuDevicesRequest": {"max": 2}}}))
+    refused = response(routes[VALIDATE_WORKLOADS](given))
+    assert not refused["allowed"]
+    assert "spec.compute.gpuDevicesRequest: " in refused["status"]["message"]
+
+
+def test_the_mutating_webhook_patches_in_the_defaults_of_the_scope(
+    state: MemoryState, routes: dict[str, Any]
+) -> None:
+    state.set_policies(cluster_policy("defaults", {}, priorityClass="low"))
+    answer = response(routes[MUTATE_WORKLOADS](review(workload(image="pytorch"))))
+    (patch,) = json.loads(base64.b64decode(answer["patch"]))
+    assert patch["value"]["priorityClass"] == "low"
+
+
+def test_an_unreadable_policy_refuses_the_workloads_of_its_scopes(
+    state: MemoryState, routes: dict[str, Any]
+) -> None:
+    problem = FieldProblem(("spec", "rules", "image", "most"), "unknown", "WorkloadPolicy vision/x")
+    state.unreadable = [UnreadablePolicy("WorkloadPolicy vision/x", VISION, (problem,))]
+    state.version += 1
+    refused = response(routes[VALIDATE_WORKLOADS](review(workload(image="pytorch"))))
+    assert not refused["allowed"]
+    assert refused["status"]["message"] == (
+        "the policies of project vision cannot be applied, so no workload is admitted there: "
+        "WorkloadPolicy vision/x: spec.rules.image.most: unknown"
+    )
+    # The mutating webhook leaves the refusal to the validating one.
+    assert response(routes[MUTATE_WORKLOADS](review(workload(image="pytorch"))))["allowed"]
+
+
+def test_a_workload_in_a_namespace_that_does_not_exist_is_refused(
+    routes: dict[str, Any],
+) -> None:
+    refused = response(routes[VALIDATE_WORKLOADS](review(workload("elsewhere", image="x"))))
+    assert refused["status"] == {
+        "code": 404,
+        "reason": "NotFound",
+        "message": 'namespaces "elsewhere" not found',
+    }
+
+
+def test_a_project_policy_is_checked_in_the_scope_of_its_namespace(
+    state: MemoryState, routes: dict[str, Any]
+) -> None:
+    state.set_policies(cluster_policy("owner", {"image": {"required": True}}))
+    project = {
+        "apiVersion": API_VERSION,
+        "kind": "WorkloadPolicy",
+        "metadata": {"name": "mine", "namespace": "vision"},
+        "spec": {"workloadType": "training", "rules": {"image": {"required": False}}},
+    }
+    refused = response(routes[VALIDATE_POLICIES](review(project)))
+    assert not refused["allowed"]
+    assert "owned by cluster prod (policy 'owner')" in refused["status"]["message"]
+    elsewhere = {**project, "metadata": {"name": "mine", "namespace": "elsewhere"}}
+    refused = response(routes[VALIDATE_POLICIES](review(elsewhere)))
+    assert refused["status"]["message"] == (
+        "WorkloadPolicy elsewhere/mine is invalid: "
+        'metadata.namespace: namespaces "elsewhere" not found'
+    )
+
+
+def test_a_body_that_is_not_a_review_is_an_error_for_the_server_to_answer(
+    routes: dict[str, Any],
+) -> None:
+    with pytest.raises(BadReviewError):
+        routes[VALIDATE_WORKLOADS]({"kind": "Pod"})
