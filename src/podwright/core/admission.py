@@ -359,3 +359,41 @@ def _combining_problems(
             for problem in error.problems:
                 found.setdefault(f"{problem.source}: {problem}", problem)
     return found
+
+
+# The compliance report ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Noncompliance:
+    """An admitted Workload that its scope's current policies would refuse, and why."""
+
+    source: str
+    issues: tuple[str, ...]
+
+
+def noncompliant_workloads(
+    workloads: Iterable[Mapping[str, object]],
+    policy_for_workload: Callable[[Mapping[str, object]], PolicyFor],
+    catalogue_for_workload: Callable[[Mapping[str, object]], AssetCatalogue],
+) -> list[Noncompliance]:
+    """The admitted workloads the current policies would refuse (a policy change never changes
+    a running workload; this says which ones it now disagrees with), each with every issue, in
+    the order given."""
+    found = []
+    for obj in workloads:
+        try:
+            evaluation = evaluate_workload(
+                obj, policy_for_workload(obj), catalogue_for_workload(obj)
+            )
+        except ProblemsError as error:
+            found.append(
+                Noncompliance(
+                    resource_source(obj), tuple(str(problem) for problem in error.problems)
+                )
+            )
+            continue
+        if not evaluation.accepted:
+            issues = tuple(violation_text(violation) for violation in evaluation.violations)
+            found.append(Noncompliance(resource_source(obj), issues))
+    return found
