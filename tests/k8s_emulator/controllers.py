@@ -149,8 +149,7 @@ class View:
 
 
 def _object_key(resource: ResourceType, obj: Obj) -> ObjectKey:
-    metadata = obj["metadata"]
-    return resource, metadata.get("namespace", ""), metadata["name"]
+    return (resource, *_key(obj))
 
 
 class Controller(Protocol):

@@ -243,12 +243,8 @@ class ApiStore:
         the history no longer reaches back to ``since`` (read a :meth:`snapshot` again). The
         events' objects are copies: read them, never change them."""
         with self._changed:
-            if since < self._compacted:
-                return None
-            start = bisect.bisect_right(
-                self._history, since, key=lambda event: event.resource_version
-            )
-            return self._history[start:], self._revision
+            after = self._history_after(since)
+            return None if after is None else (after, self._revision)
 
     def get(self, resource: ResourceType, namespace: str, name: str) -> Obj:
         with self._changed:
@@ -680,15 +676,13 @@ class ApiStore:
         while not stop.is_set():
             bookmark: Obj | None = None
             with self._changed:
-                if position < self._compacted:
+                after = self._history_after(position)
+                if after is None:
                     # The history this watch had still to send was compacted (it read too
                     # slowly): it ends, as the API server closes a watcher that falls behind,
                     # and its client resumes from its last version (410 then, so it lists).
                     return
-                start = bisect.bisect_right(
-                    self._history, position, key=lambda event: event.resource_version
-                )
-                pending = self._history[start:]
+                pending = after
                 if not pending:
                     if deadline is not None and datetime.now(UTC) >= deadline:
                         return
@@ -736,6 +730,14 @@ class ApiStore:
             self._changed.notify_all()
 
     # Internals ----------------------------------------------------------------------------
+
+    def _history_after(self, version: int) -> list[WatchEvent] | None:
+        """The recorded changes after ``version``; None if some were compacted away. Callers
+        hold the lock."""
+        if version < self._compacted:
+            return None
+        start = bisect.bisect_right(self._history, version, key=lambda e: e.resource_version)
+        return self._history[start:]
 
     def _of_kind(self, resource: ResourceType) -> dict[tuple[str, str], Obj]:
         """The stored objects of one kind, by (namespace, name); callers hold the lock."""

@@ -67,6 +67,9 @@ class ClusterPolicyState:
         self._lock = threading.Lock()
         self._version = 0
         self._snapshot: PolicySnapshot | None = None
+        self._catalogues: dict[str, tuple[int, AssetCatalogue]] = {}
+        """Each namespace's catalogue and the version it was read at: a review reads it, so it
+        is built once per change, not per review."""
         self._caches = {kind: WatchCache() for _api_version, kind in KINDS}
         self._reflectors = [
             Reflector(client, api_version, kind, _Counting(self._caches[kind], self._bump))
@@ -119,6 +122,20 @@ class ClusterPolicyState:
         return self._scopes.of_namespace(obj)
 
     def catalogue(self, namespace: str) -> AssetCatalogue:
+        with self._lock:
+            version, known = self._version, self._catalogues.get(namespace)
+        if known is not None and known[0] == version:
+            return known[1]
+        catalogue = self._read_catalogue(namespace)
+        with self._lock:
+            if self._version == version:
+                self._catalogues = {
+                    name: entry for name, entry in self._catalogues.items() if entry[0] == version
+                }
+                self._catalogues[namespace] = (version, catalogue)
+        return catalogue
+
+    def _read_catalogue(self, namespace: str) -> AssetCatalogue:
         assets = [
             *self._caches[CLUSTER_ASSET_KIND].values(),
             *(obj for obj in self._caches[ASSET_KIND].values() if _namespace(obj) == namespace),
