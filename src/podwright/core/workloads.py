@@ -58,6 +58,7 @@ from podwright.core.workload_fields import (
 )
 
 WRAPPED_FIELDS = ("type", "name", "spec")
+_ROLE_NAMES = frozenset(ROLES)
 CONSISTENCY = "consistency"
 """The rule an inconsistency between two bounded fields breaks."""
 
@@ -206,20 +207,29 @@ class FieldChecker:
         self, section: Section, data: object, path: FieldPath, schema_path: tuple[str, ...]
     ) -> dict[str, object] | None:
         """Check a mapping of fields; ``schema_path`` is its place in the catalogue."""
-        if not isinstance(data, Mapping):
+        # A dict is told first, cheaply: an isinstance check against the ABC is slow.
+        if type(data) is not dict and not isinstance(data, Mapping):
             self.problems.append(
                 FieldProblem(path, f"expected a mapping of fields, got {describe(data)}")
             )
             return None
+        fields = section.fields
         is_roles = _is_roles(section)
         checked: dict[str, object] = {}
         for name, raw in data.items():
-            field = section.fields.get(name) if isinstance(name, str) else None
+            field = fields.get(name) if isinstance(name, str) else None
             if field is None:
                 message = missing_field_message(section, name, schema_path, self.workload_type)
                 self.problems.append(FieldProblem((*path, name), message))
                 continue
             if raw is None:
+                continue
+            if type(field) is Leaf and field.value_type is not ValueType.ARRAY:
+                # The common case, inline: a scalar, whose path is only built for a problem.
+                try:
+                    checked[name] = check_leaf(field, raw)
+                except InvalidValue as error:
+                    self.problems.append(FieldProblem((*path, name), str(error)))
                 continue
             inner = schema_path if is_roles else (*schema_path, name)
             value = self.field(field, raw, (*path, name), inner)
@@ -258,7 +268,7 @@ class FieldChecker:
         seen: dict[str, int] = {}
         for index, item in enumerate(raw):
             item_path = (*path, index)
-            if not isinstance(item, Mapping):
+            if type(item) is not dict and not isinstance(item, Mapping):
                 self.problems.append(
                     FieldProblem(
                         item_path, f"expected an instance (a mapping), got {describe(item)}"
@@ -285,9 +295,12 @@ class FieldChecker:
                 )
                 continue
             seen[key] = index
-            attributes = {name: value for name, value in item.items() if name != EXCLUDE}
+            marked = EXCLUDE in item
+            attributes = (
+                {name: value for name, value in item.items() if name != EXCLUDE} if marked else item
+            )
             checked = self.section(field.attributes, attributes, item_path, schema_path)
-            excluded = EXCLUDE in item and self._exclude(item[EXCLUDE], (*item_path, EXCLUDE))
+            excluded = marked and self._exclude(item[EXCLUDE], (*item_path, EXCLUDE))
             if checked is not None:
                 if excluded:
                     checked[EXCLUDE] = True
@@ -365,6 +378,8 @@ def check_leaf(leaf: Leaf, raw: object) -> object:
 
 def numeric_value(kind: ValueType, raw: object) -> Decimal:
     """The exact amount of an integer, number or quantity value; InvalidValue if it is none."""
+    if type(raw) is int:  # the common case, whatever the kind (a bool's type is bool)
+        return Decimal(raw)
     if kind is ValueType.QUANTITY:
         try:
             return quantities.parse(raw)
@@ -395,7 +410,7 @@ def _as_list(leaf: Leaf, raw: object) -> list[object]:
 
 
 def _is_roles(section: Section) -> bool:
-    return set(section.fields) == set(ROLES)
+    return section.fields.keys() == _ROLE_NAMES
 
 
 def missing_field_message(
