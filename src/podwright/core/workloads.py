@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from decimal import Decimal
+from typing import Any, TypeGuard
 
 from podwright.core import quantities
 from podwright.core.field_paths import FieldPath
@@ -207,8 +208,7 @@ class FieldChecker:
         self, section: Section, data: object, path: FieldPath, schema_path: tuple[str, ...]
     ) -> dict[str, object] | None:
         """Check a mapping of fields; ``schema_path`` is its place in the catalogue."""
-        # A dict is told first, cheaply: an isinstance check against the ABC is slow.
-        if type(data) is not dict and not isinstance(data, Mapping):
+        if not is_mapping(data):
             self.problems.append(
                 FieldProblem(path, f"expected a mapping of fields, got {describe(data)}")
             )
@@ -268,7 +268,7 @@ class FieldChecker:
         seen: dict[str, int] = {}
         for index, item in enumerate(raw):
             item_path = (*path, index)
-            if type(item) is not dict and not isinstance(item, Mapping):
+            if not is_mapping(item):
                 self.problems.append(
                     FieldProblem(
                         item_path, f"expected an instance (a mapping), got {describe(item)}"
@@ -394,6 +394,12 @@ def numeric_value(kind: ValueType, raw: object) -> Decimal:
     if not amount.is_finite():
         raise InvalidValue(f"expected a finite number, got {describe(raw)}")
     return amount
+
+
+def is_mapping(value: object) -> TypeGuard[Mapping[Any, Any]]:
+    """Whether ``value`` is a mapping; a dict is told first, cheaply (an isinstance check
+    against the ABC is slow, and every mapping of parsed data is a dict)."""
+    return type(value) is dict or isinstance(value, Mapping)
 
 
 def _as_list(leaf: Leaf, raw: object) -> list[object]:
