@@ -214,7 +214,6 @@ class FieldChecker:
             )
             return None
         fields = section.fields
-        is_roles = _is_roles(section)
         checked: dict[str, object] = {}
         for name, raw in data.items():
             field = fields.get(name) if isinstance(name, str) else None
@@ -231,7 +230,7 @@ class FieldChecker:
                 except InvalidValue as error:
                     self.problems.append(FieldProblem((*path, name), str(error)))
                 continue
-            inner = schema_path if is_roles else (*schema_path, name)
+            inner = schema_path if _is_roles(section) else (*schema_path, name)
             value = self.field(field, raw, (*path, name), inner)
             if value is not None:
                 checked[name] = value
@@ -482,8 +481,10 @@ def inconsistencies(
         for section_path, pairs in BOUNDED_PAIRS.items():
             data = _mapping_at(role_data, section_path)
             for lower, upper in pairs:
+                if lower not in data or upper not in data:
+                    continue
                 field = field_at(root, (*role, *section_path, upper))
-                if not isinstance(field, Leaf) or lower not in data or upper not in data:
+                if not isinstance(field, Leaf):
                     continue
                 if numeric_value(field.value_type, data[upper]) < numeric_value(
                     field.value_type, data[lower]
