@@ -6,21 +6,30 @@ Run: ``make bench`` (or ``.venv/bin/python benchmarks/policy_bench.py``). Prints
    itemized fields with >= 5 default instances each, an imposed asset) evaluated against a
    realistic submission, one core, sequentially: evaluations per second, p50/p99/max latency;
    the same with the submission's parsing included; and the cost of combining the tree;
-2. cost against the number of ruled fields, and against the number of itemized instances, with
+2. parse + evaluate (prepared policy) as a multiple of one ``copy.deepcopy`` of the submission's
+   data, the two timed alternately in one loop so that machine noise hits both alike: for the
+   realistic submission, and for the biggest example workload (``examples/workload-*.yaml``)
+   under the example policies of its type;
+3. cost against the number of ruled fields, and against the number of itemized instances, with
    the cost per field / per instance, which stays flat when growth is linear.
 
-Targets (issue 3): >= 5,000 evaluations/s and p99 < 1 ms on one core.
+Targets (issue 3): >= 5,000 evaluations/s and p99 < 1 ms on one core. Target (issue 18): parse +
+evaluate <= 10x one deepcopy of the submission, so that the admission webhook can afford it.
 """
 
 from __future__ import annotations
 
+import copy
 import gc
+import io
 import statistics
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from podwright.adapters.documents import read_document
 from podwright.core.assets import catalogue_from_data
 from podwright.core.effective_policy import effective_policy
 from podwright.core.evaluation import PreparedPolicy, evaluate, prepare
@@ -29,6 +38,8 @@ from podwright.core.workload_fields import SCHEMAS, Leaf, Section, ValueType, Wo
 from podwright.core.workloads import Submission, submission_from_data
 
 TRAINING = WorkloadType.TRAINING
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+DEEPCOPY_TARGET = 10
 PROJECT = Scope(("prod", "research", "vision"))
 CATALOGUE = catalogue_from_data(
     {
@@ -237,16 +248,25 @@ def count_rules(policies: list[Policy]) -> int:
 
 
 def timed(action: Callable[[], object], repeat: int) -> list[float]:
+    """Microseconds per call of ``action``, ``repeat`` times after a warm-up."""
+    return interleaved([action], repeat)[0]
+
+
+def interleaved(actions: list[Callable[[], object]], repeat: int) -> list[list[float]]:
+    """Microseconds per call of each action, calling them in turn ``repeat`` times: whatever
+    disturbs the machine for a while disturbs them all alike."""
     for _ in range(min(200, repeat)):
-        action()
-    samples: list[float] = []
+        for action in actions:
+            action()
+    samples: list[list[float]] = [[] for _ in actions]
     gc.collect()
     gc.disable()
     try:
         for _ in range(repeat):
-            start = time.perf_counter_ns()
-            action()
-            samples.append((time.perf_counter_ns() - start) / 1000)
+            for action, taken in zip(actions, samples, strict=True):
+                start = time.perf_counter_ns()
+                action()
+                taken.append((time.perf_counter_ns() - start) / 1000)
     finally:
         gc.enable()
     return samples
@@ -260,6 +280,57 @@ def summary(label: str, samples: list[float]) -> None:
     print(
         f"  {label:<40} {rate:>9,.0f}/s   p50 {p50:7.1f} µs   p99 {p99:7.1f} µs   max {ordered[-1]:8.1f} µs"
     )
+
+
+def against_deepcopy(label: str, prepared: PreparedPolicy, data: dict[str, Any]) -> None:
+    """Parse + evaluate ``data`` under ``prepared``, as a multiple of one deep copy of ``data``
+    (medians of samples taken alternately)."""
+    workload_type = prepared.policy.workload_type
+    outcome = evaluate(prepared, submission_from_data(data), workload_type, CATALOGUE)
+    assert outcome.accepted, outcome.violations
+    evaluations, copies = interleaved(
+        [
+            lambda: evaluate(prepared, submission_from_data(data), workload_type, CATALOGUE),
+            lambda: copy.deepcopy(data),
+        ],
+        20000,
+    )
+    evaluation, deepcopy = statistics.median(evaluations), statistics.median(copies)
+    ratio = evaluation / deepcopy
+    verdict = "met" if ratio <= DEEPCOPY_TARGET else "MISSED"
+    print(
+        f"  {label:<48} {ratio:5.2f}×   (≤ {DEEPCOPY_TARGET}×: {verdict})   "
+        f"p50 {evaluation:6.1f} µs, deepcopy {deepcopy:5.1f} µs   "
+        f"{1_000_000 / statistics.fmean(evaluations):>7,.0f} evaluations/s"
+    )
+
+
+def biggest_example() -> tuple[str, PreparedPolicy, dict[str, Any]]:
+    """The example workload with the most values, and the example policies of its type (on
+    the branch of :data:`PROJECT`), prepared."""
+    examples = {
+        path.name: read_document(str(path), io.StringIO()).data
+        for path in sorted(EXAMPLES.glob("workload-*.yaml"))
+    }
+    name, data = max(examples.items(), key=lambda example: value_count(example[1]))
+    assert isinstance(data, dict)
+    workload_type = submission_from_data(data).workload_type
+    policies = [
+        policy_from_data(read_document(str(path), io.StringIO()).data, str(path))
+        for path in sorted((EXAMPLES / "policies").glob("*.yaml"))
+    ]
+    effective = effective_policy(policies, PROJECT, workload_type)
+    label = f"{name} ({value_count(data)} values, {len(effective.policies)} policies)"
+    return label, prepare(effective, CATALOGUE), data
+
+
+def value_count(data: object) -> int:
+    """How many scalar values a document holds."""
+    if isinstance(data, dict):
+        return sum(value_count(item) for item in data.values())
+    if isinstance(data, list):
+        return sum(value_count(item) for item in data)
+    return 1
 
 
 def numeric_leaves() -> list[tuple[str, ...]]:
@@ -339,6 +410,10 @@ def main() -> int:
         "combine the tree (effective_policy)",
         timed(lambda: effective_policy(tree, PROJECT, TRAINING), 5000),
     )
+
+    print("\nparse + evaluate (prepared) against one copy.deepcopy of the submission's data:")
+    against_deepcopy(f"realistic ({value_count(raw)} values, 3 policies)", prepared, raw)
+    against_deepcopy(*biggest_example())
 
     print("\ncost against ruled fields (each with a default and a min/max rule):")
     points = []

@@ -6,22 +6,30 @@
   submission breaks, and which policies do not load).
 - Evaluation is deterministic.
 - A submission equal to the defaults is accepted whenever the defaults satisfy the rules.
+- The default instances a prepared policy evaluated once (those a submission leaves untouched)
+  give exactly what evaluating them with the submission gives, and every evaluation's output is
+  its own.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 from decimal import Decimal
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from podwright.core.assets import catalogue_from_data
+from podwright.core.evaluation import Evaluation, evaluate, prepare
 from podwright.core.policies import PolicyError
 from podwright.core.quantities import parse
-from tests.policy_helpers import make_policy, run
+from podwright.core.workload_fields import WorkloadType
+from podwright.core.workloads import submission_from_data
+from tests.policy_helpers import combine, make_policy, run
 
 POLICY = "policy default (cluster prod)"
 
@@ -463,3 +471,173 @@ def test_attribute_values_satisfy_their_rules_whatever_their_source(scenario: An
             assert evaluation.values[where] == value
             assert evaluation.sources[where] == source
             assert not breaks(PORT, rules, evaluation.values[where])
+
+
+ASSETS = catalogue_from_data(
+    {
+        "apiVersion": "podwright.dev/v1",
+        "kind": "AssetCatalogue",
+        "assets": [
+            {
+                "id": "a1",
+                "name": "datasets",
+                "kind": "pvc",
+                "spec": {"claimName": "ds", "path": "/data"},
+            }
+        ],
+    }
+)
+PORT_KEYS = ["p", "q", "r"]
+VARIABLE_KEYS = ["A", "B", "C"]
+VARIABLE_VALUES = st.one_of(
+    st.just({}),
+    st.sampled_from(["x", "y"]).map(lambda value: {"value": value}),
+    st.just({"secret": {"name": "s", "key": "k"}}),
+)
+
+
+@st.composite
+def instance_scenarios(draw: st.DrawFn) -> dict[str, Any]:
+    """Default instances of ports and environment variables (a nested section), an imposed
+    storage instance, rules on their attributes (a defaultFrom among them) and on the instances,
+    in any enforcement mode, for training or below a role of distributed training; and a
+    submission that leaves each instance untouched, submits it again as it is, changes it,
+    excludes it, or adds one."""
+    ports = [
+        {
+            "name": key,
+            **draw(
+                st.fixed_dictionaries(
+                    {},
+                    optional={
+                        "container": PORT.values,
+                        "serviceType": st.sampled_from(["ClusterIP", "NodePort"]),
+                    },
+                )
+            ),
+        }
+        for key in draw(st.lists(st.sampled_from(PORT_KEYS), unique=True, max_size=3))
+    ]
+    variables = [
+        {"name": key, **draw(VARIABLE_VALUES)}
+        for key in draw(st.lists(st.sampled_from(VARIABLE_KEYS), unique=True, max_size=3))
+    ]
+    port_attributes: dict[str, Any] = {
+        "container": {
+            name: rule
+            for name, rule in draw(field_rules(PORT)).items()
+            if name in {"min", "max", "required"}
+        }
+    }
+    if draw(st.booleans()):
+        port_attributes["external"] = {"defaultFrom": {"field": "container", "factor": 1}}
+    port_instances: dict[str, Any] = {
+        "locked": draw(st.lists(st.sampled_from([port["name"] for port in ports]), unique=True))
+        if ports
+        else []
+    }
+    if draw(st.booleans()):
+        port_instances["canAdd"] = draw(st.booleans())
+    rules: dict[str, Any] = {
+        "ports": {"instances": port_instances, "attributes": port_attributes},
+        "environmentVariables": {"attributes": {"value": {"required": draw(st.booleans())}}},
+        "storage": {
+            "pvc": {
+                "attributes": {
+                    "path": {"options": [{"value": draw(st.sampled_from(["/data", "/other"]))}]}
+                }
+            }
+        },
+    }
+    defaults: dict[str, Any] = {}
+    if ports:
+        defaults["ports"] = {"instances": ports}
+    if variables:
+        defaults["environmentVariables"] = {"instances": variables}
+    role = draw(st.sampled_from([(), ("worker",)]))
+
+    def submitted(
+        instances: list[dict[str, Any]], keys: list[str], change: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        by_key = {instance["name"]: instance for instance in instances}
+        items = []
+        for key in keys:
+            action = draw(st.sampled_from(["untouched", "same", "change", "exclude"]))
+            if action == "same" and key in by_key:
+                items.append(copy.deepcopy(by_key[key]))
+            elif action == "change":
+                items.append({"name": key, **change})
+            elif action == "exclude":
+                items.append({"name": key, "exclude": True})
+        return items
+
+    spec = {
+        name: items
+        for name, items in (
+            ("ports", submitted(ports, PORT_KEYS, {"container": draw(PORT.values)})),
+            ("environmentVariables", submitted(variables, VARIABLE_KEYS, {"value": "z"})),
+            ("storage", {"pvc": submitted([], ["datasets"], {"path": "/elsewhere"})}),
+        )
+        if items and items != {"pvc": []}
+    }
+
+    def below_role(body: dict[str, Any]) -> dict[str, Any]:
+        return {role[0]: body} if role else body
+
+    return {
+        "body": {
+            "defaults": below_role(defaults),
+            "rules": below_role(rules),
+            "imposedAssets": ["a1"] if draw(st.booleans()) else [],
+        },
+        "enforcement": draw(st.sampled_from(["enforce", "warn", "audit"])),
+        "workload_type": "distributed" if role else "training",
+        "spec": below_role(spec),
+    }
+
+
+def _outcome(evaluation: Evaluation) -> tuple[object, ...]:
+    """Everything an evaluation says, in order."""
+    return (
+        json.dumps(evaluation.workload),
+        list(evaluation.sources.items()),
+        list(evaluation.values.items()),
+        evaluation.violations,
+        evaluation.warnings,
+        evaluation.audited,
+    )
+
+
+def _clear_sections(value: object) -> None:
+    """Empty every mapping of an effective workload, as a careless caller might."""
+    if isinstance(value, list):
+        for item in value:
+            _clear_sections(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _clear_sections(item)
+        value.clear()
+
+
+@given(instance_scenarios())
+def test_untouched_default_instances_evaluated_once_give_what_evaluating_them_gives(
+    scenario: dict[str, Any],
+) -> None:
+    try:
+        policy = make_policy(
+            scenario["body"],
+            workload_type=scenario["workload_type"],
+            enforcement=scenario["enforcement"],
+        )
+    except PolicyError:
+        assume(False)  # a default instance that breaks its own policy's rules
+    kind = WorkloadType(scenario["workload_type"])
+    prepared = prepare(combine([policy], workload_type=kind.value), ASSETS)
+    assert prepared.untouched.keys() == prepared.instances.keys()
+    every_instance_evaluated = dataclasses.replace(prepared, untouched={})
+    submission = submission_from_data(scenario["spec"], kind)
+    expected = _outcome(evaluate(every_instance_evaluated, submission, kind, ASSETS))
+    first = evaluate(prepared, submission, kind, ASSETS)
+    assert _outcome(first) == expected
+    _clear_sections(first.workload)
+    assert _outcome(evaluate(prepared, submission, kind, ASSETS)) == expected

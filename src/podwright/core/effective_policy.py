@@ -79,8 +79,6 @@ class EffectivePolicy:
     order evaluation must visit them (a ``defaultFrom`` source before its target)."""
     default_entries: Mapping[SchemaPath, tuple[object, str]]
     """Each leaf and attribute default with its source, as evaluation reports it."""
-    rule_entries: Mapping[SchemaPath, tuple[FieldRules, Policy]]
-    """Each field's rules with the policy that owns them."""
     instance_entries: Mapping[SchemaPath, Mapping[str, DefaultInstance]]
     """Default instances of itemized fields by key, with their source."""
     slots: dict[SchemaPath, Mapping[str, Slot]] = dataclasses.field(
@@ -89,17 +87,37 @@ class EffectivePolicy:
     """A memo for :meth:`slots_of`, filled as sections are first evaluated."""
 
     def slots_of(self, schema_path: SchemaPath, section: Section) -> Mapping[str, Slot]:
-        """Each field of the section at ``schema_path``: the field, its path, its default, and
-        whether it is plain (a leaf with no rule and no framework condition)."""
+        """Each field of the section at ``schema_path``: the field, its path, its default, its
+        :class:`Ruling` (for a leaf with a rule or a framework condition), and whether it is
+        plain (a leaf with neither)."""
         slots = self.slots.get(schema_path)
         if slots is None:
             slots = {}
             for name, field in section.fields.items():
                 path = (*schema_path, name)
-                plain = isinstance(field, Leaf) and not field.frameworks and path not in self.rules
-                slots[name] = (field, path, self.default_entries.get(path), plain)
+                default = self.default_entries.get(path)
+                ruling = None
+                if isinstance(field, Leaf) and (field.frameworks or path in self.rules):
+                    ruling = self._ruling(field, path, default)
+                plain = isinstance(field, Leaf) and ruling is None
+                slots[name] = (field, path, default, ruling, plain)
             self.slots[schema_path] = slots
         return slots
+
+    def _ruling(self, field: Leaf, path: SchemaPath, default: tuple[object, str] | None) -> Ruling:
+        sourced = self.rules.get(path)
+        rules = FieldRules() if sourced is None else sourced.value
+        owner = None if sourced is None else sourced.policy
+        default_from = rules.default_from
+        return Ruling(
+            rules,
+            owner,
+            None
+            if default_from is None or owner is None
+            else f"{default_from.describe()} ({owner.scope})",
+            () if default is None else tuple(rule_breaches(field, rules, *default)),
+            idle=default is None and default_from is None and not rules.required,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,8 +130,26 @@ class DefaultInstance:
     imposed: bool
 
 
-Slot = tuple[Field, SchemaPath, tuple[object, str] | None, bool]
-"""What evaluation needs of a field: the field, its path, its default entry, plainness."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class Ruling:
+    """How evaluation applies the rules of one leaf, worked out once per policy."""
+
+    rules: FieldRules
+    owner: Policy | None
+    """The policy that owns the rules (None for a leaf with only a framework condition)."""
+    default_from_source: str | None
+    """The source of a value ``defaultFrom`` computes: ``defaultFrom compute.cpuCoreLimit ×
+    0.5 (cluster prod)``."""
+    default_breaches: tuple[tuple[str, str], ...]
+    """The (rule, details) pairs of the value rules the field's policy default breaks."""
+    idle: bool
+    """Whether the field has no value unless one is submitted or an instance gives it (no
+    default, no ``defaultFrom``), and none is required."""
+
+
+Slot = tuple[Field, SchemaPath, tuple[object, str] | None, Ruling | None, bool]
+"""What evaluation needs of a field: the field, its path, its default entry, its ruling (a leaf
+with a rule or a framework condition), plainness (a leaf without)."""
 
 
 def effective_policy(
@@ -205,7 +241,6 @@ def effective_policy(
             )
             for path, sourced in defaults.items()
         },
-        rule_entries={path: (sourced.value, sourced.policy) for path, sourced in rules.items()},
         instance_entries={
             path: {
                 key: DefaultInstance(

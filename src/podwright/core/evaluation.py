@@ -20,6 +20,12 @@ submission rendered without policies gets.
 Every violation is reported, never only the first. Each carries the policy that owns the rule,
 whose enforcement mode decides its fate: ``enforce`` rejects, ``warn`` accepts with a warning,
 ``audit`` accepts and records it.
+
+The admission webhook evaluates every submission under the policy of its scope, so the work that
+depends on the policy alone is done once, when it is prepared (:func:`prepare`): imposed assets
+resolved, each ruled field's rules looked up with its default's breaches
+(:meth:`~podwright.core.effective_policy.EffectivePolicy.slots_of`), and each default instance
+evaluated as every submission that leaves it untouched gets it.
 """
 
 from __future__ import annotations
@@ -28,10 +34,14 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from podwright.core.assets import AssetCatalogue
-from podwright.core.effective_policy import DefaultInstance, EffectivePolicy, instance_key
+from podwright.core.effective_policy import (
+    DefaultInstance,
+    EffectivePolicy,
+    Slot,
+    instance_key,
+)
 from podwright.core.policies import (
     Enforcement,
-    FieldRules,
     Policy,
     PolicyError,
     SchemaPath,
@@ -51,7 +61,7 @@ from podwright.core.workload_fields import (
     WorkloadType,
     field_at,
 )
-from podwright.core.workloads import Submission, inconsistencies
+from podwright.core.workloads import Submission, inconsistencies, is_mapping
 
 SUBMISSION = "submission"
 
@@ -162,11 +172,47 @@ class PreparedPolicy:
     """For each section, the fields the policy or its imposed assets speak of, in order."""
     instances: Mapping[SchemaPath, Mapping[str, DefaultInstance]]
     """Default instances (the policy's and imposed assets'), by field and key."""
+    untouched: Mapping[SchemaPath, Mapping[str, EvaluatedInstance]] = dataclasses.field(
+        default_factory=dict
+    )
+    """Each default instance evaluated as a submission that does not mention it gets it (the
+    same for every such submission), by field and key; evaluation evaluates any other."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluatedInstance:
+    """What evaluating one instance of an itemized field adds to an evaluation."""
+
+    instance: Mapping[str, object]
+    """The effective instance: its key and attributes."""
+    sources: Mapping[str, str]
+    values: Mapping[str, object]
+    issues: tuple[Violation, ...]
 
 
 def prepare(policy: EffectivePolicy, catalogue: AssetCatalogue) -> PreparedPolicy:
-    """Resolve ``policy``'s imposed assets in ``catalogue``; raises :class:`PolicyError` as
+    """Resolve ``policy``'s imposed assets in ``catalogue``, and evaluate each default instance
+    as a submission that leaves it untouched gets it; raises :class:`PolicyError` as
     :func:`evaluate` does. Evaluating many submissions, prepare once."""
+    resolved = _with_imposed_assets(policy, catalogue)
+    root = SCHEMAS[policy.workload_type]
+    untouched: dict[SchemaPath, dict[str, EvaluatedInstance]] = {}
+    for path, by_key in resolved.instances.items():
+        field = field_at(root, path)
+        assert isinstance(field, Itemized)
+        for key, default in by_key.items():
+            evaluator = _Evaluator(resolved)
+            instance = evaluator.instance(
+                field, path, ".".join(path), key, default=default, change=None
+            )
+            untouched.setdefault(path, {})[key] = EvaluatedInstance(
+                instance, evaluator.sources, evaluator.values, tuple(evaluator.issues)
+            )
+    return dataclasses.replace(resolved, untouched=untouched)
+
+
+def _with_imposed_assets(policy: EffectivePolicy, catalogue: AssetCatalogue) -> PreparedPolicy:
+    """``policy`` with its imposed assets resolved in ``catalogue`` (see :func:`prepare`)."""
     imposed = resolve_imposed_assets(policy, catalogue)
     if not imposed:
         return PreparedPolicy(policy, policy.names, policy.instance_entries)
@@ -198,7 +244,7 @@ class _Instance:
 _NO_INSTANCE = _Instance(None, None)
 _SUBMITTED_INSTANCE = _Instance({}, SUBMISSION)
 _NOTHING_PLANNED: Mapping[str, None] = {}
-_UNRULED: tuple[FieldRules, Policy | None] = (FieldRules(), None)
+_NOTHING_EVALUATED: Mapping[str, EvaluatedInstance] = {}
 _ABSENT = object()
 
 
@@ -297,9 +343,8 @@ class _Evaluator:
             slot = slots.get(name)
             if slot is None:
                 continue
-            field, path, default_entry, plain = slot
-            where = prefix + name
             given = submitted.get(name, _ABSENT) if submitted else _ABSENT
+            field, path, default_entry, ruling, plain = slot
             if plain:
                 # The common case, inline: no rule, so the submitted value or a default.
                 if given is not _ABSENT:
@@ -310,18 +355,23 @@ class _Evaluator:
                     value, source = default_entry
                 else:
                     continue
+                where = prefix + name
                 sources[where] = source
                 values[where] = output[name] = value
                 if name == FRAMEWORK_FIELD and isinstance(value, str):
                     framework = value
                 continue
-            if type(field) is Leaf:
+            if ruling is not None:
+                if (
+                    ruling.idle
+                    and given is _ABSENT
+                    and (instance_defaults is None or name not in instance_defaults)
+                ):
+                    continue  # nothing gives it a value, and none is required
                 value = self.leaf(
-                    field,
-                    name,
-                    path,
-                    where,
-                    given=given,
+                    slot,
+                    prefix + name,
+                    given,
                     siblings=output,
                     instance=instance,
                     framework=framework,
@@ -329,7 +379,13 @@ class _Evaluator:
             else:
                 assert not isinstance(field, Leaf)
                 value = self.field(
-                    field, name, path, where, given=given, instance=instance, framework=framework
+                    field,
+                    name,
+                    path,
+                    prefix + name,
+                    given=given,
+                    instance=instance,
+                    framework=framework,
                 )
             if value is not _ABSENT:
                 output[name] = value
@@ -357,12 +413,10 @@ class _Evaluator:
             instances = self.itemized(field, path, where, items)
             return instances if instances or items is not None else _ABSENT
         inner_defaults = instance.attributes.get(name) if instance.attributes else None
-        nested = _Instance(
-            inner_defaults if isinstance(inner_defaults, Mapping) else None, instance.source
-        )
+        nested = _Instance(inner_defaults if is_mapping(inner_defaults) else None, instance.source)
         result = self.section(
             field,
-            given if isinstance(given, Mapping) else None,
+            given if is_mapping(given) else None,
             path,
             where,
             instance=nested,
@@ -372,17 +426,19 @@ class _Evaluator:
 
     def leaf(
         self,
-        field: Leaf,
-        name: str,
-        path: SchemaPath,
+        slot: Slot,
         where: str,
-        *,
         given: object,
+        *,
         siblings: Mapping[str, object],
         instance: _Instance | DefaultInstance,
         framework: str | None,
     ) -> object:
-        rules, owner = self.prepared.policy.rule_entries.get(path, _UNRULED)
+        field, path, _, ruling, _ = slot
+        assert isinstance(field, Leaf)
+        assert ruling is not None
+        name = path[-1]
+        rules = ruling.rules
         if (
             field.frameworks
             and given is _ABSENT
@@ -392,13 +448,12 @@ class _Evaluator:
             # A policy's default for another framework's field does not apply; a submitted
             # one is refused with the final workload's inconsistencies.
             return _ABSENT
+        breaches: Sequence[tuple[str, str]] | None = None  # None: the value is to be judged
         if given is not _ABSENT:
             value: object = given
             source: str | None = SUBMISSION
             if rules.can_edit is False:
-                default, _ = self.default(
-                    field, name, path, siblings=siblings, instance=instance, rules=rules
-                )
+                default, _, _ = self.default(slot, siblings, instance)
                 if default is _ABSENT or not same_value(field, given, default):
                     details = (
                         f"the policy gives no default and allows no value; got {shown(given)}"
@@ -406,53 +461,49 @@ class _Evaluator:
                         else f"the policy's default is {shown(default)} and cannot be changed; "
                         f"got {shown(given)}"
                     )
-                    self.violation(
-                        where,
-                        "canEdit",
-                        details,
-                        owner,
-                    )
+                    self.violation(where, "canEdit", details, ruling.owner)
         elif instance.attributes is not None and name in instance.attributes:
             value, source = instance.attributes[name], instance.source
         else:
-            value, source = self.default(
-                field, name, path, siblings=siblings, instance=instance, rules=rules
-            )
+            value, source, breaches = self.default(slot, siblings, instance)
             if value is _ABSENT or source is None:
                 if rules.required:
                     self.violation(
                         where,
                         "required",
                         "a value is required, and neither the submission nor the policy gives one",
-                        owner,
+                        ruling.owner,
                     )
                 return _ABSENT
         if rules.judges_values:
-            for rule, details in rule_breaches(field, rules, value, source or SUBMISSION):
-                self.violation(where, rule, details, owner)
+            if breaches is None:
+                breaches = rule_breaches(field, rules, value, source or SUBMISSION)
+            for rule, details in breaches:
+                self.violation(where, rule, details, ruling.owner)
         self.sources[where] = source or SUBMISSION
         self.values[where] = value
         return value
 
     def default(
         self,
-        field: Leaf,
-        name: str,
-        path: SchemaPath,
-        *,
+        slot: Slot,
         siblings: Mapping[str, object],
         instance: _Instance | DefaultInstance,
-        rules: FieldRules,
-    ) -> tuple[object, str | None]:
+    ) -> tuple[object, str | None, Sequence[tuple[str, str]] | None]:
+        """The value a leaf gets when none is submitted, its source, and the rules it breaches
+        when they are known already (the policy default's), else None."""
+        _, path, entry, ruling, _ = slot
+        assert ruling is not None
+        name = path[-1]
         if instance.attributes is not None and name in instance.attributes:
-            return instance.attributes[name], instance.source
-        default_from = rules.default_from
+            return instance.attributes[name], instance.source, None
+        default_from = ruling.rules.default_from
         if default_from is not None and default_from.field[-1] in siblings:
-            owner = self.prepared.policy.rule_entries[path][1]
             computed = default_from.compute(siblings[default_from.field[-1]])
-            return computed, f"{default_from.describe()} ({owner.scope})"
-        entry = self.prepared.policy.default_entries.get(path)
-        return entry if entry is not None else (_ABSENT, None)
+            return computed, ruling.default_from_source, None
+        if entry is None:
+            return _ABSENT, None, None
+        return entry[0], entry[1], ruling.default_breaches
 
     def itemized(
         self,
@@ -464,21 +515,20 @@ class _Evaluator:
         defaults = self.prepared.instances.get(path, {})
         sourced_rules = self.prepared.policy.instance_rules.get(path)
         owner = sourced_rules.policy if sourced_rules else None
-        locked = set(sourced_rules.value.locked) if sourced_rules else set()
+        locked = sourced_rules.value.locked if sourced_rules else ()
         can_add = sourced_rules.value.can_add if sourced_rules else None
         order = list(defaults)
         changes: dict[str, Mapping[str, object]] = {}
         for item in submitted or ():
-            assert isinstance(item, Mapping)
+            assert is_mapping(item)
             key = instance_key(field, item)
-            item_where = f"{where}[{key}]"
             default = defaults.get(key)
             if default is None:
                 if item.get(EXCLUDE):
                     continue  # nothing to exclude
                 if can_add is False:
                     self.violation(
-                        item_where,
+                        f"{where}[{key}]",
                         "canAdd",
                         f"the policy allows no instances but its own "
                         f"({_listed(defaults) or 'none'}); {key!r} is added",
@@ -493,7 +543,7 @@ class _Evaluator:
             if item.get(EXCLUDE):
                 if protected:
                     self.violation(
-                        item_where,
+                        f"{where}[{key}]",
                         "locked",
                         f"{key!r} is {_why_locked(default)} and cannot be excluded",
                         rule_owner,
@@ -505,7 +555,7 @@ class _Evaluator:
                 changed = _changed_attributes(field, item, default.attributes)
                 if changed:
                     self.violation(
-                        item_where,
+                        f"{where}[{key}]",
                         "locked",
                         f"{key!r} is {_why_locked(default)} and cannot be modified "
                         f"(changed: {', '.join(changed)})",
@@ -513,19 +563,49 @@ class _Evaluator:
                     )
                     continue
             changes[key] = item
+        untouched = self.prepared.untouched.get(path, _NOTHING_EVALUATED)
         instances: list[dict[str, object]] = []
         for key in order:
-            default = defaults.get(key)
-            item_where = f"{where}[{key}]"
-            instance = default or _SUBMITTED_INSTANCE
-            self.sources[f"{item_where}.{field.key}"] = instance.source or SUBMISSION
-            self.values[f"{item_where}.{field.key}"] = key
-            attributes = self.section(
-                field.attributes, changes.get(key), path, item_where, instance=instance
-            )
-            self.sources[f"{item_where}.{field.key}"] = instance.source or SUBMISSION
-            instances.append({field.key: key, **attributes})
+            change = changes.get(key)
+            evaluated = untouched.get(key) if change is None else None
+            if evaluated is None:
+                instances.append(
+                    self.instance(field, path, where, key, default=defaults.get(key), change=change)
+                )
+            else:
+                self.sources.update(evaluated.sources)
+                self.values.update(evaluated.values)
+                self.issues.extend(evaluated.issues)
+                instances.append(_fresh(evaluated.instance))
         return instances
+
+    def instance(
+        self,
+        field: Itemized,
+        path: SchemaPath,
+        where: str,
+        key: str,
+        *,
+        default: DefaultInstance | None,
+        change: Mapping[str, object] | None,
+    ) -> dict[str, object]:
+        """The effective instance ``key`` of the itemized ``field`` at ``where``: ``default``
+        (if any) with the submission's ``change`` (if any)."""
+        item_where = f"{where}[{key}]"
+        instance = default or _SUBMITTED_INSTANCE
+        key_where = f"{item_where}.{field.key}"
+        self.sources[key_where] = instance.source or SUBMISSION
+        self.values[key_where] = key
+        attributes = self.section(field.attributes, change, path, item_where, instance=instance)
+        # The key is an attribute too, which a change names: the instance's source stays.
+        self.sources[key_where] = instance.source or SUBMISSION
+        return {field.key: key, **attributes}
+
+
+def _fresh(data: Mapping[str, object]) -> dict[str, object]:
+    """A copy of an effective section, down to its nested sections (an evaluation's output is
+    its caller's)."""
+    return {name: _fresh(value) if type(value) is dict else value for name, value in data.items()}
 
 
 def _why_locked(default: DefaultInstance) -> str:

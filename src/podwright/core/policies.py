@@ -340,13 +340,16 @@ def rule_breaches(
     if not rules.judges_values:
         return breaches
     kind = field.value_type
-    subject = f"{shown(value)} ({origin})" if origin else shown(value)
+
+    def subject() -> str:  # only built for a breach
+        return f"{shown(value)} ({origin})" if origin else shown(value)
+
     if kind in NUMERIC_TYPES:
         amount = numeric_value(kind, value)
         if rules.minimum_amount is not None and amount < rules.minimum_amount:
-            breaches.append(("min", f"{subject} is below the minimum {shown(rules.minimum)}"))
+            breaches.append(("min", f"{subject()} is below the minimum {shown(rules.minimum)}"))
         if rules.maximum_amount is not None and amount > rules.maximum_amount:
-            breaches.append(("max", f"{subject} is above the maximum {shown(rules.maximum)}"))
+            breaches.append(("max", f"{subject()} is above the maximum {shown(rules.maximum)}"))
         if rules.step is not None:
             base = rules.minimum_amount or Decimal(0)
             if (amount - base) % rules.step != 0:
@@ -354,26 +357,28 @@ def rule_breaches(
                 breaches.append(
                     (
                         "step",
-                        f"{subject} is not a multiple of the step {plain_number(rules.step)} "
+                        f"{subject()} is not a multiple of the step {plain_number(rules.step)} "
                         f"counted from {start}",
                     )
                 )
     if rules.options is not None:
-        allowed = list(rules.option_values)
+        allowed = rules.option_values
         if kind is ValueType.ARRAY:
             assert isinstance(value, list)
             for index, item in enumerate(value):
                 if item not in allowed:
-                    where = f" of {subject}" if origin else ""
+                    where = f" of {subject()}" if origin else ""
                     breaches.append(
                         (
                             "options",
                             f"item {index}, {shown(item)},{where} is not among the options "
-                            f"{shown(allowed)}",
+                            f"{shown(list(allowed))}",
                         )
                     )
         elif value not in allowed:
-            breaches.append(("options", f"{subject} is not among the options {shown(allowed)}"))
+            breaches.append(
+                ("options", f"{subject()} is not among the options {shown(list(allowed))}")
+            )
     return breaches
 
 

@@ -13,6 +13,7 @@ the API server (it accepts ``NaN``, ``1_000``, ``Infinity``).
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import Decimal
 
@@ -52,14 +53,27 @@ def parse(value: object) -> Decimal:
     if isinstance(value, int):
         return Decimal(value)
     text = repr(value) if isinstance(value, float) else value
-    match = _QUANTITY.fullmatch(text)
-    if match is None:
+    amount = _spelled_amount(text)
+    if amount is None:
         if isinstance(value, float):
             raise QuantityError(f"{value!r} is not a finite quantity")
         raise QuantityError(
             f"{value!r} is not a quantity (a number with an optional suffix such as "
             "m, k, M, G, T, Ki, Mi, Gi, Ti, or an exponent such as e3)"
         )
+    return amount
+
+
+@functools.lru_cache(maxsize=1024)
+def _spelled_amount(text: str) -> Decimal | None:
+    """The amount ``text`` spells, None if it spells no quantity; QuantityError beyond range.
+
+    Cached: policies and submissions spell the same few amounts over and over, and each
+    evaluation reads some of them twice (a value's check, then its rules).
+    """
+    match = _QUANTITY.fullmatch(text)
+    if match is None:
+        return None
     number = Decimal(match["number"])
     try:
         if match["exponent"] is not None:
@@ -67,9 +81,9 @@ def parse(value: object) -> Decimal:
         else:
             amount = number * _MULTIPLIERS[match["suffix"] or ""]
     except ArithmeticError:  # an exponent beyond what a decimal holds
-        raise QuantityError(f"{value!r} is out of the range of a quantity") from None
+        raise QuantityError(f"{text!r} is out of the range of a quantity") from None
     if not amount.is_finite():
-        raise QuantityError(f"{value!r} is out of the range of a quantity")
+        raise QuantityError(f"{text!r} is out of the range of a quantity")
     return amount
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from decimal import Decimal
+from typing import Any, TypeGuard
 
 from podwright.core import quantities
 from podwright.core.field_paths import FieldPath
@@ -58,6 +59,7 @@ from podwright.core.workload_fields import (
 )
 
 WRAPPED_FIELDS = ("type", "name", "spec")
+_ROLE_NAMES = frozenset(ROLES)
 CONSISTENCY = "consistency"
 """The rule an inconsistency between two bounded fields breaks."""
 
@@ -206,22 +208,29 @@ class FieldChecker:
         self, section: Section, data: object, path: FieldPath, schema_path: tuple[str, ...]
     ) -> dict[str, object] | None:
         """Check a mapping of fields; ``schema_path`` is its place in the catalogue."""
-        if not isinstance(data, Mapping):
+        if not is_mapping(data):
             self.problems.append(
                 FieldProblem(path, f"expected a mapping of fields, got {describe(data)}")
             )
             return None
-        is_roles = _is_roles(section)
+        fields = section.fields
         checked: dict[str, object] = {}
         for name, raw in data.items():
-            field = section.fields.get(name) if isinstance(name, str) else None
+            field = fields.get(name) if isinstance(name, str) else None
             if field is None:
                 message = missing_field_message(section, name, schema_path, self.workload_type)
                 self.problems.append(FieldProblem((*path, name), message))
                 continue
             if raw is None:
                 continue
-            inner = schema_path if is_roles else (*schema_path, name)
+            if type(field) is Leaf and field.value_type is not ValueType.ARRAY:
+                # The common case, inline: a scalar, whose path is only built for a problem.
+                try:
+                    checked[name] = check_leaf(field, raw)
+                except InvalidValue as error:
+                    self.problems.append(FieldProblem((*path, name), str(error)))
+                continue
+            inner = schema_path if _is_roles(section) else (*schema_path, name)
             value = self.field(field, raw, (*path, name), inner)
             if value is not None:
                 checked[name] = value
@@ -258,7 +267,7 @@ class FieldChecker:
         seen: dict[str, int] = {}
         for index, item in enumerate(raw):
             item_path = (*path, index)
-            if not isinstance(item, Mapping):
+            if not is_mapping(item):
                 self.problems.append(
                     FieldProblem(
                         item_path, f"expected an instance (a mapping), got {describe(item)}"
@@ -285,9 +294,12 @@ class FieldChecker:
                 )
                 continue
             seen[key] = index
-            attributes = {name: value for name, value in item.items() if name != EXCLUDE}
+            marked = EXCLUDE in item
+            attributes = (
+                {name: value for name, value in item.items() if name != EXCLUDE} if marked else item
+            )
             checked = self.section(field.attributes, attributes, item_path, schema_path)
-            excluded = EXCLUDE in item and self._exclude(item[EXCLUDE], (*item_path, EXCLUDE))
+            excluded = marked and self._exclude(item[EXCLUDE], (*item_path, EXCLUDE))
             if checked is not None:
                 if excluded:
                     checked[EXCLUDE] = True
@@ -365,6 +377,8 @@ def check_leaf(leaf: Leaf, raw: object) -> object:
 
 def numeric_value(kind: ValueType, raw: object) -> Decimal:
     """The exact amount of an integer, number or quantity value; InvalidValue if it is none."""
+    if type(raw) is int:  # the common case, whatever the kind (a bool's type is bool)
+        return Decimal(raw)
     if kind is ValueType.QUANTITY:
         try:
             return quantities.parse(raw)
@@ -381,6 +395,12 @@ def numeric_value(kind: ValueType, raw: object) -> Decimal:
     return amount
 
 
+def is_mapping(value: object) -> TypeGuard[Mapping[Any, Any]]:
+    """Whether ``value`` is a mapping; a dict is told first, cheaply (an isinstance check
+    against the ABC is slow, and every mapping of parsed data is a dict)."""
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def _as_list(leaf: Leaf, raw: object) -> list[object]:
     if (
         isinstance(raw, str)
@@ -395,7 +415,7 @@ def _as_list(leaf: Leaf, raw: object) -> list[object]:
 
 
 def _is_roles(section: Section) -> bool:
-    return set(section.fields) == set(ROLES)
+    return section.fields.keys() == _ROLE_NAMES
 
 
 def missing_field_message(
@@ -461,8 +481,10 @@ def inconsistencies(
         for section_path, pairs in BOUNDED_PAIRS.items():
             data = _mapping_at(role_data, section_path)
             for lower, upper in pairs:
+                if lower not in data or upper not in data:
+                    continue
                 field = field_at(root, (*role, *section_path, upper))
-                if not isinstance(field, Leaf) or lower not in data or upper not in data:
+                if not isinstance(field, Leaf):
                     continue
                 if numeric_value(field.value_type, data[upper]) < numeric_value(
                     field.value_type, data[lower]
