@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 
 import pytest
@@ -9,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kubernetes.utils.quantity import parse_quantity
 
-from podwright.core.quantities import QuantityError, format_quantity, parse
+from podwright.core.quantities import QUANTITY_PATTERN, QuantityError, format_quantity, parse
 
 
 @pytest.mark.parametrize(
@@ -97,3 +98,21 @@ def test_every_quantity_of_the_api_servers_grammar_is_what_the_official_client_r
 ) -> None:
     text = number + suffix
     assert parse(text) == parse_quantity(text)
+
+
+@given(
+    st.one_of(
+        st.builds(str.__add__, _NUMBERS, _SUFFIXES),
+        st.text(alphabet="0123456789+-.eEimkKMGTPnu ", max_size=8),
+    )
+)
+def test_the_pattern_of_a_quantity_is_the_grammar_parse_reads(text: str) -> None:
+    """``QUANTITY_PATTERN`` (a CRD's ``pattern`` for quantities) matches exactly the strings
+    ``parse`` reads (a grammar, not a range: no generated exponent is out of range)."""
+    try:
+        parse(text)
+    except QuantityError:
+        parsed = False
+    else:
+        parsed = True
+    assert (re.search(QUANTITY_PATTERN, text) is not None) == parsed

@@ -8,7 +8,7 @@ gets what the apiextensions controllers write (``pkg/controller/status/naming_co
 tests wait for Established). Deleting a CRD stops serving it and deletes its objects (the
 ``customresourcecleanup`` finalizer's work in ``pkg/controller/finalizer/crd_finalizer.go``, done at
 once). Not modelled: name conflicts between CRDs, conversion webhooks, the CRD's own validation
-beyond the essentials (``check_definition``).
+beyond the essentials and structural schemas (``check_definition``).
 
 Writes follow each kind's strategy:
 
@@ -38,7 +38,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from tests.k8s_emulator.errors import ApiError
-from tests.k8s_emulator.openapi_schema import FieldError, apply_defaults, prune, validate
+from tests.k8s_emulator.openapi_schema import (
+    FieldError,
+    apply_defaults,
+    prune,
+    structural_errors,
+    validate,
+)
 from tests.k8s_emulator.resource_types import ResourceType
 
 Obj = dict[str, Any]
@@ -110,7 +116,8 @@ def check_definition(crd: Obj) -> None:
             )
         )
     for index, version in enumerate(versions):
-        if not (version.get("schema") or {}).get("openAPIV3Schema"):
+        schema = (version.get("schema") or {}).get("openAPIV3Schema")
+        if not schema:
             errors.append(
                 FieldError(
                     "FieldValueRequired",
@@ -118,6 +125,9 @@ def check_definition(crd: Obj) -> None:
                     "Required value: schemas are required",
                 )
             )
+        else:
+            path = f"spec.versions[{index}].schema.openAPIV3Schema"
+            errors.extend(structural_errors(schema, path))
     if errors:
         raise invalid(CRD, name, errors)
 

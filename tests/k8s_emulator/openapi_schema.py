@@ -313,3 +313,138 @@ def _validate_object(
             errors.append(
                 FieldError("FieldValueRequired", f"{path}.{key}" if path else key, "Required value")
             )
+
+
+# Structural schemas -------------------------------------------------------------------------------
+
+_JUNCTORS = ("allOf", "anyOf", "oneOf", "not")
+_INT_OR_STRING_ANY_OF = [{"type": "integer"}, {"type": "string"}]
+_FORBIDDEN_IN_JUNCTORS = {
+    "type": "must be empty to be structural",
+    "additionalProperties": "must be undefined to be structural",
+    "default": "must be undefined to be structural",
+    "description": "must be empty to be structural",
+    "nullable": "must be false to be structural",
+    "x-kubernetes-preserve-unknown-fields": "must be false to be structural",
+    "x-kubernetes-embedded-resource": "must be false to be structural",
+    "x-kubernetes-int-or-string": "must be false to be structural",
+    "x-kubernetes-list-map-keys": "must be empty to be structural",
+    "x-kubernetes-list-type": "must be undefined to be structural",
+    "x-kubernetes-map-type": "must be undefined to be structural",
+    "x-kubernetes-validations": "must be empty to be structural",
+}
+
+
+def structural_errors(schema: Schema, path: str) -> list[FieldError]:
+    """Why ``schema`` (a version's ``openAPIV3Schema``, at ``path``) is not a structural schema,
+    as a server refuses a CRD for it: apiextensions ``pkg/apiserver/schema/validation.go``
+    (``validateStructuralInvariants``, ``validateNestedValueValidation``) and the checks of
+    ``ValidateCustomResourceDefinitionOpenAPISchema`` in ``pkg/apis/apiextensions/validation/
+    validation.go`` (``additionalProperties`` beside ``properties``, ``uniqueItems``), sorted by
+    their text as the server sorts them. Not checked: that a field a junctor names is also named
+    outside it, and ``metadata`` below the root."""
+    errors: list[FieldError] = []
+    _structural(schema, "root", path, errors)
+    return sorted(errors, key=str)
+
+
+def _structural(schema: Schema, level: str, path: str, errors: list[FieldError]) -> None:
+    items = schema.get("items")
+    if schema.get("type") == "array" and items is None:
+        errors.append(
+            FieldError("FieldValueRequired", f"{path}.items", "Required value: must be specified")
+        )
+    if isinstance(items, dict):
+        _structural(items, "item", f"{path}.items", errors)
+    properties: dict[str, Schema] = schema.get("properties") or {}
+    for name, child in properties.items():
+        _structural(child, "field", f"{path}.properties[{name}]", errors)
+    additional = schema.get("additionalProperties")
+    if additional is not None:
+        if level == "root":
+            errors.append(
+                FieldError(
+                    "FieldValueForbidden",
+                    f"{path}.additionalProperties",
+                    "Forbidden: must not be used at the root",
+                )
+            )
+        if properties and additional is not True:
+            errors.append(
+                FieldError(
+                    "FieldValueForbidden",
+                    f"{path}.additionalProperties",
+                    "Forbidden: additionalProperties and properties are mutual exclusive",
+                )
+            )
+        if isinstance(additional, dict):
+            _structural(additional, "field", f"{path}.additionalProperties", errors)
+    if schema.get("uniqueItems") is True:
+        errors.append(
+            FieldError(
+                "FieldValueForbidden",
+                f"{path}.uniqueItems",
+                "Forbidden: uniqueItems cannot be set to true since the runtime complexity "
+                "becomes quadratic",
+            )
+        )
+    int_or_string = bool(schema.get("x-kubernetes-int-or-string"))
+    if int_or_string and schema.get("x-kubernetes-preserve-unknown-fields"):
+        errors.append(
+            FieldError(
+                "FieldValueInvalid",
+                f"{path}.x-kubernetes-preserve-unknown-fields",
+                "Invalid value: true: must be false if x-kubernetes-int-or-string is true",
+            )
+        )
+    if (
+        not schema.get("type")
+        and not int_or_string
+        and not schema.get("x-kubernetes-preserve-unknown-fields")
+    ):
+        where = {
+            "root": "at the root",
+            "item": "for specified array items",
+            "field": "for specified object fields",
+        }[level]
+        errors.append(
+            FieldError(
+                "FieldValueRequired", f"{path}.type", f"Required value: must not be empty {where}"
+            )
+        )
+    if level == "root" and schema.get("type") not in (None, "object"):
+        errors.append(
+            FieldError(
+                "FieldValueInvalid",
+                f"{path}.type",
+                f"Invalid value: {go_value(schema['type'])}: must be object at the root",
+            )
+        )
+    for junctor in _JUNCTORS:
+        nested = schema.get(junctor)
+        if nested is None:
+            continue
+        if junctor == "anyOf" and int_or_string and nested == _INT_OR_STRING_ANY_OF:
+            continue
+        for index, alternative in enumerate(nested if isinstance(nested, list) else [nested]):
+            where = f"{path}.{junctor}" if junctor == "not" else f"{path}.{junctor}[{index}]"
+            _nested_structural(alternative, where, errors)
+
+
+def _nested_structural(schema: Schema, path: str, errors: list[FieldError]) -> None:
+    for key, message in _FORBIDDEN_IN_JUNCTORS.items():
+        if schema.get(key) not in (None, False, "", [], {}):
+            errors.append(
+                FieldError("FieldValueForbidden", f"{path}.{key}", f"Forbidden: {message}")
+            )
+    if isinstance(schema.get("items"), dict):
+        _nested_structural(schema["items"], f"{path}.items", errors)
+    for name, child in (schema.get("properties") or {}).items():
+        _nested_structural(child, f"{path}.properties[{name}]", errors)
+    for junctor in _JUNCTORS:
+        nested = schema.get(junctor)
+        for index, alternative in enumerate(
+            nested if isinstance(nested, list) else [nested] if nested else []
+        ):
+            where = f"{path}.{junctor}" if junctor == "not" else f"{path}.{junctor}[{index}]"
+            _nested_structural(alternative, where, errors)

@@ -8,6 +8,7 @@ that does not exist, so no node picks them up and their status is the test's to 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import time
@@ -128,6 +129,43 @@ def installed_crd(api: ApiServer, crd: dict[str, Any]) -> Iterator[dict[str, Any
         yield eventually(lambda: _established(api, name))
     finally:
         api.request("DELETE", f"{CRD_PATH}/{name}")
+
+
+@contextlib.contextmanager
+def fixed_crds_in_place(api: ApiServer, crds: list[dict[str, Any]]) -> Iterator[None]:
+    """CRDs of fixed names (podwright's own) in place and Established for a test. One the
+    cluster lacks is created, and deleted afterwards (also on failure); one it has with the same
+    schemas is used as it is and left there, since the test did not create it; one it has with
+    other content skips the test, which is not the test's to replace."""
+    created: list[str] = []
+    try:
+        for crd in crds:
+            name = crd["metadata"]["name"]
+            status, existing = api.request("GET", f"{CRD_PATH}/{name}")
+            if status == 200 and existing["metadata"].get("deletionTimestamp"):
+                # an earlier test's, being deleted (its objects first): wait until it is gone
+                eventually(functools.partial(_crd_gone, api, name), timeout=120)
+                status = 404
+            if status == 200:
+                if _schemas(existing) != _schemas(crd):
+                    pytest.skip(f"the cluster has {name} with other content")
+            else:
+                status, answer = api.request("POST", CRD_PATH, crd)
+                assert status == 201, answer
+                created.append(name)
+            eventually(functools.partial(_established, api, name))
+        yield
+    finally:
+        for name in created:
+            api.request("DELETE", f"{CRD_PATH}/{name}")
+
+
+def _crd_gone(api: ApiServer, name: str) -> bool:
+    return api.request("GET", f"{CRD_PATH}/{name}")[0] == 404
+
+
+def _schemas(crd: dict[str, Any]) -> list[tuple[str, Any]]:
+    return [(v["name"], v.get("schema")) for v in crd["spec"]["versions"]]
 
 
 def _established(api: ApiServer, name: str) -> dict[str, Any] | None:

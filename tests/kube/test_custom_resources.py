@@ -20,7 +20,7 @@ import pytest
 
 from podwright.adapters.kubernetes.resources import RESOURCES, RestResource
 from podwright.engine.kubernetes_port import InvalidError, NotFoundError, ObjectRef, PatchType
-from tests.kube.support import ApiServer, eventually, installed_crd
+from tests.kube.support import CRD_PATH, ApiServer, eventually, installed_crd
 
 WIDGET_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -325,6 +325,27 @@ def test_a_deleted_crd_takes_its_kind_and_objects_with_it(api: ApiServer) -> Non
     with installed_crd(api, widget_crd(group)):  # the same kind again: its objects are gone
         code, listed = eventually(lambda: _answered(200, api.request("GET", widgets.collection)))
         assert listed["items"] == []
+
+
+def test_a_crd_whose_schema_is_not_structural_is_refused(api: ApiServer) -> None:
+    """``apiextensions.k8s.io/v1`` takes only structural schemas (the "Specifying a structural
+    schema" section of kubernetes.io's CustomResourceDefinition task page): a field without a
+    type is refused with a 422 naming it (``validateStructuralInvariants`` in apiextensions-apiserver
+    ``pkg/apiserver/schema/validation.go``), and no CRD is created."""
+    group = f"w{uuid.uuid4().hex[:8]}.test.podwright.dev"
+    crd = widget_crd(group)
+    spec_schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    spec_schema["properties"]["label"] = {"description": "a field of no type"}
+    code, answer = api.request("POST", CRD_PATH, crd)
+    if code == 201:
+        api.request("DELETE", f"{CRD_PATH}/widgets.{group}")
+    assert (code, answer["reason"]) == (422, "Invalid"), answer
+    assert answer["message"] == (
+        f'CustomResourceDefinition.apiextensions.k8s.io "widgets.{group}" is invalid: '
+        "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[label].type: "
+        "Required value: must not be empty for specified object fields"
+    )
+    assert api.request("GET", f"{CRD_PATH}/widgets.{group}")[0] == 404
 
 
 def _answered(code: int, answer: tuple[int, Any]) -> tuple[int, Any] | None:

@@ -25,6 +25,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Abort a task: its executor (started when none runs) stops its resources and ends it "
         "Aborted.",
     ),
+    "crds": (
+        "podwright.cli.crds_command",
+        "crds_command",
+        "Print the CustomResourceDefinitions of podwright.dev.",
+    ),
     "delete": (
         "podwright.cli.task_commands",
         "delete_command",

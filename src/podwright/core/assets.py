@@ -69,7 +69,20 @@ CREDENTIAL_ATTRIBUTES: Mapping[AssetKind, frozenset[str]] = MappingProxyType(
 )
 """Attributes that point at credentials: an asset that sets one references credentials."""
 
-_ASSET_FIELDS = ("id", "name", "kind", "spec", "credentials", "description")
+ASSET_FIELDS = ("id", "name", "kind", "spec", "credentials", "description")
+"""The fields of a catalogue entry."""
+
+
+def spec_fields(kind: AssetKind) -> Section:
+    """The fields of an asset's ``spec``: its storage field's attributes but the instance's key
+    (the asset's name)."""
+    field = field_at(SCHEMAS[WorkloadType.WORKSPACE], ("storage", STORAGE_FIELDS[kind]))
+    assert isinstance(field, Itemized)
+    return Section(
+        MappingProxyType(
+            {name: child for name, child in field.attributes.fields.items() if name != field.key}
+        )
+    )
 
 
 class AssetCatalogueError(ProblemsError):
@@ -164,8 +177,8 @@ def _asset(
         problem(path, f"expected an asset (a mapping), got {describe(entry)}")
         return None
     for key in entry:
-        if key not in _ASSET_FIELDS:
-            problem((*path, str(key)), unknown_field(key, _ASSET_FIELDS))
+        if key not in ASSET_FIELDS:
+            problem((*path, str(key)), unknown_field(key, ASSET_FIELDS))
     strings: dict[str, str] = {}
     for name in ("id", "name", "kind"):
         value = entry.get(name)
@@ -185,15 +198,8 @@ def _asset(
     if "kind" not in strings:
         return None  # the spec's attributes depend on the kind
     kind = AssetKind(strings["kind"])
-    field = field_at(SCHEMAS[WorkloadType.WORKSPACE], ("storage", STORAGE_FIELDS[kind]))
-    assert isinstance(field, Itemized)
-    attributes = Section(
-        MappingProxyType(
-            {name: child for name, child in field.attributes.fields.items() if name != field.key}
-        )
-    )
     spec = checker.section(
-        attributes, entry.get("spec", {}), (*path, "spec"), ("storage", STORAGE_FIELDS[kind])
+        spec_fields(kind), entry.get("spec", {}), (*path, "spec"), ("storage", STORAGE_FIELDS[kind])
     )
     if spec is None or "id" not in strings or "name" not in strings:
         return None

@@ -28,10 +28,16 @@ _MULTIPLIERS: dict[str, Decimal] = {
     "m": Decimal("1e-3"),
     **{suffix: Decimal(size) for suffix, size in (*_BINARY_SUFFIXES, *_DECIMAL_SUFFIXES)},
 }
+_NUMBER = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+_SUFFIX = r"[KMGTPE]i|[numkMGTPE]"
+_EXPONENT = r"[+-]?[0-9]+"
 _QUANTITY = re.compile(
-    r"(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
-    r"(?:(?P<suffix>[KMGTPE]i|[numkMGTPE])|[eE](?P<exponent>[+-]?[0-9]+))?"
+    f"(?P<number>{_NUMBER})(?:(?P<suffix>{_SUFFIX})|[eE](?P<exponent>{_EXPONENT}))?"
 )
+QUANTITY_PATTERN = f"^{_NUMBER}(?:{_SUFFIX}|[eE]{_EXPONENT})?$"
+"""The same grammar as one anchored regular expression without named groups, which Go's RE2 (an
+API server's schema ``pattern``) and JSON Schema validators read alike. It says nothing of range:
+``1e999999999`` matches, and :func:`parse` refuses it."""
 
 
 class QuantityError(ValueError):

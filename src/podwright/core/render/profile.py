@@ -190,17 +190,24 @@ class ProfileError(ProblemsError):
     """The profile cannot be used; ``problems`` lists every reason."""
 
 
-_SPEC_FIELDS = (
-    "labelDomain",
-    "scheduler",
-    "nodeLabels",
-    "priorityClasses",
-    "fuse",
-    "git",
-    "s3",
-    "knative",
-    "authorizationTypes",
+SPEC_FIELDS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "labelDomain": (),
+        "scheduler": ("type", "name", "queue"),
+        "nodeLabels": ("nodeType", "nodePool"),
+        "priorityClasses": PRIORITY_LEVELS,
+        "fuse": ("grant",),
+        "git": ("image",),
+        "s3": ("adapter", "image"),
+        "knative": ("features",),
+        "authorizationTypes": (),
+    }
 )
+"""The keys of a profile's ``spec``, each with the keys of the mapping it holds (none for a
+value), as the reader accepts them and the ClusterProfile resource's schema lists them."""
+
+PRIORITY_CLASS_FIELDS = ("name", "value", "preemptible")
+"""The keys of one level's entry under ``priorityClasses``."""
 
 
 _E = TypeVar("_E", bound=StrEnum)
@@ -282,12 +289,12 @@ def profile_from_data(data: object, source: str | None = None) -> ClusterProfile
                 reader.problem((key,), f"expected {expected!r}, got {describe(document.get(key))}")
     metadata = reader.mapping(document.get("metadata"), ("metadata",), ("name",))
     name = reader.text(metadata, "name", ("metadata",), "default", dns1123_subdomain_problem)
-    spec = reader.mapping(document.get("spec"), ("spec",), _SPEC_FIELDS)
+    spec = reader.mapping(document.get("spec"), ("spec",), tuple(SPEC_FIELDS))
     path: FieldPath = ("spec",)
     domain = reader.text(spec, "labelDomain", path, "podwright.dev", dns1123_subdomain_problem)
 
     scheduler = reader.mapping(
-        spec.get("scheduler"), (*path, "scheduler"), ("type", "name", "queue")
+        spec.get("scheduler"), (*path, "scheduler"), SPEC_FIELDS["scheduler"]
     )
     scheduler_type = reader.choice(scheduler, "type", (*path, "scheduler"), SchedulerType.DEFAULT)
     default_name = "kai-scheduler" if scheduler_type is SchedulerType.KAI else "default-scheduler"
@@ -303,7 +310,7 @@ def profile_from_data(data: object, source: str | None = None) -> ClusterProfile
             reader.problem((*path, "scheduler", "queue"), "a queue needs scheduler type 'kai'")
 
     node_labels = reader.mapping(
-        spec.get("nodeLabels"), (*path, "nodeLabels"), ("nodeType", "nodePool")
+        spec.get("nodeLabels"), (*path, "nodeLabels"), SPEC_FIELDS["nodeLabels"]
     )
     node_type_label = reader.text(
         node_labels,
@@ -322,14 +329,14 @@ def profile_from_data(data: object, source: str | None = None) -> ClusterProfile
 
     priority_classes = _priority_classes(reader, spec.get("priorityClasses"), path)
 
-    fuse = reader.mapping(spec.get("fuse"), (*path, "fuse"), ("grant",))
+    fuse = reader.mapping(spec.get("fuse"), (*path, "fuse"), SPEC_FIELDS["fuse"])
     fuse_grant = reader.choice(fuse, "grant", (*path, "fuse"), FuseGrantMode.NONE)
-    git = reader.mapping(spec.get("git"), (*path, "git"), ("image",))
+    git = reader.mapping(spec.get("git"), (*path, "git"), SPEC_FIELDS["git"])
     git_image = reader.text(git, "image", (*path, "git"), ClusterProfile.git_image)
-    s3 = reader.mapping(spec.get("s3"), (*path, "s3"), ("adapter", "image"))
+    s3 = reader.mapping(spec.get("s3"), (*path, "s3"), SPEC_FIELDS["s3"])
     s3_adapter = reader.choice(s3, "adapter", (*path, "s3"), S3Adapter.S3FS)
     s3_image = reader.text(s3, "image", (*path, "s3"), ClusterProfile.s3_image)
-    knative = reader.mapping(spec.get("knative"), (*path, "knative"), ("features",))
+    knative = reader.mapping(spec.get("knative"), (*path, "knative"), SPEC_FIELDS["knative"])
     features = reader.names(knative, "features", (*path, "knative"), KNATIVE_FEATURES)
     authorization = reader.names(spec, "authorizationTypes", path, AUTHORIZATION_TYPES)
 
@@ -357,7 +364,7 @@ def _priority_classes(
     reader: _Reader, data: object, path: FieldPath
 ) -> Mapping[str, PriorityLevel | None]:
     priority_classes = dict(_default_priority_classes())
-    levels = reader.mapping(data, (*path, "priorityClasses"), PRIORITY_LEVELS)
+    levels = reader.mapping(data, (*path, "priorityClasses"), SPEC_FIELDS["priorityClasses"])
     named: dict[str, tuple[str, PriorityLevel]] = {}
     for level, entry in levels.items():
         level_path = (*path, "priorityClasses", level)
@@ -366,7 +373,7 @@ def _priority_classes(
         if entry is None:
             priority_classes[level] = None
             continue
-        fields = reader.mapping(entry, level_path, ("name", "value", "preemptible"))
+        fields = reader.mapping(entry, level_path, PRIORITY_CLASS_FIELDS)
         default = priority_classes[level]
         assert default is not None
         class_name = reader.text(
