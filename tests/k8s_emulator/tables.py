@@ -16,7 +16,7 @@ JSONPath printer does, ``integer``, ``number`` and ``boolean`` columns send the 
 of that type, and a ``date`` column is rendered by the server as an age (``5s``, ``3m``, ``2d``:
 ``ConvertToHumanReadableDateType`` in apimachinery ``pkg/api/meta/table/table.go``, i.e.
 ``duration.ShortHumanDuration``); anything else, or nothing found, is ``null`` (kubectl prints
-``<none>``). The JSONPath the emulator evaluates is the subset printer columns use: ``.field``,
+nothing). The JSONPath the emulator evaluates is the subset printer columns use: ``.field``,
 ``[index]``, ``[*]`` and ``[?(@.path=="value")]`` (``==``, ``!=``); other syntax is refused.
 
 Built-in kinds are printed by kube-apiserver's printers (``pkg/printers/internalversion/
