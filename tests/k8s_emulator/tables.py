@@ -127,7 +127,9 @@ class _CustomPrinter:
                 "description": builtin_description(OBJECT_META, "creationTimestamp"),
             }
         ]
-        self._columns = [(column["type"], _parse(column["jsonPath"])) for column in columns]
+        self._columns = [
+            (column["type"], parse_json_path(column["jsonPath"])) for column in columns
+        ]
         self.definitions = [_name_column()] + [
             _column(
                 column["name"],
@@ -143,7 +145,7 @@ class _CustomPrinter:
     def cells(self, obj: Obj, now: datetime) -> list[Any]:
         cells: list[Any] = [obj["metadata"].get("name", "")]
         for kind, steps in self._columns:
-            found = _evaluate(obj, steps)
+            found = evaluate(obj, steps)
             cells.append(None if not found else _cell(kind, found[0], now))
         return cells
 
@@ -289,7 +291,7 @@ _STEP = re.compile(
 
 
 @functools.cache
-def _parse(path: str) -> tuple[tuple[str, Any], ...]:
+def parse_json_path(path: str) -> tuple[tuple[str, Any], ...]:
     """A printer column's JSONPath as steps; syntax beyond the subset printer columns use is
     refused, naming the path."""
     steps: list[tuple[str, Any]] = []
@@ -320,7 +322,7 @@ def _parse(path: str) -> tuple[tuple[str, Any], ...]:
     return tuple(steps)
 
 
-def _evaluate(value: Any, steps: tuple[tuple[str, Any], ...]) -> list[Any]:
+def evaluate(value: Any, steps: tuple[tuple[str, Any], ...]) -> list[Any]:
     """Every value the steps reach from ``value``, in order (missing keys reach nothing)."""
     current = [value]
     for kind, argument in steps:
@@ -344,7 +346,7 @@ def _step(item: Any, kind: str, argument: Any) -> list[Any]:
 
 def _matches(element: Any, condition: tuple[tuple[str, ...], str, Any]) -> bool:
     fields, operator, literal = condition
-    found = _evaluate(element, tuple(("field", name) for name in fields))
+    found = evaluate(element, tuple(("field", name) for name in fields))
     if not found:
         return False
     return (found[0] == literal) == (operator == "==")

@@ -152,8 +152,8 @@ def test_a_custom_resource_through_kubectl(api: ApiServer) -> None:
         printed = f"gadget.{gadgets.group}"  # kubectl names objects <kind>.<group>/<name>
         assert _apply(api, gadgets.manifest("g1", size=2)) == f"{printed}/g1 created"
         assert _apply(api, gadgets.manifest("g1", size=5)) == f"{printed}/g1 configured"
-        for name in (gadgets.resource, gadgets.short_name, gadgets.category):
-            header, row = succeeded(api, "get", name).splitlines()
+        for listed in (gadgets.resource, gadgets.short_name, gadgets.category):
+            header, row = succeeded(api, "get", listed).splitlines()
             assert header.split() == ["NAME", "SIZE", "COLOR", "FRAGILE", "PHASE", "AGE"]
             # FRAGILE and PHASE find nothing: null cells, printed empty.
             name, size, color, age = row.split()
