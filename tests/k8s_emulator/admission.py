@@ -59,7 +59,7 @@ import http.client
 import json
 import ssl
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -95,6 +95,14 @@ def collect_warnings() -> list[str]:
     collected: list[str] = []
     _warnings.set(collected)
     return collected
+
+
+def warn(texts: Iterable[str]) -> None:
+    """Give the current request these warnings (each text once), if its warnings are
+    collected (see :func:`collect_warnings`)."""
+    collected = _warnings.get()
+    if collected is not None:
+        collected.extend(text for text in texts if text not in collected)
 
 
 def warning_header(text: str) -> str:
@@ -228,9 +236,7 @@ class _Outcome:
 
 def _answer(outcome: _Outcome) -> list[Any]:
     """Record the outcome's warnings; raise its error or return its patch."""
-    collected = _warnings.get()
-    if collected is not None:
-        collected.extend(text for text in outcome.warnings if text not in collected)
+    warn(outcome.warnings)
     if outcome.error is not None:
         raise outcome.error
     return outcome.patch

@@ -57,6 +57,7 @@ CRD = ResourceType(
     namespaced=False,
     singular="customresourcedefinition",
     short_names=("crd", "crds"),
+    categories=("api-extensions",),
 )
 
 
@@ -66,6 +67,8 @@ class ServedVersion:
 
     resource: ResourceType
     schema: dict[str, Any]
+    printer_columns: tuple[dict[str, Any], ...] = ()
+    """The version's ``additionalPrinterColumns`` (``kubectl get``'s columns: ``tables.py``)."""
 
 
 def invalid(resource: ResourceType, name: str, errors: list[FieldError]) -> ApiError:
@@ -206,11 +209,12 @@ class CustomResourceRegistry:
                 status_subresource="status" in (version.get("subresources") or {}),
                 singular=names.get("singular", names["kind"].lower()),
                 short_names=tuple(names.get("shortNames") or ()),
+                categories=tuple(names.get("categories") or ()),
                 custom=True,
             )
             schema = version["schema"]["openAPIV3Schema"]
             self._served[(resource.group, resource.version, resource.plural)] = ServedVersion(
-                resource, schema
+                resource, schema, tuple(version.get("additionalPrinterColumns") or ())
             )
 
     def stop(self, crd: Obj) -> ResourceType | None:

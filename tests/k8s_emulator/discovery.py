@@ -4,9 +4,13 @@
 ``/apis`` (APIGroupList) and ``/apis/<group>`` (APIGroup), in the shapes of apimachinery's
 ``pkg/apis/meta/v1/types.go`` (see "Discovery API" in the API concepts at kubernetes.io): enough
 for the official client's ``DynamicClient`` and for kubectl, which falls back to these when the
-aggregated discovery (``apidiscovery.k8s.io/v2``) is not offered. A group's preferred version is
-its highest by Kubernetes' version priority (GA over beta over alpha, then the higher number).
-Verbs list what the emulator serves (no ``deletecollection``).
+aggregated discovery (``apidiscovery.k8s.io/v2``) is not offered: client-go's ``downloadLegacy``
+and ``downloadAPIs`` (``discovery/discovery_client.go``) ask for the aggregated types first and
+read any answer whose ``Content-Type`` is not one of them as the legacy documents. Each resource
+has its ``singularName``, ``shortNames`` (``kubectl get cm``) and ``categories`` (``kubectl get
+all``). A group's preferred version is its highest by Kubernetes' version priority (GA over beta
+over alpha, then the higher number). Verbs list what the emulator serves (no
+``deletecollection``).
 """
 
 from __future__ import annotations
@@ -17,6 +21,10 @@ from typing import Any
 
 from tests.k8s_emulator.resource_types import ResourceType
 
+KUBERNETES_VERSION = "1.36.0"
+"""The Kubernetes version the emulator answers as (``/version``), whose built-in schemas it holds
+requests to (``field_validation.py``)."""
+GIT_VERSION = f"v{KUBERNETES_VERSION}-emulator"
 _VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 _GROUP_VERSION = re.compile(r"^/apis/(?P<group>[^/]+)(?:/(?P<version>[^/]+))?$")
 _KUBE_VERSION = re.compile(r"^v(\d+)(?:(alpha|beta)(\d+))?$")
@@ -87,6 +95,8 @@ def _resource_list(group_version: str, resources: list[ResourceType]) -> dict[st
         }
         if resource.short_names:
             entry["shortNames"] = list(resource.short_names)
+        if resource.categories:
+            entry["categories"] = list(resource.categories)
         entries.append(entry)
         if resource.status_subresource:
             entries.append(

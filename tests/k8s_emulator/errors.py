@@ -29,9 +29,10 @@ class ApiError(Exception):
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
             "code": self.code,
         }
+        if self.reason:  # an error the server does not classify has none (StatusReasonUnknown)
+            status["reason"] = self.reason
         if self.details:
             status["details"] = self.details
         return status

@@ -21,6 +21,8 @@ class ResourceType:
     status_subresource: bool = field(default=True, compare=False)
     singular: str = field(default="", compare=False)
     short_names: tuple[str, ...] = field(default=(), compare=False)
+    categories: tuple[str, ...] = field(default=(), compare=False)
+    """The groups of resources it belongs to (``kubectl get all``: the ``all`` category)."""
     custom: bool = field(default=False, compare=False)
     """Defined by a CustomResourceDefinition (its objects follow the custom resource strategy)."""
 

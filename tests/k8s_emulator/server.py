@@ -19,10 +19,20 @@ import yaml
 
 from tests.k8s_emulator.admission import collect_warnings, warning_header
 from tests.k8s_emulator.controllers import ControlPlane
-from tests.k8s_emulator.discovery import discovery_document
+from tests.k8s_emulator.discovery import GIT_VERSION, discovery_document
 from tests.k8s_emulator.errors import ApiError
+from tests.k8s_emulator.field_validation import Write, begin_request
+from tests.k8s_emulator.openapi_v2 import (
+    PROTOBUF,
+    PROTOBUF_ANSWER,
+    V2_PATH,
+    protobuf,
+    swagger_document,
+)
+from tests.k8s_emulator.openapi_v3 import INDEX_PATH, openapi_document, openapi_index
 from tests.k8s_emulator.store import ApiStore, ResourceType, resource_type
 from tests.k8s_emulator.strategies import delete_warnings
+from tests.k8s_emulator.tables import table_version, to_table
 
 _PATH = re.compile(
     r"^/(?:api/(?P<core_version>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
@@ -228,7 +238,8 @@ class _Handler(BaseHTTPRequestHandler):
                     self._send(200, {"connections": self.controls.connections})
                 return
             if url.path == "/version":
-                self._send(200, {"major": "1", "minor": "36", "gitVersion": "v1.36.0-emulator"})
+                major, minor, _patch = GIT_VERSION.removeprefix("v").split(".", 2)
+                self._send(200, {"major": major, "minor": minor, "gitVersion": GIT_VERSION})
                 return
             if method == "GET":
                 host, port = self.server.server_address[:2]
@@ -237,6 +248,9 @@ class _Handler(BaseHTTPRequestHandler):
                 )
                 if document is not None:
                     self._send(200, document)
+                    return
+                if url.path.startswith(INDEX_PATH) or url.path == V2_PATH:
+                    self._send_openapi(url.path)
                     return
             match = _PATH.match(url.path)
             if match is None:
@@ -270,6 +284,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_log(namespace or "", name or "", query)
                 return
 
+            if method in ("POST", "PUT", "PATCH"):
+                begin_request(self._write(method), query.get("fieldValidation"))
+
             def dispatch() -> tuple[int, Any]:
                 return self._dispatch(
                     method,
@@ -287,12 +304,58 @@ class _Handler(BaseHTTPRequestHandler):
                 if query.get("dryRun") == "All" and method != "GET"
                 else dispatch()
             )
-            self._send(code, _served_as(resource, payload))
+            payload = _served_as(resource, payload)
+            version = table_version(self.headers.get("Accept", ""))
+            if method == "GET" and version is not None:
+                payload = self._table(resource, payload, query, version)
+            self._send(code, payload)
         except ApiError as error:
             headers = (
                 {"Retry-After": str(error.retry_after)} if error.retry_after is not None else {}
             )
             self._send(error.code, error.status(), headers)
+
+    def _write(self, method: str) -> Write:
+        if method == "POST":
+            return "create"
+        if method == "PUT":
+            return "update"
+        return "apply" if self.headers.get("Content-Type", "").startswith(APPLY_PATCH) else "patch"
+
+    def _send_openapi(self, path: str) -> None:
+        """``/openapi/v2`` (``openapi_v2.py``: protobuf when asked for), ``/openapi/v3`` and its
+        documents (``openapi_v3.py``)."""
+        served = self.store.served_resources()
+        if path == V2_PATH:
+            swagger = swagger_document(served)
+            if PROTOBUF in self.headers.get("Accept", ""):
+                self._send_bytes(200, protobuf(swagger), PROTOBUF_ANSWER)
+            else:
+                self._send(200, swagger)
+            return
+        document = openapi_index(served) if path == INDEX_PATH else openapi_document(path, served)
+        if document is None:
+            raise ApiError(404, "NotFound", f"the server could not find {path}")
+        self._send(200, document)
+
+    def _table(
+        self, resource: ResourceType, payload: Any, query: dict[str, str], version: str
+    ) -> Any:
+        """A get or list answered as a Table (``tables.py``), with a custom resource's printer
+        columns."""
+        served = (
+            self.store.custom_resources.lookup(resource.group, resource.version, resource.plural)
+            if resource.custom
+            else None
+        )
+        return to_table(
+            resource,
+            payload,
+            columns=None if served is None else served.printer_columns,
+            include_object=query.get("includeObject"),
+            version=version,
+            now=self.store.now(),
+        )
 
     def _send_log(self, namespace: str, name: str, query: dict[str, str]) -> None:
         """A container's log as text: ``container``, ``sinceTime`` and ``timestamps`` honoured."""

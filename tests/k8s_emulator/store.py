@@ -58,6 +58,7 @@ from tests.k8s_emulator.custom_resources import (
     status_update,
 )
 from tests.k8s_emulator.errors import ApiError
+from tests.k8s_emulator.field_validation import decoded
 from tests.k8s_emulator.leases import validate_lease
 from tests.k8s_emulator.resource_types import ResourceType
 from tests.k8s_emulator.selectors import field_selector, label_selector
@@ -76,8 +77,8 @@ _DRY_RUN = contextvars.ContextVar("dry_run", default=False)
 """Whether the current thread serves a ``dryRun=All`` request (see ``ApiStore.dry_run``)."""
 T = TypeVar("T")
 
-PODS = ResourceType("", "v1", "pods", "Pod")
-QUOTAS = ResourceType("", "v1", "resourcequotas", "ResourceQuota")
+PODS = ResourceType("", "v1", "pods", "Pod", short_names=("po",), categories=("all",))
+QUOTAS = ResourceType("", "v1", "resourcequotas", "ResourceQuota", short_names=("quota",))
 PRIORITY_CLASSES = ResourceType(
     "scheduling.k8s.io",
     "v1",
@@ -85,27 +86,43 @@ PRIORITY_CLASSES = ResourceType(
     "PriorityClass",
     namespaced=False,
     status_subresource=False,
+    short_names=("pc",),
 )
 RESOURCE_TYPES = [
-    ResourceType("", "v1", "namespaces", "Namespace", namespaced=False),
+    ResourceType("", "v1", "namespaces", "Namespace", namespaced=False, short_names=("ns",)),
     PODS,
-    ResourceType("", "v1", "configmaps", "ConfigMap", status_subresource=False),
-    ResourceType("", "v1", "serviceaccounts", "ServiceAccount", status_subresource=False),
-    ResourceType("", "v1", "services", "Service"),
-    ResourceType("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim"),
+    ResourceType(
+        "", "v1", "configmaps", "ConfigMap", status_subresource=False, short_names=("cm",)
+    ),
+    ResourceType(
+        "", "v1", "serviceaccounts", "ServiceAccount", status_subresource=False, short_names=("sa",)
+    ),
+    ResourceType("", "v1", "services", "Service", short_names=("svc",), categories=("all",)),
+    ResourceType("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", short_names=("pvc",)),
     QUOTAS,
-    ResourceType("", "v1", "nodes", "Node", namespaced=False),
+    ResourceType("", "v1", "nodes", "Node", namespaced=False, short_names=("no",)),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", status_subresource=False),
-    ResourceType("events.k8s.io", "v1", "events", "Event", status_subresource=False),
+    ResourceType(
+        "events.k8s.io", "v1", "events", "Event", status_subresource=False, short_names=("ev",)
+    ),
     PRIORITY_CLASSES,
-    ResourceType("batch", "v1", "jobs", "Job"),
+    ResourceType("batch", "v1", "jobs", "Job", categories=("all",)),
     *(
-        ResourceType("admissionregistration.k8s.io", "v1", kind.lower() + "s", kind, False, False)
+        ResourceType(
+            "admissionregistration.k8s.io",
+            "v1",
+            kind.lower() + "s",
+            kind,
+            False,
+            False,
+            categories=("api-extensions",),
+        )
         for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
     ),
     CRD,
 ]
-"""The built-in kinds; custom ones are served once their CustomResourceDefinition is created."""
+"""The built-in kinds; custom ones are served once their CustomResourceDefinition is created. Short
+names and categories are a real server's (``kubectl api-resources``)."""
 
 _DNS1123_SUBDOMAIN = re.compile(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -191,6 +208,10 @@ class ApiStore:
         """Every resource served now: the built-in kinds, then the custom ones."""
         with self._changed:
             return [*RESOURCE_TYPES, *(served.resource for served in self.custom_resources)]
+
+    def now(self) -> datetime:
+        """The store's clock: what its timestamps are written by."""
+        return self._clock()
 
     @property
     def in_dry_run(self) -> bool:
@@ -425,7 +446,9 @@ class ApiStore:
         is absent, else is merged over it as a JSON merge patch would be (lists are replaced
         whole, not merged by key), through the same create and update paths as any write. Its
         manager gets one ``Apply`` entry in ``metadata.managedFields`` (manager, operation,
-        apiVersion, time, subresource: no ``fieldsV1``). Not modelled: field ownership, so no
+        apiVersion, time, subresource, and the fields it applied as ``fieldsV1``: lists as
+        one field, where a real server names the items of a list with keys; kubectl reads the
+        entries, ``csaupgrade.FindFieldsOwners``). Not modelled: field ownership, so no
         conflicts (``force`` changes nothing) and no removal of fields a manager stopped
         applying; managedFields entries of other writes. Returns the object and whether it was
         created."""
@@ -447,6 +470,8 @@ class ApiStore:
                 "operation": "Apply",
                 "apiVersion": resource.api_version,
                 "time": rfc3339(self._clock()),
+                "fieldsType": "FieldsV1",
+                "fieldsV1": _fields_v1(applied),
             }
             if subresource:
                 entry["subresource"] = subresource
@@ -761,11 +786,13 @@ class ApiStore:
         )
 
     def _decoded(self, resource: ResourceType, obj: Obj) -> Obj:
-        """``obj`` as the API server decodes a request, before mutating admission: a custom
-        object pruned and defaulted by its schema (apiextensions-apiserver's decoding;
-        "Defaulting" in the CustomResourceDefinition docs)."""
+        """``obj`` as the API server decodes a request, before mutating admission: without the
+        fields its kind does not know (``field_validation``), and a custom object defaulted by
+        its schema (apiextensions-apiserver's decoding; "Defaulting" in the
+        CustomResourceDefinition docs)."""
         with self._changed:
             served = self._require_served(resource)
+        obj = decoded(resource, obj, None if served is None else served.schema)
         return obj if served is None else shape_custom_object(served, obj)
 
     def _require_served(self, resource: ResourceType) -> ServedVersion | None:
@@ -1055,6 +1082,29 @@ class ApiStore:
                     f"limited: {_listing(hard, sorted(over))}",
                     details={"name": pod["metadata"]["name"], "kind": "pods"},
                 )
+
+
+_NAMING_FIELDS = {
+    "apiVersion": None,
+    "kind": None,
+    "metadata": {"name", "namespace", "managedFields", "resourceVersion", "uid"},
+}
+"""What names an applied object rather than being applied: fields, and fields of ``metadata``."""
+
+
+def _fields_v1(applied: Mapping[str, Any], skipped: Mapping[str, Any] | None = None) -> Obj:
+    """The fields of an applied configuration as a ``FieldsV1`` set (``f:<field>`` for each,
+    ``{}`` at the leaves), without those in ``skipped`` (at the top: :data:`_NAMING_FIELDS`)."""
+    skipped = _NAMING_FIELDS if skipped is None else skipped
+    fields: Obj = {}
+    for key, value in applied.items():
+        if key in skipped and skipped[key] is None:
+            continue
+        inner = dict.fromkeys(skipped.get(key) or ())
+        fields[f"f:{key}"] = (
+            _fields_v1(value, inner) if isinstance(value, Mapping) and value else {}
+        )
+    return fields
 
 
 def _is_pod(resource: ResourceType) -> bool:

@@ -3,6 +3,10 @@
 A real cluster is used when ``PODWRIGHT_TEST_KUBECONFIG`` names a kubeconfig; each test then works
 in a fresh namespace that is deleted afterwards. Objects made here never run: pods name a scheduler
 that does not exist, so no node picks them up and their status is the test's to drive.
+
+``ApiServer.kubectl`` runs the kubectl binary (``PODWRIGHT_TEST_KUBECTL``, else the one on the
+``PATH``) against the server, with a kubeconfig naming it (the emulator's, written for the test;
+a real cluster's own) and a discovery cache of the test's own.
 """
 
 from __future__ import annotations
@@ -11,6 +15,9 @@ import contextlib
 import functools
 import json
 import os
+import shutil
+import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -29,6 +36,8 @@ from tests.node_sim import EXIT_CODE, RUN_SECONDS, NodeSimulator
 from tests.node_sim.rest import RawAnswer, bind_pod, send
 
 KUBECONFIG_VARIABLE = "PODWRIGHT_TEST_KUBECONFIG"
+KUBECTL_VARIABLE = "PODWRIGHT_TEST_KUBECTL"
+KUBECTL_TIMEOUT_SECONDS = 60
 UNSCHEDULABLE = "podwright-test-no-such-scheduler"
 ABSENT_NODE = "podwright-test-no-such-node"
 """A node name no node has: a pod bound to it is never run (no kubelet picks it up)."""
@@ -52,6 +61,10 @@ class ApiServer:
     emulator: Emulator | None
     api_client: k8s_client.ApiClient
     """The official client's, for the requests podwright itself never makes (a binding)."""
+    kubeconfig: Path
+    """A kubeconfig whose current context is this server (what ``kubectl`` uses)."""
+    kubectl_cache: Path
+    """kubectl's discovery and OpenAPI cache, the test's own (an emulator's port is reused)."""
 
     @property
     def is_real(self) -> bool:
@@ -86,11 +99,20 @@ class ApiServer:
         *,
         content_type: str = "application/json",
         query: dict[str, str] | None = None,
+        accept: str = "application/json",
     ) -> RawAnswer:
         """One request through the official client's ApiClient (its authentication, no
         decoding into models), for what podwright's client does not do or surface: server-side
-        apply, dry run, discovery, ``Warning`` headers. Errors are answers too."""
-        return send(self.api_client, method, path, body, content_type=content_type, query=query)
+        apply, dry run, discovery, ``Warning`` headers, Tables. Errors are answers too."""
+        return send(
+            self.api_client,
+            method,
+            path,
+            body,
+            content_type=content_type,
+            query=query,
+            accept=accept,
+        )
 
     def request(
         self,
@@ -104,6 +126,22 @@ class ApiServer:
         """:meth:`send`'s status and decoded answer."""
         answer = self.send(method, path, body, content_type=content_type, query=query)
         return answer.status, answer.body
+
+    def kubectl(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        """``kubectl <args>`` in the test's namespace, its output and exit status (a failure is
+        an answer too); skipped where no kubectl is installed."""
+        binary = os.environ.get(KUBECTL_VARIABLE) or shutil.which("kubectl")
+        if binary is None:
+            pytest.skip(f"no kubectl on the PATH (or named by {KUBECTL_VARIABLE})")
+        options = [f"--kubeconfig={self.kubeconfig}", f"--cache-dir={self.kubectl_cache}"]
+        return subprocess.run(
+            [binary, *options, f"--namespace={self.namespace}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=KUBECTL_TIMEOUT_SECONDS,
+            check=False,
+        )
 
     def delete_without_options(self, path: str) -> list[str]:
         """``DELETE path`` with no DeleteOptions (podwright's client always sends a
@@ -264,12 +302,13 @@ def cluster_namespace(client: KubernetesClient) -> Iterator[str]:
 
 
 def emulated() -> Iterator[ApiServer]:
-    with Emulator() as emulator:
+    with Emulator() as emulator, tempfile.TemporaryDirectory() as directory:
         client = KubernetesClient.for_host(emulator.url)
         raw = k8s_client.ApiClient(k8s_client.Configuration(host=emulator.url))
+        kubeconfig = write_kubeconfig(Path(directory) / "kubeconfig", emulator.url)
         client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "test"}})
         try:
-            yield ApiServer(client, "test", emulator, raw)
+            yield ApiServer(client, "test", emulator, raw, kubeconfig, Path(directory) / "cache")
         finally:
             client.close()
             raw.close()
@@ -279,8 +318,10 @@ def real() -> Iterator[ApiServer]:
     client = cluster_client()
     raw = connect(cluster_kubeconfig())
     try:
-        for namespace in cluster_namespace(client):
-            yield ApiServer(client, namespace, None, raw)
+        with tempfile.TemporaryDirectory() as directory:
+            kubeconfig, cache = Path(cluster_kubeconfig()), Path(directory)
+            for namespace in cluster_namespace(client):
+                yield ApiServer(client, namespace, None, raw, kubeconfig, cache)
     finally:
         client.close()
         raw.close()

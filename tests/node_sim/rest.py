@@ -41,13 +41,14 @@ def send(
     *,
     content_type: str = "application/json",
     query: dict[str, str] | None = None,
+    accept: str = "application/json",
 ) -> RawAnswer:
     """``method`` on ``path`` with a JSON ``body``: the whole answer, errors included."""
     method, url, headers, serialized, _post = api.param_serialize(
         method=method,
         resource_path=path,
         query_params=list((query or {}).items()),
-        header_params={"Content-Type": content_type, "Accept": "application/json"},
+        header_params={"Content-Type": content_type, "Accept": accept},
         body=body,
         auth_settings=["BearerToken"],
     )
