@@ -112,11 +112,13 @@ def test_a_serving_certificate_never_outlives_its_ca() -> None:
     assert late.not_after == ca.not_after
 
 
-def test_renewal_is_due_at_the_fraction_of_the_life() -> None:
-    serving = serving_of(authority())
-    life = serving.not_after - serving.not_before
-    assert serving.renewal_time(2 / 3) == serving.not_before + life * 2 / 3
-    assert authority().renewal_time(0.5) == T0 - CLOCK_SKEW + (300 * DAY + CLOCK_SKEW) / 2
+def test_renewal_is_due_at_the_fraction_of_the_life_since_the_issue() -> None:
+    """The validity starts :data:`CLOCK_SKEW` before the issue, which the life does not count:
+    a certificate of minutes would otherwise be due as soon as it is issued."""
+    assert serving_of(authority()).renewal_time(2 / 3) == T0 + 20 * DAY
+    assert authority().renewal_time(0.5) == T0 + 150 * DAY
+    minutes = authority().issue(HOSTS, now=T0, validity=datetime.timedelta(minutes=3))
+    assert minutes.renewal_time(2 / 3) == T0 + datetime.timedelta(minutes=2)
 
 
 @pytest.mark.parametrize(
@@ -419,6 +421,26 @@ def test_a_keeper_serves_at_once_and_renews_its_certificate_in_time() -> None:
     assert renewed is not first
     assert renewed.not_before == T0 + 20 * DAY - CLOCK_SKEW
     assert len(published) == 1  # the same CA: nothing to publish
+
+
+def test_a_certificate_of_minutes_is_renewed_once_when_due() -> None:
+    minutes = CertificateSettings(
+        authority_validity=datetime.timedelta(minutes=10),
+        serving_validity=datetime.timedelta(minutes=3),
+        bundle_settle=datetime.timedelta(0),
+    )
+    clock = ManualClock(T0)
+    keeper = CertificateKeeper(HOSTS, clock=clock, settings=minutes)
+    keeper.refresh()
+    first = keeper.state.serving
+    keeper.refresh()
+    assert keeper.state.serving is first
+    clock.advance(datetime.timedelta(minutes=2))
+    keeper.refresh()
+    renewed = keeper.state.serving
+    assert renewed is not first
+    keeper.refresh()
+    assert keeper.state.serving is renewed
 
 
 def test_a_ca_rotation_keeps_the_served_certificate_trusted_throughout() -> None:

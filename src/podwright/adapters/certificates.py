@@ -165,7 +165,7 @@ class ServingCertificate:
         )
 
     def renewal_time(self, fraction: float) -> datetime.datetime:
-        """When ``fraction`` of its life has passed: time to renew it."""
+        """When ``fraction`` of its life since it was issued has passed: time to renew it."""
         return _renewal_time(self.certificate, fraction)
 
     def issued_by(self, authority: CertificateAuthority) -> bool:
@@ -200,8 +200,10 @@ class ServingCertificate:
 
 
 def _renewal_time(certificate: x509.Certificate, fraction: float) -> datetime.datetime:
-    start, end = certificate.not_valid_before_utc, certificate.not_valid_after_utc
-    return start + (end - start) * fraction
+    """``fraction`` of the life since the certificate was issued (its validity starts
+    :data:`CLOCK_SKEW` before that, which is no part of the life to renew by)."""
+    issued = certificate.not_valid_before_utc + CLOCK_SKEW
+    return issued + (certificate.not_valid_after_utc - issued) * fraction
 
 
 @dataclass(frozen=True)
@@ -256,7 +258,7 @@ class CertificateAuthority:
         return self.certificate.not_valid_after_utc
 
     def renewal_time(self, fraction: float) -> datetime.datetime:
-        """When ``fraction`` of its life has passed: time to rotate it."""
+        """When ``fraction`` of its life since it was made has passed: time to rotate it."""
         return _renewal_time(self.certificate, fraction)
 
     def issue(
@@ -452,9 +454,9 @@ def next_step(
     Certificates are issued by :func:`issuing_authority`: a new CA issues only once the bundle
     holding it has been published for ``bundle_settle``; until then the served certificate's CA
     goes on renewing it, so a bundle that cannot be published never lets it expire. A
-    certificate is renewed when due, unless its renewal could not live longer (it already ends
-    with its CA, which is then rotated). An old CA leaves the bundle once the served certificate
-    is the new CA's; a CA is rotated when due, one rotation at a time.
+    certificate is renewed when due, unless its renewal would not live longer (it ends with its
+    CA, which is then rotated; or it was issued this very moment). An old CA leaves the bundle
+    once the served certificate is the new CA's; a CA is rotated when due, one at a time.
     """
     now = _aware(now)
     if state.authorities is None:
@@ -465,10 +467,8 @@ def next_step(
     issuer = issuing_authority(state, now, settings)
     if not serving.issued_by(issuer):
         return Step.ISSUE
-    if (
-        now >= serving.renewal_time(settings.renewal_fraction)
-        and serving.not_after < issuer.not_after
-    ):
+    renewal_ends = min(now + settings.serving_validity, issuer.not_after)
+    if now >= serving.renewal_time(settings.renewal_fraction) and renewal_ends > serving.not_after:
         return Step.ISSUE
     if state.published != authorities.bundle:
         return Step.PUBLISH
