@@ -61,6 +61,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/executor_bench.py
 	$(BIN)/python benchmarks/fuse_proxy_bench.py
 	$(BIN)/python benchmarks/startup_bench.py
+	$(BIN)/python benchmarks/webhook_server_bench.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis .import_linter_cache

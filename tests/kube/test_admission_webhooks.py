@@ -34,7 +34,7 @@ from podwright.engine.kubernetes_port import (
     ServerError,
 )
 from tests.kube.support import ApiServer, config_map, eventually
-from tests.webhook_server import CertificateAuthority, Review, WebhookServer
+from tests.webhook_server import Review, WebhookServer, untrusted_ca_bundle
 
 CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1"
 ALLOW: Callable[[Review], Review] = lambda _request: {"allowed": True}  # noqa: E731
@@ -62,7 +62,7 @@ def webhook(
         selector["values"] = list(values)
     client_config: dict[str, Any] = {"url": url}
     if server is not None:
-        client_config["caBundle"] = server.authority.ca_bundle
+        client_config["caBundle"] = server.ca_bundle
     return {
         "name": f"{name}.{marker.split('/', maxsplit=1)[0]}",
         "clientConfig": client_config,
@@ -252,7 +252,7 @@ def test_rules_and_selectors_limit_what_is_sent(api: ApiServer, marker: str) -> 
     with WebhookServer({"/record": ALLOW}) as server:
         hook["clientConfig"] = {
             "url": server.url("/record"),
-            "caBundle": server.authority.ca_bundle,
+            "caBundle": server.ca_bundle,
         }
         with installed(
             api,
@@ -315,7 +315,7 @@ def test_failure_policy_decides_when_the_webhook_cannot_be_called(
         ignore = webhook("ignore", unreachable_url(), None, marker, values=("ignore",))
         ignore["failurePolicy"] = "Ignore"
         untrusted = webhook("untrusted", server.url("/record"), None, marker, values=("untrusted",))
-        untrusted["clientConfig"]["caBundle"] = CertificateAuthority.create().ca_bundle
+        untrusted["clientConfig"]["caBundle"] = untrusted_ca_bundle()
         record = webhook("record", server.url("/record"), server, marker, values=("probe",))
         with installed(
             api,

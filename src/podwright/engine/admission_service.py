@@ -33,13 +33,14 @@ from podwright.core.effective_policy import effective_policy
 from podwright.core.evaluation import PreparedPolicy, prepare
 from podwright.core.policies import Policy, PolicyError, Scope
 from podwright.core.problems import FieldProblem
+from podwright.core.webhook_configurations import (
+    MUTATE_WORKLOADS,
+    VALIDATE_POLICIES,
+    VALIDATE_WORKLOADS,
+)
 from podwright.core.workload_fields import WorkloadType
 
 Handler = Callable[[Mapping[str, object]], dict[str, object]]
-
-MUTATE_WORKLOADS = "/mutate/workloads"
-VALIDATE_WORKLOADS = "/validate/workloads"
-VALIDATE_POLICIES = "/validate/policies"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 The engine addresses objects by apiVersion and kind; the REST API by group, version and plural
 resource name. The kinds are those the renderer produces and the engine watches, and the
-PriorityClasses ``podwright priority-classes --apply`` creates, so a static table replaces API
+PriorityClasses ``podwright priority-classes --apply`` creates, and the webhook configurations
+whose CA bundle the certificate keeper updates, so a static table replaces API
 discovery (one request fewer per start, and nothing to go stale).
 """
 
@@ -54,6 +55,10 @@ _RESOURCES = [
     ),
     RestResource("podwright.dev/v1alpha1", "Asset", "assets"),
     RestResource("podwright.dev/v1alpha1", "ClusterAsset", "clusterassets", namespaced=False),
+    *(
+        RestResource("admissionregistration.k8s.io/v1", kind, kind.lower() + "s", namespaced=False)
+        for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+    ),
 ]
 RESOURCES = {(resource.api_version, resource.kind): resource for resource in _RESOURCES}
 
