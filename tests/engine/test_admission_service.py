@@ -15,7 +15,7 @@ from podwright.core.admission import BadReviewError
 from podwright.core.assets import EMPTY_CATALOGUE, AssetCatalogue
 from podwright.core.cluster_resources import API_VERSION, ClusterScopes, policy_from_resource
 from podwright.core.policies import Policy, Scope
-from podwright.core.problems import FieldProblem
+from podwright.core.problems import FieldProblem, ProblemsError
 from podwright.engine.admission_service import (
     MUTATE_WORKLOADS,
     VALIDATE_POLICIES,
@@ -33,6 +33,7 @@ class MemoryState:
     def __init__(self) -> None:
         self.policies: list[Policy] = []
         self.unreadable: list[UnreadablePolicy] = []
+        self.unreadable_assets: list[FieldProblem] = []
         self.version = 0
 
     def snapshot(self) -> PolicySnapshot:
@@ -44,6 +45,8 @@ class MemoryState:
         return VISION
 
     def catalogue(self, namespace: str) -> AssetCatalogue:
+        if self.unreadable_assets:
+            raise ProblemsError(self.unreadable_assets)
         return EMPTY_CATALOGUE
 
     def set_policies(self, *policies: Policy) -> None:
@@ -181,3 +184,21 @@ def test_a_body_that_is_not_a_review_is_an_error_for_the_server_to_answer(
 ) -> None:
     with pytest.raises(BadReviewError):
         routes[VALIDATE_WORKLOADS]({"kind": "Pod"})
+
+
+def test_an_asset_that_cannot_be_read_refuses_the_workloads_that_see_it(
+    state: MemoryState, routes: dict[str, Any]
+) -> None:
+    """An unreadable asset is refused by name (403), not a handler failure (500)."""
+    state.unreadable_assets = [
+        FieldProblem(("spec", "kind"), "expected one of pvc, git, s3", "ClusterAsset data")
+    ]
+    given = review(workload(image="pytorch"))
+    assert response(routes[MUTATE_WORKLOADS](given))["allowed"]
+    refused = response(routes[VALIDATE_WORKLOADS](given))
+    assert not refused["allowed"]
+    assert refused["status"]["code"] == 403
+    message = refused["status"]["message"]
+    assert message.startswith("the assets of namespace vision cannot be read")
+    assert "ClusterAsset data" in message
+    assert "spec.kind: expected one of pvc, git, s3" in message

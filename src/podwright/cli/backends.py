@@ -33,7 +33,7 @@ import fcntl
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TypeVar
+from typing import IO, Any, TypeVar
 
 import click
 import yaml
@@ -233,6 +233,13 @@ def check_reachable(key: str, kubeconfig: str | None) -> None:
 
 def _kubeconfig_contexts(access: ClusterAccess) -> tuple[list[str], str]:
     """The names of the kubeconfig's contexts, and its current one."""
+    contexts, active = _read_contexts(access)
+    names = [str(context.get("name")) for context in contexts]
+    return names, str(active.get("name", ""))
+
+
+def _read_contexts(access: ClusterAccess) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The kubeconfig's contexts, and its current one."""
     source = _kubeconfig_source(access)
     try:
         contexts, active = k8s_config.list_kube_config_contexts(access.kubeconfig)
@@ -241,8 +248,24 @@ def _kubeconfig_contexts(access: ClusterAccess) -> tuple[list[str], str]:
         raise BadInput(f"{source}: not a usable kubeconfig: {reason}") from error
     if access.context is None and not active:
         raise BadInput(f"{source}: has no current context: give one with --context")
-    names = [str(context.get("name")) for context in contexts or []]
-    return names, str((active or {}).get("name", ""))
+    return list(contexts or []), dict(active or {})
+
+
+def cluster_name(access: ClusterAccess) -> str:
+    """The name the kubeconfig gives the cluster of its context (``in-cluster`` in a pod): the
+    cluster's name in the scope tree unless told otherwise."""
+    if access.kubeconfig is None and access.context is None and _in_pod():
+        return IN_CLUSTER
+    contexts, active = _read_contexts(access)
+    chosen = active if access.context is None else None
+    for context in contexts:
+        if context.get("name") == access.context:
+            chosen = context
+    if chosen is None:
+        raise BadInput(
+            f"--context {access.context}: {_kubeconfig_source(access)} has no such context"
+        )
+    return str((chosen.get("context") or {}).get("cluster") or chosen.get("name"))
 
 
 def _kubeconfig_source(access: ClusterAccess) -> str:

@@ -107,3 +107,24 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 def scalar_text(value: object) -> str:
     """A value in a table cell: strings as they are, anything else as JSON."""
     return value if isinstance(value, str) else json.dumps(value)
+
+
+def cluster_access_options(command: F) -> F:
+    """``--kubeconfig``, ``--context`` and ``--cluster-name``: the commands that read or write
+    podwright's resources in a cluster."""
+    command = click.option(
+        "--cluster-name",
+        default=None,
+        help="The cluster's name in the scope tree, shown in the scopes of rules and issues "
+        "(default: the kubeconfig's name for the cluster of its context).",
+    )(command)
+    command = click.option(
+        "--context", default=None, help="The kubeconfig context to use (default: its current one)."
+    )(command)
+    return click.option(
+        "--kubeconfig",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="The kubeconfig file (default: $KUBECONFIG, else ~/.kube/config; in a pod, its "
+        "service account).",
+    )(command)

@@ -19,15 +19,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from types import FrameType
 
 import click
 
@@ -45,6 +43,7 @@ from podwright.cli.backends import (
 )
 from podwright.cli.common import BadInput, Unavailable
 from podwright.cli.executors import ExecutorSlot, HeldSlot
+from podwright.cli.signals import stopping_on_signals
 from podwright.cli.state import home_option, open_store, utc_now
 from podwright.engine.config import ConfigError, LifecycleConfig, config_from_data, parse_duration
 from podwright.engine.event_index import EventIndex
@@ -242,7 +241,7 @@ def executor_command(
                 "metrics on http://%s:%d/metrics, health on /healthz and /readyz", host, port
             )
         stop = threading.Event()
-        with _stopping_on_signals(stop):
+        with stopping_on_signals(stop, "stopping after this round"):
             logger.info(
                 "executor for the %s backend of %s started (pid %d)", name, store.path, os.getpid()
             )
@@ -420,39 +419,3 @@ def _abort_local_tasks(
         if not still:
             return
         time.sleep(min(0.2, executor.seconds_until_due()))
-
-
-@contextlib.contextmanager
-def _stopping_on_signals(stop: threading.Event) -> Iterator[None]:
-    """SIGTERM and SIGINT set ``stop`` while the block runs.
-
-    Not from the signal handler: it runs in the main thread, between two of its instructions,
-    and ``stop.set()`` takes the lock that thread may hold in ``stop.wait()`` (a deadlock). The
-    interpreter writes each signal's number to a pipe instead (``signal.set_wakeup_fd``, no lock
-    taken), and a thread reading the pipe sets ``stop``."""
-    read_end, write_end = os.pipe()
-    os.set_blocking(write_end, False)
-
-    def watch() -> None:
-        received = os.read(read_end, 1)  # blocks until a signal, or the pipe is closed
-        if received:
-            logger.info("%s: stopping after this round", signal.Signals(received[0]).name)
-            stop.set()
-
-    watcher = threading.Thread(target=watch, name="stop-signals", daemon=True)
-    watcher.start()
-    previous_fd = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
-    previous = {number: signal.signal(number, _noted) for number in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for number, old in previous.items():
-            signal.signal(number, old)
-        signal.set_wakeup_fd(previous_fd)
-        os.close(write_end)
-        watcher.join()
-        os.close(read_end)
-
-
-def _noted(_number: int, _frame: FrameType | None) -> None:
-    """A stop signal's Python handler: the wakeup pipe has carried it to the watcher already."""

@@ -87,6 +87,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "status_command",
         "Show a task (default: the latest): its phase, its phase history and its events.",
     ),
+    "webhook": (
+        "podwright.cli.webhook_command",
+        "webhook_command",
+        "Serve the admission webhooks of Workloads and policies, and point the cluster at them.",
+    ),
 }
 """Every command: its module, the command object's name there, and its one-line help.
 

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 
 import click
 
-from podwright.cli.common import BadInput, ExitCode, scalar_text, table
+from podwright.adapters.documents import Document
+from podwright.cli.common import BadInput, ExitCode, cluster_access_options, scalar_text, table
 from podwright.cli.inputs import (
     SCOPE,
     WORKLOAD_TYPES,
@@ -92,9 +93,15 @@ def check_command(policy_files: Sequence[str], assets_file: str | None) -> None:
 
 
 @policy_group.command("effective")
-@click.argument("policy_files", metavar="POLICY...", nargs=-1, required=True)
+@click.argument("policy_files", metavar="[POLICY...]", nargs=-1)
 @click.option(
-    "--scope", "scope", type=SCOPE, required=True, help="The scope to combine the branch for."
+    "--scope", "scope", type=SCOPE, help="The scope to combine the branch for (policy files)."
+)
+@click.option(
+    "-n",
+    "--namespace",
+    default=None,
+    help="Read the policies from the cluster, for the project this namespace is.",
 )
 @click.option(
     "--type", "workload_type", type=WORKLOAD_TYPES, required=True, help="The workload type."
@@ -102,12 +109,43 @@ def check_command(policy_files: Sequence[str], assets_file: str | None) -> None:
 @click.option(
     "-o", "--output", type=_FORMATS, default="table", show_default=True, help="Output format."
 )
+@cluster_access_options
 def effective_command(
-    policy_files: Sequence[str], scope: Scope, workload_type: str, output: str
+    *,
+    policy_files: Sequence[str],
+    scope: Scope | None,
+    namespace: str | None,
+    workload_type: str,
+    output: str,
+    kubeconfig: str | None,
+    context: str | None,
+    cluster_name: str | None,
 ) -> None:
     """Print the effective policy of a scope: the branch's defaults, rules and imposed assets,
-    each with the scope it came from."""
-    documents, policies = load_policies(policy_files)
+    each with the scope it came from.
+
+    From policy files with --scope, or from the cluster with --namespace (the policies its
+    project is under, as the admission webhook combines them).
+    """
+    documents: dict[str, Document] = {}
+    if namespace is not None:
+        if policy_files or scope is not None:
+            raise click.UsageError(
+                "--namespace reads the policies from the cluster: give no POLICY files or --scope"
+            )
+        from podwright.cli.cluster_policies import ClusterOptions, cluster_policies  # noqa: PLC0415
+
+        scope, policies = cluster_policies(
+            ClusterOptions(kubeconfig, context, cluster_name), namespace
+        )
+    else:
+        if kubeconfig is not None or context is not None or cluster_name is not None:
+            raise click.UsageError("--kubeconfig, --context and --cluster-name go with --namespace")
+        if not policy_files or scope is None:
+            raise click.UsageError(
+                "give POLICY files and --scope, or --namespace to read the cluster's policies"
+            )
+        documents, policies = load_policies(policy_files)
     effective = combine(policies, scope, WorkloadType(workload_type), documents)
     document, entries = effective_policy_document(effective)
     if output == "table":
@@ -124,6 +162,76 @@ def effective_command(
         "sources": {entry.path: str(entry.scope) for entry in entries},
     }
     emit(data, output)
+
+
+@policy_group.command("apply")
+@click.option(
+    "-f",
+    "--filename",
+    "files",
+    metavar="FILE",
+    multiple=True,
+    required=True,
+    help="A policy file, a WorkloadPolicy or ClusterWorkloadPolicy resource, or a Run:ai "
+    "policy document ('-': standard input); repeat for more.",
+)
+@click.option(
+    "--type",
+    "workload_type",
+    type=WORKLOAD_TYPES,
+    help="The workload type of a Run:ai policy document (which does not say it).",
+)
+@click.option(
+    "--scope",
+    type=SCOPE,
+    help="The scope of a Run:ai policy document (which does not say it).",
+)
+@click.option(
+    "-n",
+    "--namespace",
+    default=None,
+    help="The namespace of project policies (default: the namespace that is the project).",
+)
+@click.option(
+    "--name", default=None, help="The policy's name (default: the file's own, or its name)."
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Check every policy with the cluster (admission included) and store nothing.",
+)
+@cluster_access_options
+def apply_command(
+    *,
+    files: Sequence[str],
+    workload_type: str | None,
+    scope: Scope | None,
+    namespace: str | None,
+    name: str | None,
+    dry_run: bool,
+    kubeconfig: str | None,
+    context: str | None,
+    cluster_name: str | None,
+) -> None:
+    """Create or update policy resources in the cluster, from policy files, resources or Run:ai
+    policy documents.
+
+    Tenant, cluster and department policies become ClusterWorkloadPolicies; a project's becomes
+    a WorkloadPolicy in the project's namespace. Every policy is checked by the cluster first
+    (the admission webhook refuses malformed and conflicting ones): when one is refused, none
+    is applied, and every refusal is listed.
+    """
+    from podwright.cli.cluster_policies import ClusterOptions, apply_policies  # noqa: PLC0415
+
+    apply_policies(
+        files,
+        ClusterOptions(kubeconfig, context, cluster_name),
+        workload_type=workload_type,
+        scope=scope,
+        namespace=namespace,
+        name=name,
+        dry_run=dry_run,
+    )
 
 
 @policy_group.command("evaluate")

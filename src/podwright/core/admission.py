@@ -187,11 +187,11 @@ def validate_workload(
             403,
             "Forbidden",
             f"the policies of {scope} cannot be applied, so no workload is admitted there: "
-            + _problem_lines(error.problems),
+            + problem_lines(error.problems),
         )
     except ProblemsError as error:
         return Decision.refuse(
-            422, "Invalid", f"the workload is not valid: {_problem_lines(error.problems)}"
+            422, "Invalid", f"the workload is not valid: {problem_lines(error.problems)}"
         )
     if not evaluation.accepted:
         count = len(evaluation.violations)
@@ -293,7 +293,8 @@ def _updatable_phrase(obj: Mapping[str, object]) -> str:
     return f" (only {', '.join(f'spec.{name}' for name in sorted(fields))} may change)"
 
 
-def _problem_lines(problems: Iterable[FieldProblem]) -> str:
+def problem_lines(problems: Iterable[FieldProblem]) -> str:
+    """Problems on one line, each after the object it is found in."""
     return "; ".join(
         f"{problem.source}: {problem}" if problem.source else str(problem) for problem in problems
     )
@@ -329,7 +330,7 @@ def validate_policy(
         return Decision.refuse(
             422,
             "Invalid",
-            f"{source} conflicts with the policies of its scopes: " + _problem_lines(problems),
+            f"{source} conflicts with the policies of its scopes: " + problem_lines(problems),
         )
     return Decision(True)
 

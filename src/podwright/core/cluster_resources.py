@@ -162,3 +162,69 @@ def _at_asset(problem: FieldProblem, assets: list[Mapping[str, object]]) -> Fiel
         where: FieldPath = ("metadata", "name") if rest[:1] == ("name",) else ("spec", *rest)
         return FieldProblem(where, problem.message, resource_source(obj))
     return problem
+
+
+# Policies as resources ----------------------------------------------------------------------------
+
+RUNAI_POLICY_SECTIONS = ("defaults", "rules", "imposedAssets")
+"""What a Run:ai policy document (the body of its policy API) holds."""
+
+
+class PolicyDocumentError(ValueError):
+    """A document that cannot become a policy resource (names the field and what is allowed)."""
+
+
+def policy_body(document: Mapping[str, object]) -> Mapping[str, object]:
+    """The policy body of a Run:ai policy document: the document itself, or the ``policy`` of
+    its API's request body (``{meta, policy}``), holding only ``defaults``, ``rules`` and
+    ``imposedAssets``."""
+    body = document.get("policy", document)
+    if not isinstance(body, Mapping):
+        raise PolicyDocumentError("policy: expected a mapping of defaults, rules, imposedAssets")
+    unknown = sorted(str(key) for key in body if key not in RUNAI_POLICY_SECTIONS)
+    if unknown:
+        raise PolicyDocumentError(
+            f"{', '.join(unknown)}: not a section of a Run:ai policy document (it holds "
+            f"{', '.join(RUNAI_POLICY_SECTIONS)}; a podwright policy file has apiVersion "
+            f"{POLICY_FILE_API_VERSION} and kind {POLICY_FILE_KIND})"
+        )
+    return body
+
+
+def policy_resource(
+    name: str, body: Mapping[str, object], scope: Scope, *, namespace: str | None
+) -> dict[str, object]:
+    """The resource of a policy of ``scope`` whose ``spec`` (without its scope) is ``body``:
+    a ClusterWorkloadPolicy for the tenant, the cluster or a department, a WorkloadPolicy in
+    ``namespace`` (the project's) for a project."""
+    spec = {key: value for key, value in body.items() if key != "scope"}
+    metadata: dict[str, object] = {"name": name}
+    if scope.level == "project":
+        if not namespace:
+            raise PolicyDocumentError(f"{scope}: a project policy goes in the project's namespace")
+        metadata["namespace"] = namespace
+        return {"apiVersion": API_VERSION, "kind": POLICY_KIND, "metadata": metadata, "spec": spec}
+    spec["scope"] = scope.level
+    if scope.level == "department":
+        spec["department"] = scope.names[-1]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": CLUSTER_POLICY_KIND,
+        "metadata": metadata,
+        "spec": spec,
+    }
+
+
+def project_namespaces(
+    scopes: ClusterScopes, scope: Scope, namespaces: list[Mapping[str, object]]
+) -> list[str]:
+    """The namespaces that are the project ``scope`` (a project's name is its namespace's, or
+    the namespace's ``podwright.dev/project`` label), whatever cluster name ``scope`` gives."""
+    found = []
+    for namespace in namespaces:
+        of_namespace = scopes.of_namespace(namespace)
+        if of_namespace.names[1:] == scope.names[1:]:
+            metadata = namespace.get("metadata")
+            assert isinstance(metadata, Mapping), "of_namespace read its name"
+            found.append(str(metadata.get("name")))
+    return sorted(found)

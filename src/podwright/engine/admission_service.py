@@ -7,8 +7,9 @@ Kubernetes adapter keeps them in watch caches, so a review costs the API server 
 each scope's effective policy prepared until a policy, namespace or asset changes, so a review
 costs one evaluation.
 
-A policy object that cannot be read (written before the webhooks were installed, or by hand)
-never loosens anything: every workload of a scope it governs is refused, naming it.
+A policy or asset object that cannot be read (written before the webhooks were installed, or by
+hand) never loosens anything: every workload of a scope it governs (of the namespaces that see
+the asset) is refused, naming it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from podwright.core.admission import (
     PolicyFor,
     Request,
     mutate_workload,
+    problem_lines,
     review_response,
     validate_policy,
     validate_workload,
@@ -32,7 +34,7 @@ from podwright.core.cluster_resources import CLUSTER_POLICY_KIND, ClusterScopes
 from podwright.core.effective_policy import effective_policy
 from podwright.core.evaluation import PreparedPolicy, prepare
 from podwright.core.policies import Policy, PolicyError, Scope
-from podwright.core.problems import FieldProblem
+from podwright.core.problems import FieldProblem, ProblemsError
 from podwright.core.webhook_configurations import (
     MUTATE_WORKLOADS,
     VALIDATE_POLICIES,
@@ -61,6 +63,15 @@ class PolicySnapshot:
     version: int
     policies: tuple[Policy, ...]
     unreadable: tuple[UnreadablePolicy, ...] = ()
+
+    def unreadable_in(self, scope: Scope) -> list[FieldProblem]:
+        """The problems of the unreadable policies that may govern ``scope``."""
+        return [
+            problem
+            for broken in self.unreadable
+            if broken.scope is None or broken.scope.contains(scope)
+            for problem in broken.problems
+        ]
 
 
 class PolicyState(Protocol):
@@ -120,7 +131,15 @@ class AdmissionService:
             scope = self._state.namespace_scope(request.namespace)
         except LookupError:
             return Decision.refuse(404, "NotFound", f'namespaces "{request.namespace}" not found')
-        catalogue = self._state.catalogue(request.namespace)
+        try:
+            catalogue = self._state.catalogue(request.namespace)
+        except ProblemsError as error:
+            return Decision.refuse(
+                403,
+                "Forbidden",
+                f"the assets of namespace {request.namespace} cannot be read, so no workload is "
+                "admitted there: " + problem_lines(error.problems),
+            )
 
         def policy_for(workload_type: WorkloadType) -> PreparedPolicy:
             return self._prepared_policy(scope, workload_type, request.namespace, catalogue)
@@ -143,12 +162,7 @@ class AdmissionService:
             prepared = self._prepared.get(key)
         if prepared is not None:
             return prepared
-        unreadable = [
-            problem
-            for broken in snapshot.unreadable
-            if broken.scope is None or broken.scope.contains(scope)
-            for problem in broken.problems
-        ]
+        unreadable = snapshot.unreadable_in(scope)
         if unreadable:
             raise PolicyError(unreadable)
         prepared = prepare(effective_policy(snapshot.policies, scope, workload_type), catalogue)

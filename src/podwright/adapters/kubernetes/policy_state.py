@@ -82,6 +82,15 @@ class ClusterPolicyState:
             reflector.start()
         return all(reflector.wait_synced(timeout) for reflector in self._reflectors)
 
+    def read_once(self) -> ClusterPolicyState:
+        """List every kind once, without watching: the state of a command that reads the
+        cluster's policies and exits (``policy effective``, ``policy report``)."""
+        for api_version, kind in KINDS:
+            objects, _version = self._client.list_objects(api_version, kind)
+            self._caches[kind].replace(objects)
+        self._bump()
+        return self
+
     def stop(self) -> None:
         for reflector in self._reflectors:
             reflector.stop()

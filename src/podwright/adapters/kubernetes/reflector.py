@@ -87,7 +87,8 @@ class Reflector:
             # left to shut down (urllib3 says so with a ValueError or a RuntimeError).
             with contextlib.suppress(ValueError, RuntimeError, OSError):
                 stream.shutdown()
-        self._thread.join(timeout=10)
+        if self._thread.ident is not None:  # started
+            self._thread.join(timeout=10)
 
     def _run(self) -> None:
         failures = 0

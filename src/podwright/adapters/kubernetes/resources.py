@@ -2,8 +2,9 @@
 
 The engine addresses objects by apiVersion and kind; the REST API by group, version and plural
 resource name. The kinds are those the renderer produces and the engine watches, and the
-PriorityClasses ``podwright priority-classes --apply`` creates, and the webhook configurations
-whose CA bundle the certificate keeper updates, so a static table replaces API
+PriorityClasses ``podwright priority-classes --apply`` creates, the webhook configurations
+the webhooks install and whose CA bundle the certificate keeper updates, and the podwright
+CustomResourceDefinitions they check for, so a static table replaces API
 discovery (one request fewer per start, and nothing to go stale).
 """
 
@@ -58,6 +59,12 @@ _RESOURCES = [
     *(
         RestResource("admissionregistration.k8s.io/v1", kind, kind.lower() + "s", namespaced=False)
         for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+    ),
+    RestResource(
+        "apiextensions.k8s.io/v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        namespaced=False,
     ),
 ]
 RESOURCES = {(resource.api_version, resource.kind): resource for resource in _RESOURCES}

@@ -1,0 +1,272 @@
+"""podwright's admission webhooks, running: put together once for every process that serves them.
+
+Serving the webhooks takes five pieces, started in an order that never leaves the API server
+calling a webhook nobody answers: the cluster's policies, namespaces and assets in watch caches
+(:class:`~podwright.adapters.kubernetes.policy_state.ClusterPolicyState`), the decisions over
+them (:class:`~podwright.engine.admission_service.AdmissionService`), a certificate (podwright's
+own CA, renewed and rotated by a :class:`~podwright.adapters.certificates.CertificateKeeper`, or
+cert-manager's files), the HTTPS server, and last the two webhook configurations that point the
+API server at it, applied server-side. ``podwright webhook`` runs them out of the cluster (the
+configurations name ``https://HOST:PORT``, as ``kopf run`` does); the operator runs the same in
+the cluster behind a Service.
+
+Stopping leaves the configurations in place on purpose: their ``failurePolicy: Fail`` keeps
+Workloads and policies out while nothing checks them (policies can still be read, and the
+configurations deleted with ``kubectl delete``).
+
+Exceptions::
+
+    AdmissionWebhooksError
+    ├── NotInstalledError     podwright's CRDs are not in the cluster
+    └── WebhooksStartError    the caches did not fill, or the certificate or address is unusable
+    (and the Kubernetes adapter's KubernetesError for the API server's own failures)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import logging
+import socket
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from podwright.adapters.certificates import (
+    CertificateDirectory,
+    CertificateError,
+    CertificateKeeper,
+    CertificateSettings,
+    Clock,
+)
+from podwright.adapters.kubernetes.client import KubernetesClient
+from podwright.adapters.kubernetes.policy_state import ClusterPolicyState
+from podwright.adapters.kubernetes.webhook_configurations import publish_ca_bundle
+from podwright.adapters.webhook_server import ServerSettings, WebhookServer, WebhookServerError
+from podwright.core.admission import BadReviewError
+from podwright.core.cluster_resources import GROUP, ClusterScopes
+from podwright.core.webhook_configurations import (
+    ServiceEndpoint,
+    UrlEndpoint,
+    webhook_configurations,
+)
+from podwright.engine.admission_service import AdmissionService
+from podwright.engine.kubernetes_port import NotFoundError, ObjectRef
+
+LOG = logging.getLogger("podwright.webhook")
+
+FIELD_MANAGER = "podwright-webhook"
+"""The field manager of the webhook configurations this process applies."""
+
+_CRD_API_VERSION = "apiextensions.k8s.io/v1"
+_REQUIRED_CRDS = (
+    f"workloads.{GROUP}",
+    f"workloadpolicies.{GROUP}",
+    f"clusterworkloadpolicies.{GROUP}",
+    f"assets.{GROUP}",
+    f"clusterassets.{GROUP}",
+)
+
+
+class AdmissionWebhooksError(Exception):
+    """The webhooks cannot be served."""
+
+
+class NotInstalledError(AdmissionWebhooksError):
+    """podwright's CustomResourceDefinitions are missing from the cluster."""
+
+
+class WebhooksStartError(AdmissionWebhooksError):
+    """The webhooks could not start: caches not filled in time, an unusable certificate or
+    address."""
+
+
+@dataclasses.dataclass(frozen=True)
+class WebhookSettings:
+    """Where the webhooks are served, and how the API server reaches and trusts them.
+
+    Exactly one of ``webhook_host`` (the configurations name ``https://webhook_host:PORT``) and
+    ``service`` (they name the Service, in the cluster)."""
+
+    cluster_name: str
+    webhook_host: str | None = None
+    service: ServiceEndpoint | None = None
+    listen_host: str = "0.0.0.0"
+    port: int = 9443
+    certificate_directory: Path | None = None
+    """cert-manager's files (``tls.crt``, ``tls.key``, ``ca.crt``) instead of podwright's CA."""
+    certificates: CertificateSettings = dataclasses.field(default_factory=CertificateSettings)
+    certificate_check_seconds: float = 60.0
+    sync_timeout_seconds: float = 30.0
+    server: ServerSettings = dataclasses.field(default_factory=ServerSettings)
+
+    def __post_init__(self) -> None:
+        if (self.webhook_host is None) == (self.service is None):
+            raise ValueError(
+                "webhook_host, service: exactly one: the address the API server reaches this "
+                "process at, or the Service in front of it"
+            )
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port: must be within 0..65535 (0: any free port), got {self.port}")
+
+    @property
+    def certificate_hosts(self) -> list[str]:
+        """The names the serving certificate is for."""
+        if self.service is not None:
+            name, namespace = self.service.name, self.service.namespace
+            return [f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.cluster.local"]
+        assert self.webhook_host is not None
+        return [self.webhook_host]
+
+
+def address_towards(server_url: str) -> str:
+    """This machine's address on the route to the API server at ``server_url``: where a
+    webhook run here is reached from it when nothing else is said (no packet is sent)."""
+    parts = urlsplit(server_url)
+    host = parts.hostname or "127.0.0.1"
+    port = parts.port or 443
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        address = socket.getaddrinfo(host, port, family, socket.SOCK_DGRAM)[0][4]
+        with socket.socket(family, socket.SOCK_DGRAM) as probe:
+            probe.connect(address)
+            return str(probe.getsockname()[0])
+    except OSError as error:
+        raise WebhooksStartError(
+            f"cannot find this machine's address towards the API server {server_url}: {error}; "
+            "give the address the API server reaches this process at (--webhook-host)"
+        ) from error
+
+
+class AdmissionWebhooks:
+    """The webhooks of one process: :meth:`start` serves them and points the cluster at them,
+    :meth:`stop` stops serving (a ``with`` block does both)."""
+
+    def __init__(
+        self, client: KubernetesClient, settings: WebhookSettings, *, clock: Clock
+    ) -> None:
+        self._client = client
+        self._settings = settings
+        self._clock = clock
+        self._state = ClusterPolicyState(client, ClusterScopes(settings.cluster_name))
+        self.service = AdmissionService(self._state, ClusterScopes(settings.cluster_name))
+        self._tls: CertificateKeeper | CertificateDirectory | None = None
+        self._server: WebhookServer | None = None
+
+    @property
+    def url(self) -> str:
+        """``https://HOST:PORT`` of the server (the address listened on)."""
+        if self._server is None:
+            raise AdmissionWebhooksError("the webhooks are not started")
+        return self._server.url()
+
+    @property
+    def base_url(self) -> str | None:
+        """The URL the webhook configurations name (None: they name a Service)."""
+        if self._server is None or self._settings.webhook_host is None:
+            return None
+        host = self._settings.webhook_host
+        return f"https://{f'[{host}]' if ':' in host else host}:{self._server.address[1]}"
+
+    @property
+    def ca_bundle(self) -> bytes:
+        """The CA bundle the configurations carry now."""
+        bundle = self._tls.ca_bundle if self._tls is not None else None
+        if bundle is None:
+            raise AdmissionWebhooksError("the webhooks have no CA bundle (not started)")
+        return bundle
+
+    def start(self) -> AdmissionWebhooks:
+        try:
+            self._check_installed()
+            if not self._state.start(self._settings.sync_timeout_seconds):
+                raise WebhooksStartError(
+                    "the policies, namespaces and assets were not listed within "
+                    f"{self._settings.sync_timeout_seconds:g} s"
+                )
+            self._tls = self._start_tls()
+            self._server = WebhookServer(
+                self.service.routes(),
+                self._tls,
+                host=self._settings.listen_host,
+                port=self._settings.port,
+                settings=self._settings.server,
+                bad_review_errors=(BadReviewError,),
+            ).start()
+            self._install_configurations()
+        except (CertificateError, WebhookServerError) as error:
+            self.stop()
+            raise WebhooksStartError(str(error)) from error
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+        if self._tls is not None:
+            self._tls.stop()
+        self._state.stop()
+
+    def __enter__(self) -> AdmissionWebhooks:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    def _check_installed(self) -> None:
+        missing = []
+        for name in _REQUIRED_CRDS:
+            try:
+                self._client.get(ObjectRef(_CRD_API_VERSION, "CustomResourceDefinition", "", name))
+            except NotFoundError:
+                missing.append(name)
+        if missing:
+            raise NotInstalledError(
+                f"the cluster {self._client.server} lacks podwright's CustomResourceDefinitions "
+                f"{', '.join(missing)}: install them first with "
+                "'kubectl apply --server-side -f deploy/crds/' (or 'podwright crds | kubectl "
+                "apply --server-side -f -')"
+            )
+
+    def _start_tls(self) -> CertificateKeeper | CertificateDirectory:
+        directory = self._settings.certificate_directory
+        if directory is not None:
+            files = CertificateDirectory(directory, clock=self._clock)
+            if files.ca_bundle is None:
+                raise WebhooksStartError(
+                    f"--cert-dir {directory}: it has no {CertificateDirectory.CA_FILE}: the "
+                    "webhook configurations need the CA that issued its "
+                    f"{CertificateDirectory.CERTIFICATE_FILE}"
+                )
+            return files.start()
+        return CertificateKeeper(
+            self._settings.certificate_hosts,
+            clock=self._clock,
+            publish_bundle=lambda bundle: LOG.info(
+                "CA bundle published into %d webhook configuration patch(es)",
+                len(publish_ca_bundle(self._client, bundle)),
+            ),
+            settings=self._settings.certificates,
+            check_interval_seconds=self._settings.certificate_check_seconds,
+        ).start()
+
+    def _install_configurations(self) -> None:
+        endpoint: UrlEndpoint | ServiceEndpoint
+        if self._settings.service is not None:
+            endpoint = self._settings.service
+        else:
+            assert self.base_url is not None
+            endpoint = UrlEndpoint(self.base_url)
+        for configuration in webhook_configurations(endpoint, ca_bundle=self.ca_bundle):
+            self._client.apply(configuration, field_manager=FIELD_MANAGER)
+        LOG.info(
+            "webhook configurations 'podwright' point the API server %s at %s",
+            self._client.server,
+            self.base_url or f"the Service {endpoint}",
+        )
+
+
+def utc_now() -> datetime.datetime:
+    """The clock of a real process."""
+    return datetime.datetime.now(datetime.UTC)

@@ -1,0 +1,306 @@
+"""The ``policy`` commands that read and write the cluster: ``apply``, ``effective --namespace``
+and ``report``.
+
+Their click definitions live with the other ``policy`` commands; their work is here, loaded only
+when they run, so the commands that read files (``policy check``, ``evaluate``) never load the
+Kubernetes client. Every policy reaches the cluster through the same checks as a file: a
+document is read with the policy loader first (problems at ``file:line:column``), then every
+resource is applied as a server-side dry run (so the admission webhook's refusals, conflicts
+included, come back for all of them at once), and only when every one passes are they applied.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import click
+
+from podwright.adapters.documents import Document
+from podwright.adapters.kubernetes import KubernetesClient, KubernetesConfigError, connect
+from podwright.adapters.kubernetes.policy_state import ClusterPolicyState
+from podwright.cli.backends import ClusterAccess, cluster_name
+from podwright.cli.common import BadInput, Unavailable, Unreachable
+from podwright.cli.inputs import located, read
+from podwright.core.admission import problem_lines
+from podwright.core.cluster_resources import (
+    API_VERSION,
+    CLUSTER_POLICY_KIND,
+    POLICY_KIND,
+    ClusterScopes,
+    PolicyDocumentError,
+    policy_body,
+    policy_resource,
+    project_namespaces,
+    resource_source,
+)
+from podwright.core.k8s_names import dns1123_subdomain_problem
+from podwright.core.policies import API_VERSION as POLICY_FILE_API_VERSION
+from podwright.core.policies import KIND as POLICY_FILE_KIND
+from podwright.core.policies import Policy, Scope, policy_from_data
+from podwright.core.problems import ProblemsError
+from podwright.engine.kubernetes_port import ApiConnectionError, KubernetesError
+
+FIELD_MANAGER = "podwright"
+"""The field manager of what ``policy apply`` writes (``kubectl`` is ``kubectl``)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterOptions:
+    """How to reach the cluster, and its name in the scope tree (None: the kubeconfig's)."""
+
+    kubeconfig: str | None
+    context: str | None
+    cluster_name: str | None
+
+    @property
+    def scopes(self) -> ClusterScopes:
+        return ClusterScopes(
+            self.cluster_name or cluster_name(ClusterAccess(self.kubeconfig, self.context))
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class _PolicyToApply:
+    source: str
+    """The file, for messages."""
+    resource: dict[str, object]
+    scope: Scope | None
+    """From a file (None: a resource, whose scope the cluster decides)."""
+    project: str | None = None
+    """A project policy's project, whose namespace is looked up."""
+
+
+def _client(options: ClusterOptions) -> KubernetesClient:
+    try:
+        return KubernetesClient(connect(options.kubeconfig, options.context))
+    except KubernetesConfigError as error:
+        raise BadInput(str(error)) from error
+
+
+@dataclasses.dataclass
+class _Cluster:
+    """A client, with its errors turned into the CLI's."""
+
+    client: KubernetesClient
+
+    def failed(self, error: KubernetesError) -> click.ClickException:
+        if isinstance(error, ApiConnectionError):
+            return Unreachable(error.message)
+        return Unavailable(f"the API server {self.client.server} refused: {error.message}")
+
+
+# policy apply -------------------------------------------------------------------------------
+
+
+def apply_policies(
+    files: Sequence[str],
+    options: ClusterOptions,
+    *,
+    workload_type: str | None,
+    scope: Scope | None,
+    namespace: str | None,
+    name: str | None,
+    dry_run: bool,
+) -> None:
+    """Create or update the policy resources of ``files`` (see the command's help)."""
+    if name is not None and len(files) > 1:
+        raise click.UsageError("--name names the policy of one file, and more were given")
+    documents: dict[str, Document] = {}
+    to_apply: list[_PolicyToApply] = []
+    errors: list[str] = []
+    for file in files:
+        document = read(file, documents)
+        try:
+            to_apply.append(
+                _policy_of(document, workload_type=workload_type, scope=scope, name=name)
+            )
+        except ProblemsError as error:
+            errors.extend(located(error, documents, document.source))
+        except PolicyDocumentError as error:
+            errors.append(f"{document.source}: {error}")
+    if errors:
+        raise BadInput("\n".join(errors))
+    client = _client(options)
+    cluster = _Cluster(client)
+    try:
+        resources = _placed(client, options.scopes, to_apply, namespace)
+        refusals = []
+        for policy, resource in zip(to_apply, resources, strict=True):
+            try:
+                client.apply(resource, field_manager=FIELD_MANAGER, dry_run=True)
+            except KubernetesError as error:
+                if isinstance(error, ApiConnectionError):
+                    raise
+                refusals.append(f"{policy.source}: {resource_source(resource)}: {error.message}")
+        if refusals:
+            raise BadInput("\n".join([*refusals, "nothing was applied"]))
+        for resource in resources:
+            if not dry_run:
+                client.apply(resource, field_manager=FIELD_MANAGER)
+            click.echo(
+                f"{str(resource['kind']).lower()}.{API_VERSION.split('/')[0]}/"
+                f"{_name(resource)} {'checked (dry run)' if dry_run else 'applied'}"
+            )
+    except KubernetesError as error:
+        raise cluster.failed(error) from error
+    finally:
+        client.close()
+
+
+def _policy_of(
+    document: Document, *, workload_type: str | None, scope: Scope | None, name: str | None
+) -> _PolicyToApply:
+    """What one file asks to apply: a podwright policy file, a policy resource, or a Run:ai
+    policy document (with ``--type`` and ``--scope``)."""
+    data = document.data
+    if not isinstance(data, Mapping):
+        raise PolicyDocumentError("expected a mapping (a policy document)")
+    api_version, kind = data.get("apiVersion"), data.get("kind")
+    if api_version == API_VERSION and kind in (POLICY_KIND, CLUSTER_POLICY_KIND):
+        if scope is not None or workload_type is not None:
+            raise PolicyDocumentError(
+                f"a {kind} resource says its own scope and workload type: --scope and --type go "
+                "with policy files and Run:ai documents"
+            )
+        resource = dict(data)
+        if name is not None:
+            resource["metadata"] = {**_metadata(resource), "name": name}
+        return _PolicyToApply(document.source, resource, None)
+    if api_version == POLICY_FILE_API_VERSION and kind == POLICY_FILE_KIND:
+        policy = policy_from_data(data, document.source)
+        spec = data.get("spec")
+        assert isinstance(spec, Mapping), "the loader read a spec"
+        for given, own, option in (
+            (scope, policy.scope, "--scope"),
+            (workload_type, policy.workload_type.value, "--type"),
+        ):
+            if given is not None and given != own:
+                raise PolicyDocumentError(
+                    f"{option}: the file says {own}, and {option} says {given}: leave it out"
+                )
+        return _from_policy(document.source, policy, spec, name or policy.name)
+    if api_version is not None or kind is not None:
+        raise PolicyDocumentError(
+            f"apiVersion {api_version}, kind {kind}: expected a policy file "
+            f"({POLICY_FILE_API_VERSION} {POLICY_FILE_KIND}), a policy resource "
+            f"({API_VERSION} {POLICY_KIND} or {CLUSTER_POLICY_KIND}) or a Run:ai policy "
+            "document (defaults, rules, imposedAssets)"
+        )
+    body = policy_body(data)
+    if workload_type is None or scope is None:
+        missing = [
+            option for option, given in (("--type", workload_type), ("--scope", scope)) if not given
+        ]
+        raise PolicyDocumentError(
+            "a Run:ai policy document says neither its workload type nor its scope: give "
+            + " and ".join(missing)
+        )
+    policy_name = name or Path(document.source).stem
+    problem = dns1123_subdomain_problem(policy_name)
+    if problem:
+        raise PolicyDocumentError(
+            f"the policy's name {policy_name!r} (from the file name) {problem}: give --name"
+        )
+    spec = {"workloadType": workload_type, **body}
+    file_document = {
+        "apiVersion": POLICY_FILE_API_VERSION,
+        "kind": POLICY_FILE_KIND,
+        "metadata": {"name": policy_name},
+        "spec": {**spec, "scope": scope.to_data()},
+    }
+    policy = policy_from_data(file_document, document.source)
+    return _from_policy(document.source, policy, spec, policy_name)
+
+
+def _from_policy(
+    source: str, policy: Policy, spec: Mapping[str, object], name: str
+) -> _PolicyToApply:
+    project = policy.scope.names[-1] if policy.scope.level == "project" else None
+    resource = policy_resource(name, spec, policy.scope, namespace=project or None)
+    return _PolicyToApply(source, resource, policy.scope, project)
+
+
+def _placed(
+    client: KubernetesClient,
+    scopes: ClusterScopes,
+    policies: Sequence[_PolicyToApply],
+    namespace: str | None,
+) -> list[dict[str, object]]:
+    """The resources, each project policy in its project's namespace (``namespace`` when
+    given, else the one namespace that is the project)."""
+    projects = [policy for policy in policies if policy.project is not None]
+    namespaces: list[dict[str, object]] = []
+    if projects and namespace is None:
+        namespaces, _version = client.list_objects("v1", "Namespace")
+    placed, errors = [], []
+    for policy in policies:
+        resource = policy.resource
+        if policy.project is None:
+            if namespace is not None and resource.get("kind") == POLICY_KIND:
+                resource = {**resource, "metadata": {**_metadata(resource), "namespace": namespace}}
+            placed.append(resource)
+            continue
+        assert policy.scope is not None
+        found = (
+            [namespace]
+            if namespace is not None
+            else project_namespaces(scopes, policy.scope, list(namespaces))
+        )
+        if len(found) != 1:
+            errors.append(
+                f"{policy.source}: {policy.scope}: "
+                + (
+                    f"no namespace is this project (a namespace named {policy.project}, or "
+                    f"labelled podwright.dev/project={policy.project}): create it, or give "
+                    "--namespace"
+                    if not found
+                    else f"namespaces {', '.join(found)} are all this project: give --namespace"
+                )
+            )
+            continue
+        placed.append({**resource, "metadata": {**_metadata(resource), "namespace": found[0]}})
+    if errors:
+        raise BadInput("\n".join([*errors, "nothing was applied"]))
+    return placed
+
+
+def _metadata(resource: Mapping[str, object]) -> dict[str, object]:
+    metadata = resource.get("metadata")
+    return dict(metadata) if isinstance(metadata, Mapping) else {}
+
+
+def _name(resource: Mapping[str, object]) -> str:
+    return str(_metadata(resource).get("name"))
+
+
+# policy effective --namespace, policy report --------------------------------------------------
+
+
+def _read_state(client: KubernetesClient, options: ClusterOptions) -> ClusterPolicyState:
+    return ClusterPolicyState(client, options.scopes).read_once()
+
+
+def cluster_policies(options: ClusterOptions, namespace: str) -> tuple[Scope, list[Policy]]:
+    """The scope of ``namespace`` and every readable policy of the cluster; bad input when a
+    policy of its branch cannot be read."""
+    client = _client(options)
+    cluster = _Cluster(client)
+    try:
+        state = _read_state(client, options)
+        try:
+            scope = state.namespace_scope(namespace)
+        except LookupError:
+            raise BadInput(
+                f"--namespace {namespace}: no such namespace in {client.server}"
+            ) from None
+        snapshot = state.snapshot()
+        unreadable = snapshot.unreadable_in(scope)
+        if unreadable:
+            raise BadInput(f"the policies of {scope} cannot be read: {problem_lines(unreadable)}")
+        return scope, list(snapshot.policies)
+    except KubernetesError as error:
+        raise cluster.failed(error) from error
+    finally:
+        client.close()
