@@ -28,7 +28,9 @@ from podwright.adapters.admission_webhooks import (
     utc_now,
 )
 from podwright.adapters.kubernetes import KubernetesClient, KubernetesConfigError, connect
-from podwright.cli.common import BadInput, Unavailable, Unreachable
+from podwright.cli.backends import ClusterAccess
+from podwright.cli.backends import cluster_name as default_cluster_name
+from podwright.cli.common import BadInput, Unavailable, Unreachable, cluster_access_options
 from podwright.cli.signals import stopping_on_signals
 from podwright.engine.kubernetes_port import ApiConnectionError, KubernetesError
 
@@ -37,20 +39,9 @@ logger = logging.getLogger("podwright.webhook")
 DEFAULT_PORT = 9443
 """controller-runtime's webhook port, which cluster firewalls (GKE's, for one) are used to."""
 
-CLUSTER_NAME_HELP = (
-    "The cluster's name in the scope tree, shown in the scopes of rules and issues "
-    "(policies of scope 'cluster' are this cluster's)."
-)
-
 
 @click.command("webhook")
-@click.option(
-    "--kubeconfig",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="The kubeconfig file (default: $KUBECONFIG, else ~/.kube/config).",
-)
-@click.option("--context", default=None, help="The kubeconfig context (default: its current one).")
+@cluster_access_options
 @click.option(
     "--webhook-host",
     metavar="ADDR",
@@ -80,7 +71,6 @@ CLUSTER_NAME_HELP = (
     help="Serve DIR/tls.crt and DIR/tls.key (as cert-manager's Secret holds them) and trust "
     "DIR/ca.crt, instead of a certificate of podwright's own CA.",
 )
-@click.option("--cluster-name", default="cluster", show_default=True, help=CLUSTER_NAME_HELP)
 def webhook_command(
     *,
     kubeconfig: str | None,
@@ -89,7 +79,7 @@ def webhook_command(
     listen_host: str | None,
     port: int,
     cert_dir: Path | None,
-    cluster_name: str,
+    cluster_name: str | None,
 ) -> None:
     """Serve the admission webhooks of Workloads and policies, and point the cluster at them.
 
@@ -105,7 +95,7 @@ def webhook_command(
     try:
         host = webhook_host or address_towards(client.server)
         settings = WebhookSettings(
-            cluster_name=cluster_name,
+            cluster_name=cluster_name or default_cluster_name(ClusterAccess(kubeconfig, context)),
             webhook_host=host,
             listen_host=listen_host or (host if _is_ip_address(host) else "0.0.0.0"),
             port=port,
