@@ -346,7 +346,25 @@ def conflicts(policy: Policy, others: Sequence[Policy]) -> list[FieldProblem]:
     }
     before = _combining_problems(others, scopes, policy.workload_type)
     after = _combining_problems([*others, policy], scopes, policy.workload_type)
-    return [problem for key, problem in after.items() if key not in before]
+    by_source = {other.source: other for other in others}
+    return [
+        _as_conflict_of(policy, problem, by_source.get(problem.source))
+        for key, problem in after.items()
+        if key not in before
+    ]
+
+
+def _as_conflict_of(policy: Policy, problem: FieldProblem, claimant: Policy | None) -> FieldProblem:
+    """A problem of combining the branch, told from ``policy``'s side: when it is another
+    policy (below it) whose rules now clash with it, the field already has rules there."""
+    if claimant is None:
+        return problem
+    return FieldProblem(
+        problem.path,
+        f"already has rules in {claimant.scope}: {claimant.name!r} (a field's rules are set by "
+        "one scope of a branch)",
+        policy.source,
+    )
 
 
 def _combining_problems(
