@@ -1,0 +1,277 @@
+"""``podwright policy apply`` and ``policy effective --namespace`` against the API-server
+emulator with podwright's CRDs (and no webhook: what the webhook adds is the cluster tier's,
+tests/cluster/test_admission.py): documents read and refused before the cluster is touched,
+policies placed at their scopes, a project's policy in its namespace, all or nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from podwright.adapters.kubernetes import KubernetesClient, connect
+from podwright.cli.main import cli
+from podwright.core.cluster_resources import API_VERSION
+from podwright.core.crds import custom_resource_definitions
+from tests.k8s_emulator import Emulator
+from tests.kube.support import write_kubeconfig
+
+ROOT = Path(__file__).resolve().parents[2]
+POLICIES = ROOT / "examples" / "policies"
+EXAMPLES = [str(POLICIES / f"{name}.yaml") for name in ("cluster-prod", "department-research")]
+PROJECT = str(POLICIES / "project-vision.yaml")
+
+RUNAI_DOCUMENT = "rules:\n  compute:\n    gpuDevicesRequest: {max: 4}\n"
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(cli, ["policy", *args])
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[KubernetesClient, str]]:
+    """An emulator with podwright's CRDs and a namespace ``vision`` of department research."""
+    with Emulator() as emulator:
+        kubeconfig = str(write_kubeconfig(tmp_path / "kubeconfig", emulator.url))
+        client = KubernetesClient(connect(kubeconfig))
+        try:
+            for crd in custom_resource_definitions():
+                client.apply(crd, field_manager="test")
+            client.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Namespace",
+                    "metadata": {
+                        "name": "vision",
+                        "labels": {"podwright.dev/department": "research"},
+                    },
+                }
+            )
+            yield client, kubeconfig
+        finally:
+            client.close()
+
+
+def policies(client: KubernetesClient) -> list[tuple[str, str, Any]]:
+    found = []
+    for kind in ("ClusterWorkloadPolicy", "WorkloadPolicy"):
+        objects, _version = client.list_objects(API_VERSION, kind)
+        for obj in objects:
+            spec = obj["spec"]
+            where = obj["metadata"].get("namespace") or (spec["scope"], spec.get("department"))
+            found.append((kind, obj["metadata"]["name"], where))
+    return sorted(found, key=str)
+
+
+# Documents refused before the cluster is touched -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("document", "options", "message"),
+    [
+        (
+            RUNAI_DOCUMENT,
+            ["--type", "training"],
+            "a Run:ai policy document says neither its workload type nor its scope: give --scope",
+        ),
+        (
+            RUNAI_DOCUMENT + "meta: {scope: project}\n",
+            ["--type", "training", "--scope", "tenant"],
+            "meta: not a section of a Run:ai policy document",
+        ),
+        (
+            "apiVersion: v1\nkind: ConfigMap\n",
+            [],
+            "apiVersion v1, kind ConfigMap: expected a policy file (podwright.dev/v1 "
+            "WorkloadPolicy), a policy resource",
+        ),
+        (
+            "apiVersion: podwright.dev/v1alpha1\nkind: WorkloadPolicy\nmetadata: {name: p}\n"
+            "spec: {workloadType: training}\n",
+            ["--scope", "tenant"],
+            "a WorkloadPolicy resource says its own scope and workload type",
+        ),
+    ],
+    ids=["no-scope", "unknown-section", "other-kind", "resource-with-scope"],
+)
+def test_a_document_that_is_no_policy_is_refused_naming_the_file(
+    tmp_path: Path, document: str, options: list[str], message: str
+) -> None:
+    """No kubeconfig is needed to find these: the cluster is not touched."""
+    path = tmp_path / "policy.yaml"
+    path.write_text(document)
+    result = run("apply", "-f", str(path), *options, "--kubeconfig", str(tmp_path / "none"))
+    assert result.exit_code == 2, result.output
+    assert f"podwright: error: {path}: {message}" in result.stderr
+
+
+def test_a_runai_document_wraps_its_policy_in_the_api_body(
+    tmp_path: Path, cluster: tuple[KubernetesClient, str]
+) -> None:
+    """Run:ai's policy API body, ``{meta, policy}``, is read too; its ``meta`` (ids of Run:ai
+    scopes) means nothing here, so --scope says where it goes."""
+    client, kubeconfig = cluster
+    path = tmp_path / "gpu-limits.yaml"
+    path.write_text(
+        "meta: {scope: tenant}\npolicy:\n"
+        + "".join(f"  {line}\n" for line in RUNAI_DOCUMENT.splitlines())
+    )
+    result = run(
+        "apply", "-f", str(path), "--type", "training", "--scope", "tenant",
+        "--kubeconfig", kubeconfig,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "clusterworkloadpolicy.podwright.dev/gpu-limits applied\n"
+    assert policies(client) == [("ClusterWorkloadPolicy", "gpu-limits", ("tenant", None))]
+
+
+def test_a_policy_file_that_breaks_the_policy_rules_is_refused_at_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text(
+        "apiVersion: podwright.dev/v1\nkind: WorkloadPolicy\nmetadata: {name: broken}\n"
+        "spec:\n  scope: tenant\n  workloadType: training\n"
+        "  rules:\n    compute:\n      gpuDevicesRequest: {most: 2}\n"
+    )
+    result = run("apply", "-f", str(path))
+    assert result.exit_code == 2
+    assert f"{path}:9:" in result.stderr
+    assert "spec.rules.compute.gpuDevicesRequest.most" in result.stderr
+
+
+def test_the_scope_option_must_agree_with_a_file_that_says_its_own(tmp_path: Path) -> None:
+    result = run("apply", "-f", EXAMPLES[0], "--scope", "tenant")
+    assert result.exit_code == 2
+    assert "--scope: the file says cluster prod, and --scope says tenant: leave it out" in (
+        result.stderr
+    )
+
+
+# Policies placed at their scopes ---------------------------------------------------------------
+
+
+def test_policy_files_become_resources_at_their_scopes(
+    cluster: tuple[KubernetesClient, str],
+) -> None:
+    client, kubeconfig = cluster
+    result = run(
+        "apply", *(f"-f{file}" for file in [*EXAMPLES, PROJECT]), "--kubeconfig", kubeconfig
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        "clusterworkloadpolicy.podwright.dev/prod-training applied",
+        "clusterworkloadpolicy.podwright.dev/research-training applied",
+        "workloadpolicy.podwright.dev/vision-training applied",
+    ]
+    assert policies(client) == [
+        ("ClusterWorkloadPolicy", "prod-training", ("cluster", None)),
+        ("ClusterWorkloadPolicy", "research-training", ("department", "research")),
+        ("WorkloadPolicy", "vision-training", "vision"),
+    ]
+    # Applied again: updated in place, nothing duplicated.
+    assert run("apply", "-f", PROJECT, "--kubeconfig", kubeconfig).exit_code == 0
+    assert len(policies(client)) == 3
+
+
+def test_a_project_is_the_namespace_its_label_names(
+    tmp_path: Path, cluster: tuple[KubernetesClient, str]
+) -> None:
+    client, kubeconfig = cluster
+    client.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": "team-cv", "labels": {"podwright.dev/project": "cv"}},
+        }
+    )
+    project_cv = tmp_path / "project-cv.yaml"
+    project_cv.write_text(
+        Path(PROJECT)
+        .read_text()
+        .replace("project: vision", "project: cv")
+        .replace("department: research", "department: default")
+    )
+    result = run("apply", f"-f{project_cv}", "--kubeconfig", kubeconfig)
+    assert result.exit_code == 0, result.output
+    assert policies(client) == [("WorkloadPolicy", "vision-training", "team-cv")]
+    effective = run("effective", "-n", "team-cv", "--type", "training", "--kubeconfig", kubeconfig)
+    assert effective.exit_code == 0, effective.output
+    assert effective.stdout.splitlines()[1].split()[-2:] == ["project", "cv"]
+
+
+def test_nothing_is_applied_when_a_project_has_no_namespace(
+    tmp_path: Path, cluster: tuple[KubernetesClient, str]
+) -> None:
+    client, kubeconfig = cluster
+    elsewhere = tmp_path / "project-nlp.yaml"
+    elsewhere.write_text(Path(PROJECT).read_text().replace("project: vision", "project: nlp"))
+    result = run("apply", f"-f{EXAMPLES[0]}", f"-f{elsewhere}", "--kubeconfig", kubeconfig)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"podwright: error: {elsewhere}: project nlp: no namespace is this project (a namespace "
+        "named nlp, or labelled podwright.dev/project=nlp): create it, or give --namespace",
+        "podwright: error: nothing was applied",
+    ]
+    assert policies(client) == []
+
+
+def test_a_dry_run_stores_nothing(cluster: tuple[KubernetesClient, str]) -> None:
+    client, kubeconfig = cluster
+    result = run("apply", f"-f{EXAMPLES[0]}", "--dry-run", "--kubeconfig", kubeconfig)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "clusterworkloadpolicy.podwright.dev/prod-training checked (dry run)\n"
+    assert policies(client) == []
+
+
+# The effective policy of a namespace ------------------------------------------------------------
+
+
+def test_a_namespaces_effective_policy_names_each_entrys_scope(
+    cluster: tuple[KubernetesClient, str],
+) -> None:
+    _client, kubeconfig = cluster
+    applied = run(
+        "apply", *(f"-f{file}" for file in [*EXAMPLES, PROJECT]), "--kubeconfig", kubeconfig
+    )
+    assert applied.exit_code == 0, applied.output
+    result = run(
+        "effective", "-n", "vision", "--type", "training", "--kubeconfig", kubeconfig,
+        "--cluster-name", "prod",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = {line.split()[0]: line.split()[-2:] for line in result.stdout.splitlines()[1:]}
+    assert rows["rules.compute.gpuDevicesRequest"] == ["cluster", "prod"]
+    assert rows["rules.priorityClass"] == ["department", "research"]
+    assert rows["rules.nodePools"] == ["project", "vision"]
+    # The same as the files give for the same scope.
+    from_files = run(
+        "effective", *EXAMPLES, PROJECT, "--scope",
+        "cluster=prod,department=research,project=vision", "--type", "training",
+    )  # fmt: skip
+    assert from_files.stdout == result.stdout
+
+
+def test_an_unknown_namespace_is_bad_input(cluster: tuple[KubernetesClient, str]) -> None:
+    _client, kubeconfig = cluster
+    result = run("effective", "-n", "nowhere", "--type", "training", "--kubeconfig", kubeconfig)
+    assert result.exit_code == 2
+    assert "--namespace nowhere: no such namespace in http://127.0.0.1:" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-n", "vision", EXAMPLES[0]], "--namespace reads the policies from the cluster"),
+        ([EXAMPLES[0]], "give POLICY files and --scope, or --namespace"),
+        (
+            [EXAMPLES[0], "--scope", "tenant", "--kubeconfig", "k"],
+            "--kubeconfig, --context and --cluster-name go with --namespace",
+        ),
+    ],
+)
+def test_effective_reads_files_or_the_cluster(args: list[str], message: str) -> None:
+    result = run("effective", "--type", "training", *args)
+    assert result.exit_code == 2
+    assert message in result.stderr
