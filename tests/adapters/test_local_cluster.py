@@ -423,9 +423,11 @@ TRAPS_TERM = (
 
 
 def test_a_deleted_pod_stays_with_its_deletion_timestamp_until_its_processes_are_gone(
-    cluster: LocalCluster, events: EventIndex
+    cluster: LocalCluster, events: EventIndex, tmp_path: Path
 ) -> None:
-    cluster.create(pod("graceful", TRAPS_TERM, terminationGracePeriodSeconds=20))
+    gate = tmp_path / "gate"
+    script = TRAPS_TERM.replace("sleep 1;", f"while [ ! -e {gate} ]; do sleep 0.05; done;")
+    cluster.create(pod("graceful", script, terminationGracePeriodSeconds=20))
     log = cluster.log_path("research", "graceful", "main")
     eventually(lambda: log.exists() and "ready" in log.read_text())
     before = datetime.now(UTC).replace(microsecond=0)
@@ -435,10 +437,12 @@ def test_a_deleted_pod_stays_with_its_deletion_timestamp_until_its_processes_are
     assert metadata["deletionGracePeriodSeconds"] == 20
     deadline = datetime.fromisoformat(metadata["deletionTimestamp"])
     assert before + timedelta(seconds=19) <= deadline <= before + timedelta(seconds=21)
-    # Still there, its container still running, while the process finishes its trap.
+    # Still there, its container still running, while the process is in its trap (held there
+    # by the gate, so no machine is too slow to see it).
     eventually(lambda: "stopping" in log.read_text())
     assert "running" in container_state(cluster, "graceful")
     assert notes(events, "graceful", "Killing") == ["Stopping container main"]
+    gate.touch()  # the trap ends
     eventually(lambda: gone(cluster, "graceful"), timeout=30)
     # The shell reports its SIGTERMed sleep; then the trap runs to its end.
     assert log.read_text().startswith("ready\n")
