@@ -295,9 +295,12 @@ def _updatable_phrase(obj: Mapping[str, object]) -> str:
 
 def problem_lines(problems: Iterable[FieldProblem]) -> str:
     """Problems on one line, each after the object it is found in."""
-    return "; ".join(
-        f"{problem.source}: {problem}" if problem.source else str(problem) for problem in problems
-    )
+    return "; ".join(problem_text(problem) for problem in problems)
+
+
+def problem_text(problem: FieldProblem) -> str:
+    """One problem, as a message lists it: after the document it is in, when it names one."""
+    return f"{problem.source}: {problem}" if problem.source else str(problem)
 
 
 # Policies ----------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from podwright.core.admission import (
     Decision,
@@ -86,6 +86,15 @@ class PolicyState(Protocol):
         """The assets a workload of ``namespace`` may use: the cluster's and its own."""
 
 
+class NamespacePolicies(NamedTuple):
+    """The scope of a namespace (its project), the effective policy of each workload type there,
+    and the assets its workloads may use."""
+
+    scope: Scope
+    policy_for: PolicyFor
+    catalogue: AssetCatalogue
+
+
 class AdmissionService:
     """The three webhooks, by path (:meth:`routes`)."""
 
@@ -126,13 +135,11 @@ class AdmissionService:
         scope, policy_for, catalogue = located
         return validate_workload(request, scope, policy_for, catalogue)
 
-    def _locate(self, request: Request) -> tuple[Scope, PolicyFor, AssetCatalogue] | Decision:
+    def _locate(self, request: Request) -> NamespacePolicies | Decision:
         try:
-            scope = self._state.namespace_scope(request.namespace)
+            return self.policies_of_namespace(request.namespace)
         except LookupError:
             return Decision.refuse(404, "NotFound", f'namespaces "{request.namespace}" not found')
-        try:
-            catalogue = self._state.catalogue(request.namespace)
         except ProblemsError as error:
             return Decision.refuse(
                 403,
@@ -141,10 +148,18 @@ class AdmissionService:
                 "admitted there: " + problem_lines(error.problems),
             )
 
-        def policy_for(workload_type: WorkloadType) -> PreparedPolicy:
-            return self._prepared_policy(scope, workload_type, request.namespace, catalogue)
+    def policies_of_namespace(self, namespace: str) -> NamespacePolicies:
+        """What governs the workloads of ``namespace`` now (LookupError: no such namespace;
+        ProblemsError: its assets cannot be read); its effective policies are prepared once per
+        type until a policy, namespace or asset changes, for the webhooks and the compliance
+        status alike."""
+        scope = self._state.namespace_scope(namespace)
+        catalogue = self._state.catalogue(namespace)
 
-        return scope, policy_for, catalogue
+        def policy_for(workload_type: WorkloadType) -> PreparedPolicy:
+            return self._prepared_policy(scope, workload_type, namespace, catalogue)
+
+        return NamespacePolicies(scope, policy_for, catalogue)
 
     def _prepared_policy(
         self,

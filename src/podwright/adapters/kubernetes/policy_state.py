@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
 
 from podwright.adapters.kubernetes.client import KubernetesClient
-from podwright.adapters.kubernetes.reflector import Reflector, WatchCache
+from podwright.adapters.kubernetes.reflector import NotifyingCache, Reflector, WatchCache
 from podwright.core.assets import EMPTY_CATALOGUE, AssetCatalogue
 from podwright.core.cluster_resources import (
     API_VERSION,
@@ -42,22 +41,6 @@ KINDS = (
 )
 
 
-class _Counting:
-    """A watch cache that reports every change it is told of (the state's version moves)."""
-
-    def __init__(self, cache: WatchCache, bump: Callable[[], None]) -> None:
-        self._cache = cache
-        self._bump = bump
-
-    def replace(self, objects: list[dict[str, Any]]) -> None:
-        self._cache.replace(objects)
-        self._bump()
-
-    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
-        self._cache.apply(event_type, obj)
-        self._bump()
-
-
 class ClusterPolicyState:
     """The :class:`~podwright.engine.admission_service.PolicyState` of a cluster."""
 
@@ -67,12 +50,13 @@ class ClusterPolicyState:
         self._lock = threading.Lock()
         self._version = 0
         self._snapshot: PolicySnapshot | None = None
+        self._listeners: list[Callable[[], None]] = []
         self._catalogues: dict[str, tuple[int, AssetCatalogue]] = {}
         """Each namespace's catalogue and the version it was read at: a review reads it, so it
         is built once per change, not per review."""
         self._caches = {kind: WatchCache() for _api_version, kind in KINDS}
         self._reflectors = [
-            Reflector(client, api_version, kind, _Counting(self._caches[kind], self._bump))
+            Reflector(client, api_version, kind, NotifyingCache(self._caches[kind], self._bump))
             for api_version, kind in KINDS
         ]
 
@@ -91,13 +75,24 @@ class ClusterPolicyState:
         self._bump()
         return self
 
+    def synced(self) -> bool:
+        """Whether every kind has been listed (until then a snapshot may lack policies)."""
+        return all(reflector.wait_synced(0) for reflector in self._reflectors)
+
     def stop(self) -> None:
         for reflector in self._reflectors:
             reflector.stop()
 
+    def subscribe(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (on a watch's thread) after each change of a namespace, policy or
+        asset, once the snapshot's version has moved."""
+        self._listeners.append(listener)
+
     def _bump(self) -> None:
         with self._lock:
             self._version += 1
+        for listener in self._listeners:
+            listener()
 
     # PolicyState ----------------------------------------------------------------------------
 

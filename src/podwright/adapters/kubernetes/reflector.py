@@ -198,6 +198,23 @@ class WatchCache:
             self._objects[key] = trimmed
 
 
+class NotifyingCache:
+    """A watch cache that says when it changed: ``changed`` is called after each listing and
+    each change it is told of, once the cache holds it."""
+
+    def __init__(self, cache: WatchCache, changed: Callable[[], None]) -> None:
+        self._cache = cache
+        self._changed = changed
+
+    def replace(self, objects: list[dict[str, Any]]) -> None:
+        self._cache.replace(objects)
+        self._changed()
+
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        self._cache.apply(event_type, obj)
+        self._changed()
+
+
 class EventWatcher:
     """Feeds the Kubernetes events of one kind's objects into an :class:`EventIndex`.
 
