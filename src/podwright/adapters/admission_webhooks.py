@@ -6,9 +6,10 @@ calling a webhook nobody answers: the cluster's policies, namespaces and assets 
 them (:class:`~podwright.engine.admission_service.AdmissionService`), a certificate (podwright's
 own CA, renewed and rotated by a :class:`~podwright.adapters.certificates.CertificateKeeper`, or
 cert-manager's files), the HTTPS server, and last the two webhook configurations that point the
-API server at it, applied server-side. ``podwright webhook`` runs them out of the cluster (the
-configurations name ``https://HOST:PORT``, as ``kopf run`` does); the operator runs the same in
-the cluster behind a Service.
+API server at it, applied server-side. Beside them, the compliance status writer keeps each
+Workload's ``PolicyCompliant`` condition current as policies change. ``podwright webhook`` runs
+them out of the cluster (the configurations name ``https://HOST:PORT``, as ``kopf run`` does);
+the operator runs the same in the cluster behind a Service.
 
 Stopping leaves the configurations in place on purpose: their ``failurePolicy: Fail`` keeps
 Workloads and policies out while nothing checks them (policies can still be read, and the
@@ -39,6 +40,7 @@ from podwright.adapters.certificates import (
     Clock,
 )
 from podwright.adapters.kubernetes.client import KubernetesClient
+from podwright.adapters.kubernetes.compliance_status import ComplianceStatusWriter
 from podwright.adapters.kubernetes.policy_state import ClusterPolicyState
 from podwright.adapters.kubernetes.webhook_configurations import publish_ca_bundle
 from podwright.adapters.webhook_server import ServerSettings, WebhookServer, WebhookServerError
@@ -149,6 +151,8 @@ class AdmissionWebhooks:
         self._clock = clock
         self._state = ClusterPolicyState(client, ClusterScopes(settings.cluster_name))
         self.service = AdmissionService(self._state, ClusterScopes(settings.cluster_name))
+        self._compliance = ComplianceStatusWriter(client, self._state, self.service, clock=clock)
+        self._compliance_started = False
         self._tls: CertificateKeeper | CertificateDirectory | None = None
         self._server: WebhookServer | None = None
 
@@ -193,6 +197,13 @@ class AdmissionWebhooks:
                 bad_review_errors=(BadReviewError,),
             ).start()
             self._install_configurations()
+            self._compliance_started = True
+            if not self._compliance.start(self._settings.sync_timeout_seconds):
+                LOG.warning(
+                    "the Workloads were not listed within %g s: their compliance status "
+                    "follows once they are",
+                    self._settings.sync_timeout_seconds,
+                )
         except (CertificateError, WebhookServerError) as error:
             self.stop()
             raise WebhooksStartError(str(error)) from error
@@ -202,6 +213,8 @@ class AdmissionWebhooks:
         return self
 
     def stop(self) -> None:
+        if self._compliance_started:
+            self._compliance.stop()
         if self._server is not None:
             self._server.stop()
         if self._tls is not None:
