@@ -62,6 +62,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/fuse_proxy_bench.py
 	$(BIN)/python benchmarks/startup_bench.py
 	$(BIN)/python benchmarks/webhook_server_bench.py
+	$(BIN)/python benchmarks/webhook_bench.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis .import_linter_cache

@@ -123,3 +123,40 @@ def test_the_startup_benchmark_starts_every_command_it_times() -> None:
         assert isinstance(row, dict)
         assert row["median_ms"] > 0
     assert figures[startup_bench.BASELINE]["ratio"] == 1.0  # type: ignore[index]
+
+
+def test_the_webhook_benchmark_scenario_is_fifty_policies_over_four_scopes_without_conflicts() -> (
+    None
+):
+    from collections import Counter
+
+    from benchmarks import webhook_bench
+
+    from podwright.core.admission import conflicts
+
+    policies = webhook_bench.admission_service()._state.snapshot().policies
+    assert len(policies) == 50
+    assert Counter(policy.scope.level for policy in policies) == {
+        "tenant": 4,
+        "cluster": 4,
+        "department": 12,
+        "project": 30,
+    }
+    assert {policy.workload_type.value for policy in policies} == set(webhook_bench.TYPES)
+    for policy in policies:
+        assert conflicts(policy, [other for other in policies if other is not policy]) == []
+
+
+def test_the_webhook_benchmark_gets_the_right_answer_to_every_review_and_create() -> None:
+    """About a second of each part: every answer checked (allowed or refused as it should be,
+    defaults patched in, every issue named), every create through the emulator admitted."""
+    from benchmarks import webhook_bench
+
+    latency = webhook_bench.bench_latency(seconds=1, rate=100, connections=2)
+    assert latency["first_wrong_answers"] == []
+    assert latency["reviews"] == 100
+    assert latency["p99_ms"] > 0
+    end_to_end = webhook_bench.bench_end_to_end(workloads=20, clients=2)
+    assert end_to_end["first_wrong_answers"] == []
+    assert end_to_end["wrong_answers"] == 0
+    assert end_to_end["creates_per_second_with_webhooks"] > 0

@@ -227,6 +227,19 @@ def test_a_kept_alive_connection_serves_request_after_request(
         assert connection.sock is first_socket, "one connection for all three"
 
 
+def test_answers_are_sent_without_waiting_for_the_clients_acks(
+    keeper: CertificateKeeper, connections: Connections
+) -> None:
+    """TCP_NODELAY on every accepted connection: with Nagle's algorithm, the first answer on a
+    new TLS connection waited ~40 ms for the client's delayed ACK (the API server's webhook
+    calls on fresh connections, and the emulator's, each paid it)."""
+    with serving({"/validate": allow}, keeper) as server:
+        post(connections.to(server, keeper.ca_bundle), "/validate", review("one"))
+        [served] = server._connections
+        sock = served.writer.get_extra_info("socket")
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+
+
 def test_a_client_that_does_not_trust_the_ca_cannot_connect(
     keeper: CertificateKeeper, connections: Connections
 ) -> None:
