@@ -30,9 +30,10 @@ non-compliant (too many GPUs, uid 0) one time in four.
    admit everything at once (what calling a webhook costs), then at podwright's (each answer
    checked: created, with its defaults); the ratios to the first. Target: at least 0.8. The
    emulator is a Python stand-in for kube-apiserver, not a real one: objects in memory, no etcd,
-   no authentication or authorization, so a create costs it about a millisecond; and it calls
-   each webhook on a new TLS connection where kube-apiserver keeps its connections. Both make the
-   webhooks' share of a create far larger than on a cluster: the ratio is the emulator's.
+   no authentication or authorization, so a create costs it about a millisecond, and its calls
+   to the webhooks go through Python's http.client. Both make the webhooks' share of a create
+   far larger than on a cluster: the ratio is the emulator's. (It keeps its connections to the
+   webhooks, as kube-apiserver does.)
 
 Prints the figures and, last, one JSON object with them all. The machine may be shared: figures
 from one run are noisy.
@@ -707,10 +708,10 @@ def main() -> None:
         )
         print(
             "  (the emulator keeps objects in memory, with no etcd, authentication or "
-            "authorization, so a create without webhooks costs it about a millisecond; and it "
-            "calls each webhook on a new TLS connection, where kube-apiserver keeps its "
-            "connections: both make the webhooks' share of a create far larger than on a "
-            "cluster, so the ratio is this emulator's, not a cluster's)"
+            "authorization, so a create without webhooks costs it about a millisecond, and it "
+            "calls the webhooks through Python's http.client: both make the webhooks' share of "
+            "a create far larger than on a cluster, so the ratio is this emulator's, not a "
+            "cluster's)"
         )
     print(json.dumps(figures))
     wrong = sum(part["wrong_answers"] for part in figures.values())

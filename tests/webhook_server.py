@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import ssl
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -91,7 +92,24 @@ class WebhookServer:
         self._received: dict[str, list[Review]] = {}
         self._lock = threading.Lock()
         routes = {path: self._recording(path, handler) for path, handler in handlers.items()}
-        self._server = PodwrightWebhookServer(routes, self.keeper, host=self.host)
+        self._handshakes = 0
+        self._server = PodwrightWebhookServer(routes, self, host=self.host)
+
+    # The server's TlsSource: the keeper's, each new connection counted (the server asks for a
+    # context once per connection it accepts).
+
+    def server_context(self) -> ssl.SSLContext:
+        with self._lock:
+            self._handshakes += 1
+        return self.keeper.server_context()
+
+    def problem(self) -> str | None:
+        return self.keeper.problem()
+
+    @property
+    def connections_accepted(self) -> int:
+        with self._lock:
+            return self._handshakes
 
     def _recording(self, path: str, handler: Handler) -> Callable[[Review], Review]:
         def answer(review: Review) -> Review:

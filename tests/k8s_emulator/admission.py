@@ -58,6 +58,7 @@ import copy
 import http.client
 import json
 import ssl
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -157,6 +158,11 @@ class Admission:
     ) -> None:
         self._configurations = configurations
         self._namespace = namespace
+        self._connections = _Connections()
+
+    def close(self) -> None:
+        """Close the connections kept to webhooks."""
+        self._connections.close()
 
     def mutate(self, attributes: Attributes) -> Obj:
         """The object (of a create or an update) once every matching mutating webhook has
@@ -180,7 +186,9 @@ class Admission:
             current = replace(attributes, obj=obj)
             if not self._calls(hook, current):
                 continue
-            obj = _patched(hook["name"], obj, _answer(_review(hook, current, mutating=True)))
+            obj = _patched(
+                hook["name"], obj, _answer(_review(hook, current, self._connections, mutating=True))
+            )
         return obj
 
     def validate(self, attributes: Attributes) -> None:
@@ -192,8 +200,14 @@ class Admission:
         hooks = [hook for hook in self._webhooks(VALIDATING) if self._calls(hook, attributes)]
         if not hooks:
             return
+        if len(hooks) == 1:  # no thread to start for one call
+            _answer(_review(hooks[0], attributes, self._connections, mutating=False))
+            return
         with ThreadPoolExecutor(max_workers=len(hooks)) as pool:
-            calls = [pool.submit(_review, hook, attributes, mutating=False) for hook in hooks]
+            calls = [
+                pool.submit(_review, hook, attributes, self._connections, mutating=False)
+                for hook in hooks
+            ]
         for call in calls:
             _answer(call.result())
 
@@ -242,12 +256,14 @@ def _answer(outcome: _Outcome) -> list[Any]:
     return outcome.patch
 
 
-def _review(hook: Obj, attributes: Attributes, *, mutating: bool) -> _Outcome:
+def _review(
+    hook: Obj, attributes: Attributes, connections: _Connections, *, mutating: bool
+) -> _Outcome:
     """Send the AdmissionReview to the webhook and judge its answer."""
     name = hook["name"]
     uid = str(uuid.uuid4())
     try:
-        answer = _post(hook, _request(uid, attributes))
+        answer = _post(hook, _request(uid, attributes), connections)
         response = _verified(answer, uid, mutating=mutating)
         patch = _operations(response)
     except _CallingWebhookError as failure:
@@ -298,7 +314,62 @@ def _request(uid: str, attributes: Attributes) -> Obj:
     return {"apiVersion": REVIEW_API_VERSION, "kind": "AdmissionReview", "request": request}
 
 
-def _post(hook: Obj, review: Obj) -> Obj:
+class _Connections:
+    """Kept-alive HTTPS connections to the webhooks, by host, port and CA bundle.
+
+    kube-apiserver keeps its webhook clients (``util/webhook/client.go``: ``ClientManager``
+    caches a REST client per client configuration) and their transports reuse idle connections,
+    so a webhook sees one TLS handshake per API server connection, not one per review. A
+    connection is given back once its answer is read whole; one that fails is closed. A kept
+    connection the webhook closed meanwhile fails before an answer: the review is sent once more
+    on a new connection, as Go's transport retries a request on a connection the server closed
+    while idle (``net/http``'s ``errServerClosedIdle``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: dict[tuple[str, int, str | None], list[http.client.HTTPSConnection]] = {}
+        self._contexts: dict[str | None, ssl.SSLContext] = {}
+
+    def context(self, bundle: str | None) -> ssl.SSLContext:
+        with self._lock:
+            context = self._contexts.get(bundle)
+        if context is None:
+            context = ssl.create_default_context(cadata=bundle)
+            with self._lock:
+                self._contexts[bundle] = context
+        return context
+
+    def take(
+        self, key: tuple[str, int, str | None], timeout: float
+    ) -> tuple[http.client.HTTPSConnection, bool]:
+        """A kept connection (and True), else a new one (and False)."""
+        with self._lock:
+            idle = self._idle.get(key)
+            connection = idle.pop() if idle else None
+        if connection is not None:
+            connection.timeout = timeout
+            if connection.sock is not None:
+                connection.sock.settimeout(timeout)
+            return connection, True
+        host, port, bundle = key
+        context = self.context(bundle)
+        return http.client.HTTPSConnection(host, port, timeout=timeout, context=context), False
+
+    def give_back(
+        self, key: tuple[str, int, str | None], connection: http.client.HTTPSConnection
+    ) -> None:
+        with self._lock:
+            self._idle.setdefault(key, []).append(connection)
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, {}
+        for connections in idle.values():
+            for connection in connections:
+                connection.close()
+
+
+def _post(hook: Obj, review: Obj, connections: _Connections) -> Obj:
     """POST the review to the webhook's URL over HTTPS; its JSON answer."""
     config = hook.get("clientConfig") or {}
     timeout = int(hook.get("timeoutSeconds") or DEFAULT_TIMEOUT_SECONDS)
@@ -316,29 +387,44 @@ def _post(hook: Obj, review: Obj) -> Obj:
     path = f"{url.path or '/'}?{url.query + '&' if url.query else ''}timeout={timeout}s"
     target = f"https://{url.netloc}{path}"
     try:
-        context = ssl.create_default_context(cadata=_ca_bundle(config))
+        key = (url.hostname or "", url.port or 443, _ca_bundle(config))
+        connections.context(key[2])
     except (ValueError, ssl.SSLError) as error:
         raise _CallingWebhookError(f"could not get REST client: {error}") from error
-    connection = http.client.HTTPSConnection(
-        url.hostname or "", url.port or 443, timeout=timeout, context=context
-    )
-    try:
-        connection.request(
-            "POST",
-            path,
-            json.dumps(review).encode(),
-            {"Content-Type": "application/json", "Accept": "application/json"},
-        )
-        answer = connection.getresponse()
-        data = answer.read()
-    except TimeoutError as error:
-        raise _CallingWebhookError(
-            f'failed to call webhook: Post "{target}": context deadline exceeded'
-        ) from error
-    except (OSError, http.client.HTTPException) as error:
-        raise _CallingWebhookError(f'failed to call webhook: Post "{target}": {error}') from error
-    finally:
-        connection.close()
+    body = json.dumps(review).encode()
+    while True:
+        connection, reused = connections.take(key, timeout)
+        try:
+            connection.request(
+                "POST",
+                path,
+                body,
+                {"Content-Type": "application/json", "Accept": "application/json"},
+            )
+            answer = connection.getresponse()
+            data = answer.read()
+        except TimeoutError as error:
+            connection.close()
+            raise _CallingWebhookError(
+                f'failed to call webhook: Post "{target}": context deadline exceeded'
+            ) from error
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as error:
+            connection.close()
+            if reused:
+                continue  # closed by the webhook while idle: once more, on a new connection
+            raise _CallingWebhookError(
+                f'failed to call webhook: Post "{target}": {error}'
+            ) from error
+        except (OSError, http.client.HTTPException) as error:
+            connection.close()
+            raise _CallingWebhookError(
+                f'failed to call webhook: Post "{target}": {error}'
+            ) from error
+        if answer.will_close:
+            connection.close()
+        else:
+            connections.give_back(key, connection)
+        break
     if not 200 <= answer.status < 300:
         raise _CallingWebhookError(
             f"failed to call webhook: the server responded with the status code {answer.status} "

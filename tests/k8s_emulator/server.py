@@ -148,6 +148,7 @@ class Emulator:
         self._server.server_close()
         self._server.close_connections()
         self._thread.join(timeout=5)
+        self.store.admission.close()
 
     def __enter__(self) -> Emulator:
         return self.start()

@@ -424,3 +424,32 @@ def test_a_webhook_configuration_must_declare_no_side_effects(api: ApiServer, ma
             api.send("DELETE", f"{CONFIGURATIONS}/validatingwebhookconfigurations/{hook['name']}")
         assert answer.status == 422, answer.body
         assert "webhooks[0].sideEffects" in answer.body["message"]
+
+
+def test_reviews_reuse_the_connections_to_a_webhook(api: ApiServer, marker: str) -> None:
+    """The API server keeps its connections to a webhook open and sends the next reviews over
+    them: its ``ClientManager`` caches a REST client per client configuration
+    (``staging/src/k8s.io/apiserver/pkg/util/webhook/client.go``, ``HookClient``), whose
+    transport keeps idle connections (``net/http``). Ten creates one after another take fewer
+    connections than reviews (a highly available control plane may open one per API server)."""
+    with (
+        WebhookServer({"/allow": ALLOW}) as server,
+        installed(
+            api,
+            "ValidatingWebhookConfiguration",
+            [webhook("allow", server.url("/allow"), server, marker)],
+            active=lambda: probed(api, server, "/allow", {marker: "probe"}),
+        ),
+    ):
+        before = server.connections_accepted
+        for index in range(10):
+            answer = api.send(
+                "POST",
+                f"/api/v1/namespaces/{api.namespace}/configmaps",
+                config_map(f"kept-{index}", api.namespace, **{marker: "x"}),
+            )
+            assert answer.status == 201, answer.body
+        assert [sent(server, "/allow", f"kept-{index}") is not None for index in range(10)] == [
+            True
+        ] * 10
+        assert server.connections_accepted - before < 10
