@@ -5,11 +5,13 @@ policies placed at their scopes, a project's policy in its namespace, all or not
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from click.testing import CliRunner, Result
 
 from podwright.adapters.kubernetes import KubernetesClient, connect
@@ -275,3 +277,68 @@ def test_effective_reads_files_or_the_cluster(args: list[str], message: str) -> 
     result = run("effective", "--type", "training", *args)
     assert result.exit_code == 2
     assert message in result.stderr
+
+
+# The compliance report --------------------------------------------------------------------------
+
+
+def workload_object(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": "vision"},
+        "spec": {"type": "training", "image": "pytorch", **spec},
+    }
+
+
+def install_example_assets(client: KubernetesClient) -> None:
+    """The example catalogue's entries as ClusterAssets (the cluster policy imposes one)."""
+    catalogue = yaml.safe_load((ROOT / "examples" / "assets.yaml").read_text())
+    for entry in catalogue["assets"]:
+        spec = {key: value for key, value in entry.items() if key != "name"}
+        client.create(
+            {
+                "apiVersion": API_VERSION,
+                "kind": "ClusterAsset",
+                "metadata": {"name": entry["name"]},
+                "spec": spec,
+            }
+        )
+
+
+def test_the_report_lists_the_workloads_the_current_policies_would_refuse(
+    cluster: tuple[KubernetesClient, str],
+) -> None:
+    """Workloads admitted before a policy (created here with no webhook in the way) are judged
+    by the policies of now: each refused one with every issue, exit status 1."""
+    client, kubeconfig = cluster
+    install_example_assets(client)
+    client.create(workload_object("fine"))
+    client.create(workload_object("greedy", compute={"gpuDevicesRequest": 12}, nodePools=["x"]))
+    assert run("report", "--kubeconfig", kubeconfig).exit_code == 0  # no policy yet
+    applied = run(
+        "apply", *(f"-f{file}" for file in [*EXAMPLES, PROJECT]), "--kubeconfig", kubeconfig
+    )
+    assert applied.exit_code == 0, applied.output
+    result = run("report", "--kubeconfig", kubeconfig, "--cluster-name", "prod")
+    assert result.exit_code == 1, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["NAMESPACE", "WORKLOAD", "REASON", "ISSUE"]
+    assert lines[1].split()[:4] == [
+        "vision",
+        "greedy",
+        "Noncompliant",
+        "spec.compute.gpuDevicesRequest:",
+    ]
+    assert lines[1].endswith("(rule max, policy 'prod-training' of cluster prod)")
+    assert len(lines) == 2  # nodePools is warn mode (the project's): admitted, not listed
+    assert result.stderr == "1 of 2 Workloads would be refused by the current policies\n"
+    as_json = run("report", "-n", "vision", "-o", "json", "--kubeconfig", kubeconfig)
+    assert as_json.exit_code == 1
+    (entry,) = json.loads(as_json.stdout)
+    assert (entry["namespace"], entry["name"], entry["reason"]) == (
+        "vision",
+        "greedy",
+        "Noncompliant",
+    )
+    assert len(entry["issues"]) == 1

@@ -17,7 +17,6 @@ from podwright.core.admission import (
     Decision,
     Request,
     mutate_workload,
-    noncompliant_workloads,
     policies_of,
     review_response,
     validate_policy,
@@ -402,23 +401,3 @@ def test_a_body_that_is_not_a_review_this_webhook_serves_is_refused(
 ) -> None:
     with pytest.raises(BadReviewError, match=message):
         Request.of(review)
-
-
-# The compliance report ---------------------------------------------------------------------------
-
-
-def test_the_report_lists_admitted_workloads_the_current_policies_would_refuse() -> None:
-    admitted = [
-        workload({"image": "pytorch"}, name="fine"),
-        workload({"image": "pytorch", "compute": {"gpuDevicesRequest": 12}}, name="greedy"),
-        workload({"image": "pytorch", "compute": {"gpuDevicesRequest": "x"}}, name="broken"),
-    ]
-    report = noncompliant_workloads(admitted, lambda _obj: POLICY_FOR, lambda _obj: EMPTY_CATALOGUE)
-    assert [entry.source for entry in report] == [
-        "Workload vision/greedy",
-        "Workload vision/broken",
-    ]
-    (issue,) = report[0].issues
-    assert issue.startswith("spec.compute.gpuDevicesRequest: ")
-    assert issue.endswith("(rule max, policy 'prod-training' of cluster prod)")
-    assert report[1].issues[0].startswith("spec.compute.gpuDevicesRequest: ")

@@ -28,6 +28,7 @@ from podwright.core.cluster_resources import (
     API_VERSION,
     CLUSTER_POLICY_KIND,
     POLICY_KIND,
+    WORKLOAD_KIND,
     ClusterScopes,
     PolicyDocumentError,
     policy_body,
@@ -40,6 +41,8 @@ from podwright.core.policies import API_VERSION as POLICY_FILE_API_VERSION
 from podwright.core.policies import KIND as POLICY_FILE_KIND
 from podwright.core.policies import Policy, Scope, policy_from_data
 from podwright.core.problems import ProblemsError
+from podwright.engine.admission_service import AdmissionService
+from podwright.engine.compliance_monitor import assess_in_namespace
 from podwright.engine.kubernetes_port import ApiConnectionError, KubernetesError
 
 FIELD_MANAGER = "podwright"
@@ -300,6 +303,57 @@ def cluster_policies(options: ClusterOptions, namespace: str) -> tuple[Scope, li
         if unreadable:
             raise BadInput(f"the policies of {scope} cannot be read: {problem_lines(unreadable)}")
         return scope, list(snapshot.policies)
+    except KubernetesError as error:
+        raise cluster.failed(error) from error
+    finally:
+        client.close()
+
+
+# policy report ----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportEntry:
+    """A Workload the current policies would not admit as it is."""
+
+    namespace: str
+    name: str
+    reason: str
+    issues: tuple[str, ...]
+
+    def to_data(self) -> dict[str, object]:
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "reason": self.reason,
+            "issues": list(self.issues),
+        }
+
+
+def compliance_report(
+    options: ClusterOptions, namespace: str | None
+) -> tuple[list[ReportEntry], int]:
+    """The Workloads (of ``namespace``, or every namespace) that the cluster's current
+    policies would refuse, each with every issue, judged as the status writer judges them;
+    and how many Workloads were judged."""
+    client = _client(options)
+    cluster = _Cluster(client)
+    try:
+        scopes = options.scopes
+        state = ClusterPolicyState(client, scopes).read_once()
+        service = AdmissionService(state, scopes)
+        workloads, _version = client.list_objects(API_VERSION, WORKLOAD_KIND, namespace=namespace)
+        entries = []
+        for obj in workloads:
+            metadata = _metadata(obj)
+            where, name = str(metadata.get("namespace")), str(metadata.get("name"))
+            try:
+                assessment = assess_in_namespace(state, service, obj, where)
+            except LookupError:
+                continue  # its namespace is being deleted, and the Workload with it
+            if not assessment.compliant:
+                entries.append(ReportEntry(where, name, assessment.reason.value, assessment.issues))
+        return entries, len(workloads)
     except KubernetesError as error:
         raise cluster.failed(error) from error
     finally:

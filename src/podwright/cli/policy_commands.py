@@ -234,6 +234,54 @@ def apply_command(
     )
 
 
+@policy_group.command("report")
+@click.option(
+    "-n", "--namespace", default=None, help="Only this namespace's Workloads (default: all)."
+)
+@click.option(
+    "-o", "--output", type=_FORMATS, default="table", show_default=True, help="Output format."
+)
+@cluster_access_options
+def report_command(
+    *,
+    namespace: str | None,
+    output: str,
+    kubeconfig: str | None,
+    context: str | None,
+    cluster_name: str | None,
+) -> None:
+    """List the admitted Workloads that the cluster's current policies would refuse, each with
+    every issue (exit status 1 when there is one).
+
+    A policy change never changes a Workload already admitted; this says which ones the
+    policies now disagree with (each Workload's PolicyCompliant condition says the same).
+    """
+    from podwright.cli.cluster_policies import ClusterOptions, compliance_report  # noqa: PLC0415
+
+    entries, judged = compliance_report(
+        ClusterOptions(kubeconfig, context, cluster_name), namespace
+    )
+    if output != "table":
+        emit([entry.to_data() for entry in entries], output)
+    elif entries:
+        rows = [
+            [entry.namespace, entry.name, entry.reason, issue]
+            if index == 0
+            else ["", "", "", issue]
+            for entry in entries
+            for index, issue in enumerate(entry.issues or ("",))
+        ]
+        click.echo(table(["NAMESPACE", "WORKLOAD", "REASON", "ISSUE"], rows))
+    if entries:
+        click.echo(
+            f"{len(entries)} of {judged} Workload{'s' if judged > 1 else ''} would be refused "
+            "by the current policies",
+            err=True,
+        )
+        sys.exit(ExitCode.VIOLATIONS)
+    click.echo(f"every Workload ({judged}) complies with the current policies", err=True)
+
+
 @policy_group.command("evaluate")
 @click.argument("policy_files", metavar="POLICY...", nargs=-1, required=True)
 @workload_options

@@ -60,9 +60,12 @@ class Assessment:
 
     reason: ComplianceReason
     message: str
+    """What the condition says: the issues after a head, bounded in length."""
     findings: tuple[Mapping[str, str], ...] = ()
     """The violations of warn- and audit-mode rules, as :func:`~podwright.core.admission.finding`
     writes them."""
+    issues: tuple[str, ...] = ()
+    """Every issue of a workload that is not compliant, whole (``policy report`` lists them)."""
 
     @property
     def compliant(self) -> bool:
@@ -79,19 +82,20 @@ def assess(
     except PolicyError as error:
         return unreadable_policies(scope, error.problems)
     except ProblemsError as error:
+        issues = tuple(problem_text(problem) for problem in error.problems)
         return Assessment(
             ComplianceReason.WORKLOAD_INVALID,
-            bounded_list("the workload is not valid: ", [problem_text(p) for p in error.problems]),
+            bounded_list("the workload is not valid: ", issues),
+            issues=issues,
         )
     findings = tuple(finding(violation) for violation in evaluation.warnings + evaluation.audited)
     if not evaluation.accepted:
+        issues = tuple(violation_text(violation) for violation in evaluation.violations)
         return Assessment(
             ComplianceReason.NONCOMPLIANT,
-            bounded_list(
-                f"the current policies of {scope} would refuse it: ",
-                [violation_text(violation) for violation in evaluation.violations],
-            ),
+            bounded_list(f"the current policies of {scope} would refuse it: ", issues),
             findings,
+            issues,
         )
     message = f"the current policies of {scope} admit it"
     if findings:
@@ -106,12 +110,14 @@ def assess(
 def unreadable_policies(scope: Scope, problems: Sequence[FieldProblem]) -> Assessment:
     """The assessment of every Workload of ``scope`` while its policies or assets cannot be
     read or combined (``problems`` says why)."""
+    issues = tuple(problem_text(problem) for problem in problems)
     return Assessment(
         ComplianceReason.POLICY_UNREADABLE,
         bounded_list(
             f"the policies of {scope} cannot be applied, so the webhooks admit no workload there: ",
-            [problem_text(problem) for problem in problems],
+            issues,
         ),
+        issues=issues,
     )
 
 

@@ -252,15 +252,7 @@ class ComplianceMonitor:
         return "written"
 
     def _assess(self, obj: JsonObject, namespace: str) -> Assessment:
-        """What the current policies of ``namespace`` say of ``obj`` (LookupError: no such
-        namespace)."""
-        scope = self._state.namespace_scope(namespace)
-        try:
-            governing = self._governance.policies_of_namespace(namespace)
-        except ProblemsError as error:
-            # The namespace's assets cannot be read: its scope's policies cannot be applied.
-            return unreadable_policies(scope, error.problems)
-        return assess(obj, scope, governing.policy_for, governing.catalogue)
+        return assess_in_namespace(self._state, self._governance, obj, namespace)
 
     def _settle(self, key: _Key, resource_version: str, version: int) -> None:
         self._settled[key] = (resource_version, version)
@@ -287,3 +279,17 @@ class ComplianceMonitor:
         return jittered_delay(
             failures, self.settings.retry_base, self.settings.retry_cap, self._rng
         )
+
+
+def assess_in_namespace(
+    state: PolicyState, governance: NamespaceGovernance, obj: JsonObject, namespace: str
+) -> Assessment:
+    """What the current policies of ``namespace`` say of the Workload ``obj`` (LookupError: no
+    such namespace): the status writer's and ``policy report``'s one judgement."""
+    scope = state.namespace_scope(namespace)
+    try:
+        governing = governance.policies_of_namespace(namespace)
+    except ProblemsError as error:
+        # The namespace's assets cannot be read: its scope's policies cannot be applied.
+        return unreadable_policies(scope, error.problems)
+    return assess(obj, scope, governing.policy_for, governing.catalogue)
