@@ -1,27 +1,33 @@
 """``podwright executor`` and ``run --detach`` on the local backend: one executor per task store
 and backend (a second one exits at once; quick concurrent submissions start one), a detached task
 runs to its end in a background executor that then exits, an idle executor takes its lock again
-for a task that arrived as it was leaving, a stopped executor aborts what it runs, and the
-processes a killed backend left behind are killed by the next one."""
+for a task that arrived as it was leaving, a stopped executor aborts what it runs (recording
+Aborted only once the task's process, given its grace period, is gone), and the processes a killed
+backend left behind are killed by the next one."""
 
 from __future__ import annotations
 
 import logging
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
 
 from podwright.adapters.local.cluster import LocalCluster
+from podwright.adapters.proc import start_time
 from podwright.adapters.sqlite_store import SQLiteTaskStore
 from podwright.cli.executors import ExecutorSlot, HeldSlot
 from podwright.cli.main import cli
+from podwright.core.lifecycle import Phase
+from podwright.engine.task_store import TaskRecord
 from tests.cli.background import serving_executors, wait_until_gone
 from tests.cli.records import pod_task
 from tests.cli.test_run_commands import task_id_of, waiting_for, workload
@@ -217,6 +223,161 @@ def test_sigterm_stops_a_local_executor_after_aborting_its_tasks(
     assert wait_until_gone(sleeper)
     assert list((home / "local" / "running").iterdir()) == []
     assert "aborting 1 local task(s)" in (home / "executor-local.log").read_text()
+
+
+_STUBBORN = """
+import os, signal, sys, time
+from pathlib import Path
+
+marks = Path(sys.argv[1])
+signal.signal(signal.SIGTERM, lambda _number, _frame: (marks / "sigterm").touch())
+(marks / "started").write_text(f"{os.getpid()}\\n")
+while not (marks / "sigterm").exists():
+    time.sleep(0.02)
+(marks / "alive-after-sigterm").touch()
+while not (marks / "go").exists():
+    time.sleep(0.02)
+(marks / "exited").touch()
+"""
+"""A container that survives SIGTERM (noting it got it and still runs) and exits only once the
+test creates ``go``: the executor's stop cannot end it early, only its grace period's SIGKILL."""
+
+_WAIT_SECONDS = 60.0
+"""Generous (the machine may be loaded), and within the tests' timeout of 120 s."""
+
+
+class Stubborn:
+    """The marks a :data:`_STUBBORN` container leaves in its directory, and its process."""
+
+    def __init__(self, marks: Path) -> None:
+        self.marks = marks
+
+    def command(self) -> str:
+        script = self.marks.parent / "stubborn.py"
+        script.write_text(_STUBBORN)
+        return shlex.join([sys.executable, str(script), str(self.marks)])
+
+    def started(self) -> tuple[int, str]:
+        """Once it runs: its pid and start time (which name it across pid reuse)."""
+        pid = int(eventually(self._written_pid, timeout=_WAIT_SECONDS))
+        started = start_time(pid)
+        assert started is not None
+        return pid, started
+
+    def _written_pid(self) -> str:
+        """The pid it wrote, once the line is whole ('' until then)."""
+        written = self.marks / "started"
+        line = written.read_text() if written.exists() else ""
+        return line if line.endswith("\n") else ""
+
+    def has(self, mark: str) -> bool:
+        return (self.marks / mark).exists()
+
+
+@pytest.fixture
+def stubborn(tmp_path: Path) -> Iterator[Stubborn]:
+    """A :class:`Stubborn` container's marks; whatever happened, it exits by the end of the test."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    yield Stubborn(marks)
+    (marks / "sigterm").touch()
+    (marks / "go").touch()
+
+
+@pytest.fixture
+def executor(home: Path, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """``podwright executor`` on the local backend of ``home``, serving (its log in tmp_path)."""
+    with (tmp_path / "executor.log").open("wb") as log:
+        process = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "podwright", "executor", "--backend", "local"),
+                *("--metrics-address", "off", "--home", str(home)),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        eventually(
+            lambda: serving_executors(home / "tasks.db") == {"local": process.pid},
+            timeout=_WAIT_SECONDS,
+        )
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+
+
+def _gone(pid: int, started: str) -> bool:
+    """Whether the process is gone, reaped too (a zombie is still there)."""
+    return start_time(pid) != started
+
+
+def _first_record(home: Path, task_id: str, wanted: Callable[[TaskRecord], bool]) -> TaskRecord:
+    """The task's record as soon as the store holds one that is ``wanted``."""
+    store = SQLiteTaskStore(home / "tasks.db")
+    try:
+        return eventually(
+            lambda: wanted(found := store.get(task_id)) and found, timeout=_WAIT_SECONDS
+        )
+    finally:
+        store.close()
+
+
+def _first_seen_aborted(home: Path, task_id: str, pid: int, started: str) -> str:
+    """Read the task's record until it is Aborted; the process must be gone by then. Its reason."""
+    record = _first_record(home, task_id, lambda record: record.phase is Phase.ABORTED)
+    assert _gone(pid, started), f"recorded Aborted while its process {pid} still runs"
+    return record.reason
+
+
+def _running(home: Path, task_id: str) -> None:
+    _first_record(home, task_id, lambda record: record.phase is Phase.RUNNING)
+
+
+def _stopped(executor: subprocess.Popen[bytes], tmp_path: Path) -> None:
+    """The executor exited 0, and nothing it ran is left running."""
+    assert executor.wait(timeout=_WAIT_SECONDS) == 0, (tmp_path / "executor.log").read_text()
+    assert list((tmp_path / "home" / "local" / "running").iterdir()) == []
+
+
+def test_a_stopping_executor_records_aborted_only_once_the_process_exited_within_its_grace(
+    tmp_path: Path, home: Path, stubborn: Stubborn, executor: subprocess.Popen[bytes]
+) -> None:
+    """The container goes on after SIGTERM (a grace period of 10 minutes lets it) until the test
+    lets it exit: until then the task is not Aborted and the executor waits for it."""
+    path = workload(tmp_path, "stubborn", stubborn.command(), terminationGracePeriodSeconds=600)
+    task_id, pid = detach(home, path)
+    assert pid == executor.pid
+    container, started = stubborn.started()
+    _running(home, task_id)
+    executor.send_signal(signal.SIGTERM)
+    eventually(lambda: stubborn.has("alive-after-sigterm"), timeout=_WAIT_SECONDS)
+    aborting = _first_record(home, task_id, lambda record: record.reason.startswith("abort"))
+    assert aborting.phase is Phase.RUNNING, aborting
+    assert aborting.reason == "aborting: waiting for the job's pods to stop (grace 600 s)"
+    assert not _gone(container, started)  # it waits for 'go'
+    assert executor.poll() is None  # waiting for the task it aborted
+    (stubborn.marks / "go").touch()
+    assert _first_seen_aborted(home, task_id, container, started) == "aborted on request"
+    assert stubborn.has("exited")
+    _stopped(executor, tmp_path)
+
+
+def test_a_stopping_executor_records_aborted_only_once_its_grace_periods_sigkill_is_done(
+    tmp_path: Path, home: Path, stubborn: Stubborn, executor: subprocess.Popen[bytes]
+) -> None:
+    """The container survives SIGTERM and never exits by itself: SIGKILL ends it once its grace
+    period of 2 s is over, and only then is the task Aborted."""
+    path = workload(tmp_path, "stubborn", stubborn.command(), terminationGracePeriodSeconds=2)
+    task_id, _ = detach(home, path)
+    container, started = stubborn.started()
+    _running(home, task_id)
+    executor.send_signal(signal.SIGTERM)
+    assert _first_seen_aborted(home, task_id, container, started) == "aborted on request"
+    assert stubborn.has("alive-after-sigterm")
+    assert not stubborn.has("exited")  # killed
+    _stopped(executor, tmp_path)
 
 
 def test_processes_left_by_a_killed_backend_are_killed_by_the_next(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """The executor's rules over the in-memory port with a fake clock: an abort recorded only once the
 resource stopped (or its grace period and margin are over), a task whose resource never existed
-aborted and finalized without a request, and a round that says the API server is unreachable."""
+aborted and finalized without a request, a round that says the API server is unreachable, and how
+long a task's pods may take to stop."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from podwright.core.lifecycle import Phase, PhaseInfo, decode_state
 from podwright.core.lifecycle.objects import rfc3339
 from podwright.engine.config import LifecycleConfig
 from podwright.engine.event_index import EventIndex, EventKey, ObjectEvent
-from podwright.engine.executor import Executor, ExecutorConfig
+from podwright.engine.executor import Executor, ExecutorConfig, stop_grace
 from podwright.engine.kubernetes_port import ApiConnectionError, ObjectRef
+from podwright.engine.plugins import default_plugins
 from podwright.engine.task_store import NewTask
 from tests.engine.conftest import NAMESPACE
 from tests.engine.fake_kubernetes import FakeKubernetes
@@ -61,7 +63,8 @@ def executor(store: SQLiteTaskStore, kube: FakeKubernetes, clock: Clock) -> Iter
         yield running
 
 
-def _pod(grace: int = 20) -> dict[str, Any]:
+def bound_pod(grace: int = 20) -> dict[str, Any]:
+    """A pod bound to a node, with a termination grace period of ``grace`` seconds."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -78,7 +81,15 @@ def _pod(grace: int = 20) -> dict[str, Any]:
 def _submit(store: SQLiteTaskStore, clock: Clock, task_id: str = "t1") -> None:
     store.submit(
         NewTask(
-            task_id, "workspace", task_id, NAMESPACE, "kubernetes/test", {}, {}, (_pod(),), clock()
+            task_id,
+            "workspace",
+            task_id,
+            NAMESPACE,
+            "kubernetes/test",
+            {},
+            {},
+            (bound_pod(),),
+            clock(),
         )
     )
 
@@ -167,6 +178,36 @@ def test_an_abort_the_resource_never_confirms_is_recorded_after_its_grace_and_ma
         f"aborted on request; Pod {NAMESPACE}/t1 did not confirm that the pod's containers "
         "stopped within 30 s (the grace period of 20 s and a margin of 10 s)"
     )
+
+
+def _job(grace: int) -> dict[str, Any]:
+    pod = bound_pod(grace)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {},
+        "spec": {"template": {"metadata": pod["metadata"], "spec": pod["spec"]}},
+    }
+
+
+def _without_grace(pod: dict[str, Any]) -> dict[str, Any]:
+    spec = {
+        key: value for key, value in pod["spec"].items() if key != "terminationGracePeriodSeconds"
+    }
+    return {**pod, "spec": spec}
+
+
+@pytest.mark.parametrize(
+    ("manifest", "seconds"),
+    [(bound_pod(grace=20), 20), (_job(grace=45), 45), (_without_grace(bound_pod()), 30)],
+)
+def test_a_tasks_stop_grace_is_its_pods_termination_grace_period(
+    store: SQLiteTaskStore, clock: Clock, manifest: dict[str, Any], seconds: int
+) -> None:
+    """What a stopping local executor sizes its wait for the tasks it aborted from (with
+    abortMargin): the grace period of the task's pods, the API server's 30 s when unset."""
+    store.submit(NewTask("t1", "workspace", "t1", NAMESPACE, "local", {}, {}, (manifest,), clock()))
+    assert stop_grace(store.get("t1"), default_plugins()) == timedelta(seconds=seconds)
 
 
 def _refused() -> ApiConnectionError:
