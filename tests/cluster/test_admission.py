@@ -214,19 +214,22 @@ class Scene:
         return refusal(refused.value)
 
     def clean_up(self) -> None:
-        client = self.server.client
-        for policy in reversed(self.policies):
-            metadata = policy["metadata"]
-            ref = ObjectRef(
-                API_VERSION, policy["kind"], metadata.get("namespace", ""), metadata["name"]
-            )
-            try:
-                client.delete(ref)
-            except NotFoundError:
-                continue
-            eventually(lambda policy=policy: not self._counts(policy))
-        for created in reversed(self.namespaces):
-            created.close()
+        """Delete the policies, each until the webhook no longer counts it (a later test's
+        policy of the same scope would conflict with it), then the namespaces."""
+        try:
+            for policy in reversed(self.policies):
+                metadata = policy["metadata"]
+                ref = ObjectRef(
+                    API_VERSION, policy["kind"], metadata.get("namespace", ""), metadata["name"]
+                )
+                try:
+                    self.server.client.delete(ref)
+                except NotFoundError:
+                    continue
+                eventually(lambda policy=policy: not self._counts(policy))
+        finally:
+            for created in reversed(self.namespaces):
+                created.close()
 
 
 @pytest.fixture
