@@ -2,7 +2,8 @@
 against the real API server named by ``PODWRIGHT_TEST_KUBECONFIG``.
 
 ``server`` is one API server per session, with what the session installed in it removed at the
-end (``installs``); ``namespace`` is a test's own, deleted after it; ``kube_cluster`` adds the pods'
+end (``installs``); ``webhooks`` is ``podwright webhook`` serving the session (``webhook``: a
+test's view of it, serving); ``namespace`` is a test's own, deleted after it; ``kube_cluster`` adds the pods'
 driver and the CLI, and, once the test is over, fails it if an executor it started outlives its
 tasks (stopping it) or a task was left active, before the driver stops and the namespace goes.
 """
@@ -24,15 +25,16 @@ from tests.cluster.support import (
     SessionInstalls,
     runnable_profile,
 )
+from tests.cluster.webhooks import WebhookProcess, webhook_address, webhook_process
 from tests.k8s_emulator import Emulator
 from tests.kube.support import cluster_kubeconfig, cluster_namespace, write_kubeconfig
 
 
-def _server(kubeconfig: Path, emulator: Emulator | None) -> Iterator[Server]:
+def _server(kubeconfig: Path, emulator: Emulator | None, kubectl_cache: Path) -> Iterator[Server]:
     api_client = connect(str(kubeconfig))
     client = KubernetesClient(connect(str(kubeconfig)))
     try:
-        yield Server(kubeconfig, emulator, client, api_client)
+        yield Server(kubeconfig, emulator, client, api_client, kubectl_cache)
     finally:
         client.close()
         api_client.close()
@@ -44,14 +46,15 @@ def _server(kubeconfig: Path, emulator: Emulator | None) -> Iterator[Server]:
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server]:
+    kubectl_cache = tmp_path_factory.mktemp("kubectl-cache")
     if request.param == "cluster":
-        yield from _server(Path(cluster_kubeconfig()), None)
+        yield from _server(Path(cluster_kubeconfig()), None, kubectl_cache)
         return
     with Emulator() as emulator:
         kubeconfig = write_kubeconfig(
             tmp_path_factory.mktemp("emulator") / "kubeconfig", emulator.url
         )
-        yield from _server(kubeconfig, emulator)
+        yield from _server(kubeconfig, emulator, kubectl_cache)
 
 
 @pytest.fixture(scope="session")
@@ -61,6 +64,28 @@ def installs(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         yield installed
     finally:
         installed.remove()
+
+
+@pytest.fixture(scope="session")
+def webhooks(
+    server: Server, installs: SessionInstalls, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[WebhookProcess]:
+    """podwright's CRDs installed from ``deploy/crds`` and ``podwright webhook`` serving them
+    from this process's machine, for the session; then stopped (exit 0) and its webhook
+    configurations deleted. The API server reaches it at 127.0.0.1 (the emulator) or at
+    ``PODWRIGHT_TEST_WEBHOOK_HOST`` (a real cluster: without it, the tests are skipped)."""
+    host = webhook_address(server)
+    installs.podwright_crds()
+    with webhook_process(server, host, tmp_path_factory.mktemp("webhook")) as process:
+        yield process
+
+
+@pytest.fixture
+def webhook(webhooks: WebhookProcess) -> WebhookProcess:
+    """The session's webhook process, serving (started again when a test before stopped it or
+    pointed the configurations elsewhere)."""
+    webhooks.ensure()
+    return webhooks
 
 
 @pytest.fixture(scope="session")

@@ -29,11 +29,12 @@ from podwright.engine.kubernetes_port import AlreadyExistsError, NotFoundError, 
 from tests.cluster.nodes import SUCCEEDS, PodDriver, PodOutcome
 from tests.k8s_emulator import Emulator
 from tests.k8s_emulator.crds import THIRD_PARTY_CRDS, crd_for
-from tests.kube.support import eventually
+from tests.kube.support import eventually, kubectl
 from tests.node_sim.rest import send
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
+PODWRIGHT_CRDS = ROOT / "deploy" / "crds"
 FIELD_MANAGER = "podwright-tests"
 TASK_ID_LABEL = "podwright.dev/task-id"
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -50,10 +51,16 @@ class Server:
     client: KubernetesClient
     api_client: k8s_client.ApiClient
     """The official client's, for what podwright's client does not do (apply, dry run, CRDs)."""
+    kubectl_cache: Path
+    """kubectl's discovery and OpenAPI cache, the session's own."""
 
     @property
     def is_real(self) -> bool:
         return self.emulator is None
+
+    def kubectl(self, *args: str, input: str | None = None) -> Completed:
+        """``kubectl ARGS`` against this server, as a user runs it (skipped without kubectl)."""
+        return kubectl(self.kubeconfig, self.kubectl_cache, *args, input=input)
 
 
 def _established(crd: Mapping[str, Any]) -> bool:
@@ -105,6 +112,36 @@ class SessionInstalls:
             assert status == 200, f"reading CRD {name}: {status}"
         eventually(lambda: _established(send(api, "GET", path).body or {}), timeout=60)
         self._crds_present.add(name)
+
+    def podwright_crds(self) -> None:
+        """podwright's own CRDs, installed from ``deploy/crds`` as its README says (``kubectl
+        apply --server-side``): the whole directory when the cluster has none of them, else the
+        files of those it lacks (the ones it has are kept as they are); each waited for until
+        Established."""
+        api = self._server.api_client
+        files = {
+            yaml.safe_load(path.read_text())["metadata"]["name"]: path
+            for path in sorted(PODWRIGHT_CRDS.glob("*.yaml"))
+        }
+        missing = []
+        for name in files.keys() - self._crds_present:
+            status = send(api, "GET", f"{CRD_PATH}/{name}").status
+            assert status in (200, 404), f"reading CRD {name}: {status}"
+            if status == 404:
+                missing.append(name)
+        if missing:
+            given = [PODWRIGHT_CRDS] if len(missing) == len(files) else map(files.get, missing)
+            applied = self._server.kubectl(
+                "apply", "--server-side", *(f"--filename={path}" for path in given)
+            )
+            assert applied.returncode == 0, applied.stderr
+            self._crds_installed.extend(missing)
+        for name in files.keys() - self._crds_present:
+            path = f"{CRD_PATH}/{name}"
+            eventually(
+                lambda path=path: _established(send(api, "GET", path).body or {}), timeout=60
+            )
+            self._crds_present.add(name)
 
     def priority_classes(self, profile: Path | None) -> None:
         """Create the PriorityClasses that ``profile`` (None: the default profile) names and the

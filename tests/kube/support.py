@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -130,17 +130,8 @@ class ApiServer:
     def kubectl(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
         """``kubectl <args>`` in the test's namespace, its output and exit status (a failure is
         an answer too); skipped where no kubectl is installed."""
-        binary = os.environ.get(KUBECTL_VARIABLE) or shutil.which("kubectl")
-        if binary is None:
-            pytest.skip(f"no kubectl on the PATH (or named by {KUBECTL_VARIABLE})")
-        options = [f"--kubeconfig={self.kubeconfig}", f"--cache-dir={self.kubectl_cache}"]
-        return subprocess.run(
-            [binary, *options, f"--namespace={self.namespace}", *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            timeout=KUBECTL_TIMEOUT_SECONDS,
-            check=False,
+        return kubectl(
+            self.kubeconfig, self.kubectl_cache, f"--namespace={self.namespace}", *args, input=input
         )
 
     def delete_without_options(self, path: str) -> list[str]:
@@ -150,6 +141,25 @@ class ApiServer:
         if answer.status >= 300:
             raise error_from_status(answer.status, json.dumps(answer.body).encode())
         return answer.warnings
+
+
+def kubectl(
+    kubeconfig: Path, cache: Path, *args: str, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``kubectl <args>`` against the server ``kubeconfig`` names, with its discovery cache in
+    ``cache``: its output and exit status (a failure is an answer too); skipped where no kubectl
+    is installed."""
+    binary = os.environ.get(KUBECTL_VARIABLE) or shutil.which("kubectl")
+    if binary is None:
+        pytest.skip(f"no kubectl on the PATH (or named by {KUBECTL_VARIABLE})")
+    return subprocess.run(
+        [binary, f"--kubeconfig={kubeconfig}", f"--cache-dir={cache}", *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=KUBECTL_TIMEOUT_SECONDS,
+        check=False,
+    )
 
 
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -289,9 +299,13 @@ def cluster_client() -> KubernetesClient:
     return KubernetesClient(connect(cluster_kubeconfig()))
 
 
-def cluster_namespace(client: KubernetesClient) -> Iterator[str]:
+def cluster_namespace(
+    client: KubernetesClient, labels: Mapping[str, str] | None = None
+) -> Iterator[str]:
+    """A namespace of a unique name (with ``labels``), deleted afterwards (also on failure)."""
     name = f"podwright-test-{uuid.uuid4().hex[:8]}"
-    client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    metadata = {"name": name, "labels": dict(labels or {})}
+    client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": metadata})
     try:
         # Pods are refused until the namespace's default service account exists.
         eventually(lambda: client.get(ObjectRef("v1", "ServiceAccount", name, "default")))
