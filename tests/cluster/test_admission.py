@@ -399,7 +399,7 @@ def test_warn_mode_admits_with_a_warning_for_each_issue(scene: Scene) -> None:
     assert created.body["spec"] == {"type": "training", **spec}
 
 
-def test_audit_mode_admits_silently_and_records_the_findings_for_the_audit_log(
+def test_audit_mode_admits_silently_and_records_the_findings_in_the_audit_log_and_status(
     scene: Scene, webhook: WebhookProcess
 ) -> None:
     namespace = scene.namespace()
@@ -431,6 +431,17 @@ def test_audit_mode_admits_silently_and_records_the_findings_for_the_audit_log(
         "policy": f"WorkloadPolicy {namespace}/watch",
         "scope": f"project {namespace}",
     }
+
+    # What users see: podwright webhook's status writer puts the findings on the Workload,
+    # which stays PolicyCompliant (audit mode admits).
+    def status() -> dict[str, Any] | None:
+        current = scene.kubectl_get(submitted).get("status") or {}
+        return current if (current.get("compliance") or {}).get("findings") else None
+
+    shown = eventually(status, timeout=30)
+    assert shown["compliance"] == {"enforcement": "audit", "findings": [finding]}
+    (condition,) = (c for c in shown["conditions"] if c["type"] == "PolicyCompliant")
+    assert (condition["status"], condition["reason"]) == ("True", "Compliant")
 
 
 def warning_text(header: str) -> str:

@@ -41,7 +41,8 @@ from podwright.core.workload_fields import WorkloadType
 
 REVIEW_API_VERSION = "admission.k8s.io/v1"
 FINDINGS_ANNOTATION = "podwright.dev/compliance-findings"
-"""The audit annotation (and the Workload annotation) that records audit-mode findings."""
+"""The audit annotation that records audit-mode findings in the API server's audit log (users
+see them in the Workload's ``status.compliance``, which the compliance status writer keeps)."""
 
 UPDATABLE_FIELDS: Mapping[WorkloadType, frozenset[str]] = {
     WorkloadType.INFERENCE: frozenset({"autoscaling"}),
