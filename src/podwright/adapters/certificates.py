@@ -199,6 +199,21 @@ class ServingCertificate:
         return context
 
 
+def _key_usage(*, signs_certificates: bool) -> x509.KeyUsage:
+    """Signatures only: a CA's also sign certificates and CRLs."""
+    return x509.KeyUsage(
+        digital_signature=True,
+        key_cert_sign=signs_certificates,
+        crl_sign=signs_certificates,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        encipher_only=False,
+        decipher_only=False,
+    )
+
+
 def _renewal_time(certificate: x509.Certificate, fraction: float) -> datetime.datetime:
     """``fraction`` of the life since the certificate was issued (its validity starts
     :data:`CLOCK_SKEW` before that, which is no part of the life to renew by)."""
@@ -230,20 +245,7 @@ class CertificateAuthority:
         certificate = (
             _builder(name, name, key.public_key(), now - CLOCK_SKEW, now + validity)
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
+            .add_extension(_key_usage(signs_certificates=True), critical=True)
             .sign(key, hashes.SHA256())
         )
         return cls(certificate, key)
@@ -281,20 +283,7 @@ class CertificateAuthority:
                 subject, self.certificate.subject, key.public_key(), now - CLOCK_SKEW, not_after
             )
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    key_cert_sign=False,
-                    crl_sign=False,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
+            .add_extension(_key_usage(signs_certificates=False), critical=True)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
             .add_extension(x509.SubjectAlternativeName(names), critical=False)
             .add_extension(

@@ -44,7 +44,7 @@ from podwright.adapters.kubernetes import KubernetesClient, KubernetesConfigErro
 from podwright.adapters.kubernetes.client import RequestObserver
 from podwright.adapters.kubernetes.cluster_port import ClusterPort, connection_pool_size
 from podwright.adapters.local.cluster import LOCK_NAME, LocalCluster
-from podwright.cli.common import BadInput, Unreachable
+from podwright.cli.common import BadInput, Unreachable, kubeconfig_options
 from podwright.engine.config import LifecycleConfig
 from podwright.engine.event_index import EventIndex
 from podwright.engine.kubernetes_port import (
@@ -79,16 +79,7 @@ F = TypeVar("F", bound=Callable[..., object])
 
 def cluster_options(command: F) -> F:
     """``--backend``, ``--kubeconfig`` and ``--context``."""
-    command = click.option(
-        "--context", default=None, help="The kubeconfig context to use (default: its current one)."
-    )(command)
-    command = click.option(
-        "--kubeconfig",
-        type=click.Path(dir_okay=False),
-        default=None,
-        help="The kubeconfig file (default: $KUBECONFIG, else ~/.kube/config; in a pod, its "
-        "service account).",
-    )(command)
+    command = kubeconfig_options(command)
     return click.option(
         "--backend",
         type=click.Choice(BACKENDS),

@@ -109,15 +109,8 @@ def scalar_text(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def cluster_access_options(command: F) -> F:
-    """``--kubeconfig``, ``--context`` and ``--cluster-name``: the commands that read or write
-    podwright's resources in a cluster."""
-    command = click.option(
-        "--cluster-name",
-        default=None,
-        help="The cluster's name in the scope tree, shown in the scopes of rules and issues "
-        "(default: the kubeconfig's name for the cluster of its context).",
-    )(command)
+def kubeconfig_options(command: F) -> F:
+    """``--kubeconfig`` and ``--context``: how a command reaches a cluster."""
     command = click.option(
         "--context", default=None, help="The kubeconfig context to use (default: its current one)."
     )(command)
@@ -128,3 +121,15 @@ def cluster_access_options(command: F) -> F:
         help="The kubeconfig file (default: $KUBECONFIG, else ~/.kube/config; in a pod, its "
         "service account).",
     )(command)
+
+
+def cluster_access_options(command: F) -> F:
+    """``--kubeconfig``, ``--context`` and ``--cluster-name``: the commands that read or write
+    podwright's resources in a cluster."""
+    command = click.option(
+        "--cluster-name",
+        default=None,
+        help="The cluster's name in the scope tree, shown in the scopes of rules and issues "
+        "(default: the kubeconfig's name for the cluster of its context).",
+    )(command)
+    return kubeconfig_options(command)
