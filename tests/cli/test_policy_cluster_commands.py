@@ -219,6 +219,33 @@ def test_nothing_is_applied_when_a_project_has_no_namespace(
     assert policies(client) == []
 
 
+def test_a_file_never_replaces_another_scopes_policy_of_the_same_name(
+    tmp_path: Path, cluster: tuple[KubernetesClient, str]
+) -> None:
+    """A ClusterWorkloadPolicy's name is the cluster's: two departments' files may both say
+    ``research-training``. The second is refused, not applied over the first."""
+    client, kubeconfig = cluster
+    assert run("apply", f"-f{EXAMPLES[1]}", "--kubeconfig", kubeconfig).exit_code == 0
+    other = tmp_path / "department-vision.yaml"
+    other.write_text(
+        Path(EXAMPLES[1]).read_text().replace("department: research", "department: ml")
+    )
+    result = run("apply", f"-f{other}", "--kubeconfig", kubeconfig)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"podwright: error: {other}: ClusterWorkloadPolicy research-training: it exists already "
+        "as another policy (department 'research' (this file: 'ml')): give this one another "
+        "name (--name), or delete the other first",
+        "podwright: error: nothing was applied",
+    ]
+    assert policies(client) == [
+        ("ClusterWorkloadPolicy", "research-training", ("department", "research"))
+    ]
+    renamed = run("apply", f"-f{other}", "--name", "ml-training", "--kubeconfig", kubeconfig)
+    assert renamed.exit_code == 0, renamed.output
+    assert len(policies(client)) == 2
+
+
 def test_a_dry_run_stores_nothing(cluster: tuple[KubernetesClient, str]) -> None:
     client, kubeconfig = cluster
     result = run("apply", f"-f{EXAMPLES[0]}", "--dry-run", "--kubeconfig", kubeconfig)

@@ -43,7 +43,12 @@ from podwright.core.policies import Policy, Scope, policy_from_data
 from podwright.core.problems import ProblemsError
 from podwright.engine.admission_service import AdmissionService
 from podwright.engine.compliance_monitor import assess_in_namespace
-from podwright.engine.kubernetes_port import ApiConnectionError, KubernetesError
+from podwright.engine.kubernetes_port import (
+    ApiConnectionError,
+    KubernetesError,
+    NotFoundError,
+    ObjectRef,
+)
 
 FIELD_MANAGER = "podwright"
 """The field manager of what ``policy apply`` writes (``kubectl`` is ``kubectl``)."""
@@ -131,6 +136,10 @@ def apply_policies(
         resources = _placed(client, options.scopes, to_apply, namespace)
         refusals = []
         for policy, resource in zip(to_apply, resources, strict=True):
+            replaced = _replaces_another_policy(client, resource) if policy.scope else None
+            if replaced:
+                refusals.append(f"{policy.source}: {resource_source(resource)}: {replaced}")
+                continue
             try:
                 client.apply(resource, field_manager=FIELD_MANAGER, dry_run=True)
             except KubernetesError as error:
@@ -150,6 +159,40 @@ def apply_policies(
         raise cluster.failed(error) from error
     finally:
         client.close()
+
+
+def _replaces_another_policy(
+    client: KubernetesClient, resource: Mapping[str, object]
+) -> str | None:
+    """Why applying ``resource`` (made from a file) would replace another policy: an object of
+    its name exists for another scope or workload type (a ClusterWorkloadPolicy's name is the
+    cluster's, and two files may give two departments' policies one name)."""
+    metadata = _metadata(resource)
+    ref = ObjectRef(
+        API_VERSION,
+        str(resource.get("kind")),
+        str(metadata.get("namespace") or ""),
+        str(metadata.get("name")),
+    )
+    try:
+        existing = client.get(ref)
+    except NotFoundError:
+        return None
+    fields = ("scope", "department", "workloadType")
+    spec, existing_spec = resource.get("spec"), existing.get("spec")
+    assert isinstance(spec, Mapping), "policy_resource writes a spec"
+    existing_spec = existing_spec if isinstance(existing_spec, Mapping) else {}
+    differing = [
+        f"{field} {existing_spec.get(field)!r} (this file: {spec.get(field)!r})"
+        for field in fields
+        if existing_spec.get(field) != spec.get(field)
+    ]
+    if not differing:
+        return None
+    return (
+        f"it exists already as another policy ({', '.join(differing)}): give this one another "
+        "name (--name), or delete the other first"
+    )
 
 
 def _policy_of(
