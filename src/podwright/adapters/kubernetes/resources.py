@@ -3,9 +3,10 @@
 The engine addresses objects by apiVersion and kind; the REST API by group, version and plural
 resource name. The kinds are those the renderer produces and the engine watches, and the
 PriorityClasses ``podwright priority-classes --apply`` creates, the webhook configurations
-the webhooks install and whose CA bundle the certificate keeper updates, and the podwright
-CustomResourceDefinitions they check for, so a static table replaces API
-discovery (one request fewer per start, and nothing to go stale).
+the webhooks install and whose CA bundle the certificate keeper updates, the podwright
+CustomResourceDefinitions they check for, and the Lease operator replicas elect a leader with,
+so a static table replaces API discovery (one request fewer per start, and nothing to go
+stale).
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ _RESOURCES = [
         RestResource("admissionregistration.k8s.io/v1", kind, kind.lower() + "s", namespaced=False)
         for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
     ),
+    RestResource("coordination.k8s.io/v1", "Lease", "leases"),
     RestResource(
         "apiextensions.k8s.io/v1",
         "CustomResourceDefinition",
