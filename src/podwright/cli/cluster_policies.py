@@ -167,15 +167,8 @@ def _replaces_another_policy(
     """Why applying ``resource`` (made from a file) would replace another policy: an object of
     its name exists for another scope or workload type (a ClusterWorkloadPolicy's name is the
     cluster's, and two files may give two departments' policies one name)."""
-    metadata = _metadata(resource)
-    ref = ObjectRef(
-        API_VERSION,
-        str(resource.get("kind")),
-        str(metadata.get("namespace") or ""),
-        str(metadata.get("name")),
-    )
     try:
-        existing = client.get(ref)
+        existing = client.get(ObjectRef.of(resource))
     except NotFoundError:
         return None
     fields = ("scope", "department", "workloadType")

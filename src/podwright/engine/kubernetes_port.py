@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from podwright.core.lifecycle.objects import section, text
+
 JsonObject = Mapping[str, Any]
 
 
@@ -24,6 +26,17 @@ class ObjectRef:
     kind: str
     namespace: str
     name: str
+
+    @classmethod
+    def of(cls, obj: JsonObject) -> ObjectRef:
+        """The address of ``obj`` (its apiVersion, kind, namespace and name)."""
+        metadata = section(obj, "metadata")
+        return cls(
+            text(obj, "apiVersion"),
+            text(obj, "kind"),
+            text(metadata, "namespace"),
+            text(metadata, "name"),
+        )
 
     def __str__(self) -> str:
         return f"{self.kind} {self.namespace}/{self.name}"

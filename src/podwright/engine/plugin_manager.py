@@ -213,7 +213,7 @@ class PluginManager:
         try:
             if not state.needs_created:
                 for need in task.needs:
-                    creating = _ref_of(need)
+                    creating = ObjectRef.of(need)
                     notes.extend(self._create_need(need, task, now))
             creating = ref
             created = self._create_resource(task, ref)
@@ -253,7 +253,7 @@ class PluginManager:
         try:
             self._kubernetes.create(need)
         except AlreadyExistsError:
-            ref = _ref_of(need)
+            ref = ObjectRef.of(need)
             if carries(self._kubernetes.get(ref), task.labels):
                 return []  # created by an earlier round whose outcome was lost
             return [
@@ -479,7 +479,7 @@ class PluginManager:
             metadata = dict(section(dependent, "metadata"))
             metadata["ownerReferences"] = [*(metadata.get("ownerReferences") or []), owner]
             body = {**dependent, "metadata": metadata}
-            target = _ref_of(body)
+            target = ObjectRef.of(body)
             try:
                 self._kubernetes.create(body)
             except AlreadyExistsError:
@@ -702,16 +702,6 @@ def _may_have_created(exc: KubernetesError) -> bool:
     if isinstance(exc, ApiConnectionError):
         return exc.may_have_reached
     return isinstance(exc, ServerError) or exc.status is None
-
-
-def _ref_of(obj: JsonObject) -> ObjectRef:
-    metadata = section(obj, "metadata")
-    return ObjectRef(
-        text(obj, "apiVersion"),
-        text(obj, "kind"),
-        text(metadata, "namespace"),
-        text(metadata, "name"),
-    )
 
 
 def _seconds(duration: timedelta) -> str:

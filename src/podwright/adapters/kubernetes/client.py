@@ -195,16 +195,9 @@ class KubernetesClient:
         over fields another manager set: what ``kubectl apply --server-side --force-conflicts``
         does. Returns the object as stored (``dry_run``: as it would be, admission included,
         with nothing stored)."""
-        metadata = obj.get("metadata") or {}
-        ref = ObjectRef(
-            str(obj.get("apiVersion")),
-            str(obj.get("kind")),
-            str(metadata.get("namespace") or ""),
-            str(metadata.get("name")),
-        )
         return self._json(
             "PATCH",
-            self._path(ref),
+            self._path(ObjectRef.of(obj)),
             "patch",
             query={
                 "fieldManager": field_manager,
