@@ -43,7 +43,7 @@ from cryptography import x509
 from kubernetes.client import CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 
-from podwright.adapters.admission_webhooks import AdmissionWebhooks, WebhookSettings, utc_now
+from podwright.adapters.admission_webhooks import AdmissionWebhooks, WebhookSettings
 from podwright.adapters.certificates import CertificateSettings
 from podwright.adapters.kubernetes import KubernetesClient, connect
 from podwright.adapters.kubernetes.resources import rest_resource
@@ -66,6 +66,7 @@ from tests.cluster.webhooks import (
 )
 from tests.kube.support import cluster_namespace, eventually
 from tests.node_sim.rest import send
+from tests.webhook_server import utc_now
 
 GROUP, VERSION = "podwright.dev", "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"

@@ -26,7 +26,6 @@ Exceptions::
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import logging
 import socket
 from pathlib import Path
@@ -149,8 +148,9 @@ class AdmissionWebhooks:
         self._client = client
         self._settings = settings
         self._clock = clock
-        self._state = ClusterPolicyState(client, ClusterScopes(settings.cluster_name))
-        self.service = AdmissionService(self._state, ClusterScopes(settings.cluster_name))
+        scopes = ClusterScopes(settings.cluster_name)
+        self._state = ClusterPolicyState(client, scopes)
+        self.service = AdmissionService(self._state, scopes)
         self._compliance = ComplianceStatusWriter(client, self._state, self.service, clock=clock)
         self._compliance_started = False
         self._tls: CertificateKeeper | CertificateDirectory | None = None
@@ -278,8 +278,3 @@ class AdmissionWebhooks:
             self._client.server,
             self.base_url or f"the Service {endpoint}",
         )
-
-
-def utc_now() -> datetime.datetime:
-    """The clock of a real process."""
-    return datetime.datetime.now(datetime.UTC)

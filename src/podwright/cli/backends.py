@@ -31,7 +31,7 @@ import contextlib
 import dataclasses
 import fcntl
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -44,7 +44,7 @@ from podwright.adapters.kubernetes import KubernetesClient, KubernetesConfigErro
 from podwright.adapters.kubernetes.client import RequestObserver
 from podwright.adapters.kubernetes.cluster_port import ClusterPort, connection_pool_size
 from podwright.adapters.local.cluster import LOCK_NAME, LocalCluster
-from podwright.cli.common import BadInput, Unreachable, kubeconfig_options
+from podwright.cli.common import BadInput, Unavailable, Unreachable, kubeconfig_options
 from podwright.engine.config import LifecycleConfig
 from podwright.engine.event_index import EventIndex
 from podwright.engine.kubernetes_port import (
@@ -218,6 +218,25 @@ def check_reachable(key: str, kubeconfig: str | None) -> None:
         raise Unreachable(
             f"the API server {client.server} cannot serve: {error.message}; nothing was recorded"
         ) from error
+    finally:
+        client.close()
+
+
+@contextlib.contextmanager
+def cluster_client(access: ClusterAccess) -> Iterator[KubernetesClient]:
+    """A client of the cluster ``access`` names, closed after the block; the API server's
+    failures in the block end the command: no answer is :class:`Unreachable` (exit 6), any
+    other refusal :class:`Unavailable` (exit 5), naming the server."""
+    try:
+        client = KubernetesClient(connect(access.kubeconfig, access.context))
+    except KubernetesConfigError as error:
+        raise BadInput(str(error)) from error
+    try:
+        yield client
+    except ApiConnectionError as error:
+        raise Unreachable(error.message) from error
+    except KubernetesError as error:
+        raise Unavailable(f"the API server {client.server} refused: {error.message}") from error
     finally:
         client.close()
 

@@ -18,10 +18,10 @@ from pathlib import Path
 import click
 
 from podwright.adapters.documents import Document
-from podwright.adapters.kubernetes import KubernetesClient, KubernetesConfigError, connect
+from podwright.adapters.kubernetes import KubernetesClient
 from podwright.adapters.kubernetes.policy_state import ClusterPolicyState
-from podwright.cli.backends import ClusterAccess, cluster_name
-from podwright.cli.common import BadInput, Unavailable, Unreachable
+from podwright.cli.backends import ClusterAccess, cluster_client, cluster_name
+from podwright.cli.common import BadInput
 from podwright.cli.inputs import located, read
 from podwright.core.admission import problem_lines
 from podwright.core.cluster_resources import (
@@ -63,10 +63,12 @@ class ClusterOptions:
     cluster_name: str | None
 
     @property
+    def access(self) -> ClusterAccess:
+        return ClusterAccess(self.kubeconfig, self.context)
+
+    @property
     def scopes(self) -> ClusterScopes:
-        return ClusterScopes(
-            self.cluster_name or cluster_name(ClusterAccess(self.kubeconfig, self.context))
-        )
+        return ClusterScopes(self.cluster_name or cluster_name(self.access))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,25 +80,6 @@ class _PolicyToApply:
     """From a file (None: a resource, whose scope the cluster decides)."""
     project: str | None = None
     """A project policy's project, whose namespace is looked up."""
-
-
-def _client(options: ClusterOptions) -> KubernetesClient:
-    try:
-        return KubernetesClient(connect(options.kubeconfig, options.context))
-    except KubernetesConfigError as error:
-        raise BadInput(str(error)) from error
-
-
-@dataclasses.dataclass
-class _Cluster:
-    """A client, with its errors turned into the CLI's."""
-
-    client: KubernetesClient
-
-    def failed(self, error: KubernetesError) -> click.ClickException:
-        if isinstance(error, ApiConnectionError):
-            return Unreachable(error.message)
-        return Unavailable(f"the API server {self.client.server} refused: {error.message}")
 
 
 # policy apply -------------------------------------------------------------------------------
@@ -130,9 +113,7 @@ def apply_policies(
             errors.append(f"{document.source}: {error}")
     if errors:
         raise BadInput("\n".join(errors))
-    client = _client(options)
-    cluster = _Cluster(client)
-    try:
+    with cluster_client(options.access) as client:
         resources = _placed(client, options.scopes, to_apply, namespace)
         refusals = []
         for policy, resource in zip(to_apply, resources, strict=True):
@@ -155,10 +136,6 @@ def apply_policies(
                 f"{str(resource['kind']).lower()}.{API_VERSION.split('/')[0]}/"
                 f"{_name(resource)} {'checked (dry run)' if dry_run else 'applied'}"
             )
-    except KubernetesError as error:
-        raise cluster.failed(error) from error
-    finally:
-        client.close()
 
 
 def _replaces_another_policy(
@@ -317,17 +294,11 @@ def _name(resource: Mapping[str, object]) -> str:
 # policy effective --namespace, policy report --------------------------------------------------
 
 
-def _read_state(client: KubernetesClient, options: ClusterOptions) -> ClusterPolicyState:
-    return ClusterPolicyState(client, options.scopes).read_once()
-
-
 def cluster_policies(options: ClusterOptions, namespace: str) -> tuple[Scope, list[Policy]]:
     """The scope of ``namespace`` and every readable policy of the cluster; bad input when a
     policy of its branch cannot be read."""
-    client = _client(options)
-    cluster = _Cluster(client)
-    try:
-        state = _read_state(client, options)
+    with cluster_client(options.access) as client:
+        state = ClusterPolicyState(client, options.scopes).read_once()
         try:
             scope = state.namespace_scope(namespace)
         except LookupError:
@@ -339,10 +310,6 @@ def cluster_policies(options: ClusterOptions, namespace: str) -> tuple[Scope, li
         if unreadable:
             raise BadInput(f"the policies of {scope} cannot be read: {problem_lines(unreadable)}")
         return scope, list(snapshot.policies)
-    except KubernetesError as error:
-        raise cluster.failed(error) from error
-    finally:
-        client.close()
 
 
 # policy report ----------------------------------------------------------------------------------
@@ -372,9 +339,7 @@ def compliance_report(
     """The Workloads (of ``namespace``, or every namespace) that the cluster's current
     policies would refuse, each with every issue, judged as the status writer judges them;
     and how many Workloads were judged."""
-    client = _client(options)
-    cluster = _Cluster(client)
-    try:
+    with cluster_client(options.access) as client:
         scopes = options.scopes
         state = ClusterPolicyState(client, scopes).read_once()
         service = AdmissionService(state, scopes)
@@ -390,7 +355,3 @@ def compliance_report(
             if not assessment.compliant:
                 entries.append(ReportEntry(where, name, assessment.reason.value, assessment.issues))
         return entries, len(workloads)
-    except KubernetesError as error:
-        raise cluster.failed(error) from error
-    finally:
-        client.close()

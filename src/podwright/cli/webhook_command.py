@@ -25,14 +25,12 @@ from podwright.adapters.admission_webhooks import (
     WebhookSettings,
     WebhooksStartError,
     address_towards,
-    utc_now,
 )
-from podwright.adapters.kubernetes import KubernetesClient, KubernetesConfigError, connect
-from podwright.cli.backends import ClusterAccess
+from podwright.cli.backends import ClusterAccess, cluster_client
 from podwright.cli.backends import cluster_name as default_cluster_name
-from podwright.cli.common import BadInput, Unavailable, Unreachable, cluster_access_options
+from podwright.cli.common import BadInput, Unavailable, cluster_access_options
 from podwright.cli.signals import stopping_on_signals
-from podwright.engine.kubernetes_port import ApiConnectionError, KubernetesError
+from podwright.cli.state import utc_now
 
 logger = logging.getLogger("podwright.webhook")
 
@@ -88,42 +86,36 @@ def webhook_command(
     SIGTERM or Ctrl-C; the webhook configurations stay, so nothing unchecked gets in meanwhile.
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    try:
-        client = KubernetesClient(connect(kubeconfig, context))
-    except KubernetesConfigError as error:
-        raise BadInput(str(error)) from error
-    try:
-        host = webhook_host or address_towards(client.server)
-        settings = WebhookSettings(
-            cluster_name=cluster_name or default_cluster_name(ClusterAccess(kubeconfig, context)),
-            webhook_host=host,
-            listen_host=listen_host or (host if _is_ip_address(host) else "0.0.0.0"),
-            port=port,
-            certificate_directory=cert_dir,
-        )
-        webhooks = AdmissionWebhooks(client, settings, clock=utc_now)
-        stop = threading.Event()
-        with stopping_on_signals(stop, "stopping"), webhooks:
-            logger.info(
-                "serving podwright's admission webhooks at %s (listening on %s)",
-                webhooks.base_url,
-                webhooks.url,
+    access = ClusterAccess(kubeconfig, context)
+    with cluster_client(access) as client:
+        try:
+            host = webhook_host or address_towards(client.server)
+            settings = WebhookSettings(
+                cluster_name=cluster_name or default_cluster_name(access),
+                webhook_host=host,
+                listen_host=listen_host or (host if _is_ip_address(host) else "0.0.0.0"),
+                port=port,
+                certificate_directory=cert_dir,
             )
-            stop.wait()
-        logger.info(
-            "stopped; the webhook configurations stay (remove them with 'kubectl delete "
-            "mutatingwebhookconfiguration,validatingwebhookconfiguration podwright')"
-        )
-    except NotInstalledError as error:
-        raise BadInput(str(error)) from error
-    except WebhooksStartError as error:
-        raise Unavailable(f"the webhooks could not start: {error}") from error
-    except ApiConnectionError as error:
-        raise Unreachable(error.message) from error
-    except KubernetesError as error:
-        raise Unavailable(f"the API server {client.server} refused: {error.message}") from error
-    finally:
-        client.close()
+            stop = threading.Event()
+            with (
+                stopping_on_signals(stop, "stopping"),
+                AdmissionWebhooks(client, settings, clock=utc_now) as webhooks,
+            ):
+                logger.info(
+                    "serving podwright's admission webhooks at %s (listening on %s)",
+                    webhooks.base_url,
+                    webhooks.url,
+                )
+                stop.wait()
+        except NotInstalledError as error:
+            raise BadInput(str(error)) from error
+        except WebhooksStartError as error:
+            raise Unavailable(f"the webhooks could not start: {error}") from error
+    logger.info(
+        "stopped; the webhook configurations stay (remove them with 'kubectl delete "
+        "mutatingwebhookconfiguration,validatingwebhookconfiguration podwright')"
+    )
 
 
 def _is_ip_address(host: str) -> bool:
