@@ -30,6 +30,7 @@ Exceptions::
 
 from __future__ import annotations
 
+import abc
 import datetime
 import enum
 import ipaddress
@@ -40,6 +41,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Self
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -489,10 +491,50 @@ def issuing_authority(
     return next((ca for ca in (current, *authorities.retiring) if serving.issued_by(ca)), current)
 
 
+# Looking again and again ----------------------------------------------------------------------
+
+
+class _LookingAgain(abc.ABC):
+    """A background thread that calls :meth:`_look` every ``check_interval_seconds`` until
+    stopped; a ``with`` block starts and stops it."""
+
+    def __init__(self, check_interval_seconds: float, thread_name: str) -> None:
+        if check_interval_seconds <= 0:
+            raise CertificateRequestError(
+                f"check_interval_seconds: must be positive, got {check_interval_seconds}"
+            )
+        self._interval = check_interval_seconds
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=thread_name, daemon=True)
+
+    @abc.abstractmethod
+    def _look(self) -> None:
+        """One look (its failures are the subclass's to log)."""
+
+    def start(self) -> Self:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stopping.wait(self._interval):
+            self._look()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+
 # The keeper -----------------------------------------------------------------------------------
 
 
-class CertificateKeeper:
+class CertificateKeeper(_LookingAgain):
     """The webhook server's TLS from podwright's own CA: a serving certificate for ``hosts``,
     renewed and the CA rotated (:func:`next_step`) in a background thread that looks every
     ``check_interval_seconds``. ``publish_bundle`` is told every CA bundle the webhook
@@ -511,21 +553,15 @@ class CertificateKeeper:
         check_interval_seconds: float = 60.0,
     ) -> None:
         subject_alternative_names(hosts)  # bad hosts fail here, not in the thread
-        if check_interval_seconds <= 0:
-            raise CertificateRequestError(
-                f"check_interval_seconds: must be positive, got {check_interval_seconds}"
-            )
+        super().__init__(check_interval_seconds, "certificate-keeper")
         self._hosts = tuple(hosts)
         self._clock = clock
         self._publish = publish_bundle
         self._settings = settings or CertificateSettings()
-        self._interval = check_interval_seconds
         self._state = KeeperState(TrustedAuthorities(authority) if authority else None)
         self._context: ssl.SSLContext | None = None
         self._publish_error: str | None = None
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="certificate-keeper", daemon=True)
 
     @property
     def state(self) -> KeeperState:
@@ -600,35 +636,22 @@ class CertificateKeeper:
         self._state = replace(self._state, published=bundle, published_at=now)
         return True
 
-    def start(self) -> CertificateKeeper:
+    def start(self) -> Self:
         """A certificate now, then the background thread."""
         self.refresh()
-        self._thread.start()
-        return self
+        return super().start()
 
-    def stop(self) -> None:
-        self._stopping.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=10)
-
-    def _run(self) -> None:
-        while not self._stopping.wait(self._interval):
-            try:
-                self.refresh()
-            except CertificateError as error:
-                LOG.error("could not renew the webhook certificate: %s", error)
-
-    def __enter__(self) -> CertificateKeeper:
-        return self.start()
-
-    def __exit__(self, *_exc: object) -> None:
-        self.stop()
+    def _look(self) -> None:
+        try:
+            self.refresh()
+        except CertificateError as error:
+            LOG.error("could not renew the webhook certificate: %s", error)
 
 
 # Certificates from files ----------------------------------------------------------------------
 
 
-class CertificateDirectory:
+class CertificateDirectory(_LookingAgain):
     """The webhook server's TLS from the files of a directory, as cert-manager's Secret is
     mounted: ``tls.crt`` (the certificate, maybe followed by its chain) and ``tls.key``; they
     are read again every ``check_interval_seconds`` and served from the next handshake on when
@@ -644,18 +667,12 @@ class CertificateDirectory:
     def __init__(
         self, directory: Path, *, clock: Clock, check_interval_seconds: float = 10.0
     ) -> None:
-        if check_interval_seconds <= 0:
-            raise CertificateRequestError(
-                f"check_interval_seconds: must be positive, got {check_interval_seconds}"
-            )
+        super().__init__(check_interval_seconds, "certificate-directory")
         self.directory = directory
         self._clock = clock
-        self._interval = check_interval_seconds
         self._reload_error: str | None = None
         self._files = self._read()
         self._serving, self._context = self._load(self._files)
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="certificate-directory", daemon=True)
 
     @property
     def serving(self) -> ServingCertificate:
@@ -714,21 +731,5 @@ class CertificateDirectory:
                 f"{self.directory / self.CERTIFICATE_FILE}, {self.KEY_FILE}: {error}"
             ) from error
 
-    def start(self) -> CertificateDirectory:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stopping.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=10)
-
-    def _run(self) -> None:
-        while not self._stopping.wait(self._interval):
-            self.reload_if_changed()
-
-    def __enter__(self) -> CertificateDirectory:
-        return self.start()
-
-    def __exit__(self, *_exc: object) -> None:
-        self.stop()
+    def _look(self) -> None:
+        self.reload_if_changed()
