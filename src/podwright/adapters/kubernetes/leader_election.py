@@ -25,6 +25,7 @@ from podwright.core.leader_election import (
     observe,
     released,
 )
+from podwright.core.lifecycle.objects import section
 from podwright.engine.kubernetes_port import (
     ConflictError,
     KubernetesError,
@@ -85,12 +86,11 @@ class LeaderElector:
             current = self._client.get(self._ref)
         except NotFoundError:
             current = None
-        spec = current.get("spec") if current else None
         with self._lock:
             if current is None:
                 self._observation = None
             else:
-                record = LeaseRecord.from_spec(spec if isinstance(spec, dict) else {})
+                record = LeaseRecord.from_spec(section(current, "spec"))
                 self._observation = observe(self._observation, record, now)
                 if record.holder != self.identity:
                     self._last_renewal = None  # another holds it: stop acting at once
@@ -150,12 +150,10 @@ class LeaderElector:
             self._thread.join(timeout=10)
         with self._lock:
             held, self._last_renewal = self._last_renewal is not None, None
-            observation = self._observation
-        if release and held and observation is not None:
+        if release and held:
             try:
                 current = self._client.get(self._ref)
-                spec = current.get("spec")
-                record = LeaseRecord.from_spec(spec if isinstance(spec, dict) else {})
+                record = LeaseRecord.from_spec(section(current, "spec"))
                 if record.holder == self.identity:
                     self._write(current, released(record, self._clock()))
             except KubernetesError as error:
