@@ -37,6 +37,7 @@ from podwright.core.cluster_resources import (
     resource_source,
 )
 from podwright.core.k8s_names import dns1123_subdomain_problem
+from podwright.core.lifecycle.objects import section, text
 from podwright.core.policies import API_VERSION as POLICY_FILE_API_VERSION
 from podwright.core.policies import KIND as POLICY_FILE_KIND
 from podwright.core.policies import Policy, Scope, policy_from_data
@@ -132,9 +133,10 @@ def apply_policies(
         for resource in resources:
             if not dry_run:
                 client.apply(resource, field_manager=FIELD_MANAGER)
+            name = text(section(resource, "metadata"), "name")
             click.echo(
-                f"{str(resource['kind']).lower()}.{API_VERSION.split('/')[0]}/"
-                f"{_name(resource)} {'checked (dry run)' if dry_run else 'applied'}"
+                f"{str(resource['kind']).lower()}.{API_VERSION.split('/')[0]}/{name} "
+                f"{'checked (dry run)' if dry_run else 'applied'}"
             )
 
 
@@ -182,7 +184,7 @@ def _policy_of(
             )
         resource = dict(data)
         if name is not None:
-            resource["metadata"] = {**_metadata(resource), "name": name}
+            resource["metadata"] = {**section(resource, "metadata"), "name": name}
         return _PolicyToApply(document.source, resource, None)
     if api_version == POLICY_FILE_API_VERSION and kind == POLICY_FILE_KIND:
         policy = policy_from_data(data, document.source)
@@ -255,7 +257,10 @@ def _placed(
         resource = policy.resource
         if policy.project is None:
             if namespace is not None and resource.get("kind") == POLICY_KIND:
-                resource = {**resource, "metadata": {**_metadata(resource), "namespace": namespace}}
+                resource = {
+                    **resource,
+                    "metadata": {**section(resource, "metadata"), "namespace": namespace},
+                }
             placed.append(resource)
             continue
         assert policy.scope is not None
@@ -276,19 +281,12 @@ def _placed(
                 )
             )
             continue
-        placed.append({**resource, "metadata": {**_metadata(resource), "namespace": found[0]}})
+        placed.append(
+            {**resource, "metadata": {**section(resource, "metadata"), "namespace": found[0]}}
+        )
     if errors:
         raise BadInput("\n".join([*errors, "nothing was applied"]))
     return placed
-
-
-def _metadata(resource: Mapping[str, object]) -> dict[str, object]:
-    metadata = resource.get("metadata")
-    return dict(metadata) if isinstance(metadata, Mapping) else {}
-
-
-def _name(resource: Mapping[str, object]) -> str:
-    return str(_metadata(resource).get("name"))
 
 
 # policy effective --namespace, policy report --------------------------------------------------
@@ -346,8 +344,8 @@ def compliance_report(
         workloads, _version = client.list_objects(API_VERSION, WORKLOAD_KIND, namespace=namespace)
         entries = []
         for obj in workloads:
-            metadata = _metadata(obj)
-            where, name = str(metadata.get("namespace")), str(metadata.get("name"))
+            metadata = section(obj, "metadata")
+            where, name = text(metadata, "namespace"), text(metadata, "name")
             try:
                 assessment = assess_in_namespace(state, service, obj, where)
             except LookupError:
