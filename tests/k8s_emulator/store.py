@@ -94,6 +94,7 @@ RESOURCE_TYPES = [
     ResourceType(
         "", "v1", "configmaps", "ConfigMap", status_subresource=False, short_names=("cm",)
     ),
+    ResourceType("", "v1", "secrets", "Secret", status_subresource=False),
     ResourceType(
         "", "v1", "serviceaccounts", "ServiceAccount", status_subresource=False, short_names=("sa",)
     ),
@@ -107,6 +108,21 @@ RESOURCE_TYPES = [
     ),
     PRIORITY_CLASSES,
     ResourceType("batch", "v1", "jobs", "Job", categories=("all",)),
+    ResourceType(
+        "apps", "v1", "deployments", "Deployment", short_names=("deploy",), categories=("all",)
+    ),
+    ResourceType("apps", "v1", "daemonsets", "DaemonSet", short_names=("ds",), categories=("all",)),
+    *(
+        ResourceType(
+            "rbac.authorization.k8s.io",
+            "v1",
+            kind.lower() + "s",
+            kind,
+            namespaced=kind.startswith("Role"),
+            status_subresource=False,
+        )
+        for kind in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+    ),
     *(
         ResourceType(
             "admissionregistration.k8s.io",

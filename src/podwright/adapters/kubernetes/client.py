@@ -227,6 +227,11 @@ class KubernetesClient:
     def replace(self, ref: ObjectRef, obj: JsonObject) -> dict[str, Any]:
         return self._json("PUT", self._path(ref), "update", body=dict(obj))
 
+    def replace_status(self, ref: ObjectRef, obj: JsonObject) -> dict[str, Any]:
+        """Update the status subresource with ``obj``'s status (client-go's ``UpdateStatus``:
+        refused with a Conflict when ``obj``'s resourceVersion is not the current one)."""
+        return self._json("PUT", self._path(ref) + "/status", "update", body=dict(obj))
+
     def delete(
         self,
         ref: ObjectRef,

@@ -4,7 +4,8 @@ The engine addresses objects by apiVersion and kind; the REST API by group, vers
 resource name. The kinds are those the renderer produces and the engine watches, and the
 PriorityClasses ``podwright priority-classes --apply`` creates, the webhook configurations
 the webhooks install and whose CA bundle the certificate keeper updates, the podwright
-CustomResourceDefinitions they check for, and the Lease operator replicas elect a leader with,
+CustomResourceDefinitions they check for, the Lease operator replicas elect a leader with, and
+the operator's Deployment, RBAC objects and FUSE proxy DaemonSet ``podwright install`` applies,
 so a static table replaces API discovery (one request fewer per start, and nothing to go
 stale).
 """
@@ -35,6 +36,7 @@ _RESOURCES = [
     RestResource("v1", "Namespace", "namespaces", namespaced=False),
     RestResource("v1", "Pod", "pods"),
     RestResource("v1", "ConfigMap", "configmaps"),
+    RestResource("v1", "Secret", "secrets"),
     RestResource("v1", "ServiceAccount", "serviceaccounts"),
     RestResource("v1", "Service", "services"),
     RestResource("v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
@@ -57,11 +59,25 @@ _RESOURCES = [
     ),
     RestResource("podwright.dev/v1alpha1", "Asset", "assets"),
     RestResource("podwright.dev/v1alpha1", "ClusterAsset", "clusterassets", namespaced=False),
+    RestResource(
+        "podwright.dev/v1alpha1", "ClusterProfile", "clusterprofiles", namespaced=False
+    ),
     *(
         RestResource("admissionregistration.k8s.io/v1", kind, kind.lower() + "s", namespaced=False)
         for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
     ),
     RestResource("coordination.k8s.io/v1", "Lease", "leases"),
+    RestResource("apps/v1", "Deployment", "deployments"),
+    RestResource("apps/v1", "DaemonSet", "daemonsets"),
+    RestResource("rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", namespaced=False),
+    RestResource(
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRoleBinding",
+        "clusterrolebindings",
+        namespaced=False,
+    ),
+    RestResource("rbac.authorization.k8s.io/v1", "Role", "roles"),
+    RestResource("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings"),
     RestResource(
         "apiextensions.k8s.io/v1",
         "CustomResourceDefinition",
