@@ -1,7 +1,9 @@
 """The webhooks' certificates: what a CA and a serving certificate contain, when they are renewed,
 and a CA rotation that never leaves the served certificate untrusted (the keeper's decisions as a
 named matrix, its runs on a clock the test moves, and a property over any run of that clock);
-certificates read from cert-manager's files and read again when they change."""
+the decisions over CAs that several processes share (when one is made, rotated, dropped), a CA
+read back from PEM; certificates read from cert-manager's files and read again when they change.
+The shared CAs kept in a Secret are tests/adapters/test_ca_secret.py's."""
 
 from __future__ import annotations
 
@@ -33,6 +35,9 @@ from podwright.adapters.certificates import (
     UnreadableCertificateError,
     issuing_authority,
     next_step,
+    serving_step,
+    shared_authority_step,
+    updated_authorities,
 )
 from tests.webhook_server import ManualClock, PublishedBundles
 
@@ -387,6 +392,176 @@ def test_which_ca_issues(
     state: KeeperState, now: datetime.datetime, issuer: CertificateAuthority
 ) -> None:
     assert issuing_authority(state, now, SETTINGS) is issuer
+
+
+@pytest.mark.parametrize(
+    ("state", "now"),
+    [
+        pytest.param(
+            KeeperState(ONLY_A, A_LATE_SERVING, ONLY_A.bundle, T0),
+            T0 + 200 * DAY,
+            id="the CA due: rotating it is the store's",
+        ),
+        pytest.param(
+            KeeperState(A_THEN_B, B_SERVING, A_THEN_B.bundle, T0 + 200 * DAY),
+            SETTLED,
+            id="the new CA's certificate served: the old CA stays, the store drops it",
+        ),
+    ],
+)
+def test_a_keeper_sharing_its_cas_never_changes_them_itself(
+    state: KeeperState, now: datetime.datetime
+) -> None:
+    assert next_step(state, now, SETTINGS) in {Step.ROTATE_AUTHORITY, Step.RETIRE_AUTHORITIES}
+    assert serving_step(state, now, SETTINGS) is None
+
+
+def test_serving_steps_are_next_steps_for_the_certificate_and_the_bundle() -> None:
+    state = KeeperState(A_THEN_B, A_LATE_SERVING, ONLY_A.bundle, T0)
+    assert serving_step(state, T0 + 201 * DAY, SETTINGS) is Step.PUBLISH
+    assert serving_step(KeeperState(ONLY_A), T0, SETTINGS) is Step.ISSUE
+
+
+# CAs shared by several processes: the store's decisions -------------------------------------------
+
+A_THEN_B_AT_A_EXPIRY = T0 + 300 * DAY + CLOCK_SKEW
+"""When the old CA of ``A_THEN_B`` is dropped: it expired at 300 days, by a clock a little behind."""
+
+
+@pytest.mark.parametrize(
+    ("authorities", "now", "step"),
+    [
+        pytest.param(None, T0, Step.CREATE_AUTHORITY, id="none yet: create one"),
+        pytest.param(ONLY_A, T0 + DAY, None, id="a fresh CA: nothing"),
+        pytest.param(
+            ONLY_A,
+            T0 + 200 * DAY - datetime.timedelta(seconds=1),
+            None,
+            id="a CA a moment before 2/3 of its life: nothing",
+        ),
+        pytest.param(ONLY_A, T0 + 200 * DAY, Step.ROTATE_AUTHORITY, id="at 2/3: rotate"),
+        pytest.param(
+            ONLY_A, T0 + 400 * DAY, Step.ROTATE_AUTHORITY, id="an expired CA (left for long)"
+        ),
+        pytest.param(
+            A_THEN_B,
+            T0 + 250 * DAY,
+            None,
+            id="rotated: the old CA stays while a certificate of it may be valid",
+        ),
+        pytest.param(
+            A_THEN_B,
+            T0 + 300 * DAY,
+            None,
+            id="the old CA expiring: kept while a clock a little behind still trusts it",
+        ),
+        pytest.param(
+            A_THEN_B,
+            A_THEN_B_AT_A_EXPIRY,
+            Step.RETIRE_AUTHORITIES,
+            id="the old CA expired: drop it",
+        ),
+    ],
+)
+def test_what_changes_in_shared_cas(
+    authorities: TrustedAuthorities | None, now: datetime.datetime, step: Step | None
+) -> None:
+    assert shared_authority_step(authorities, now, SETTINGS) is step
+
+
+def test_shared_cas_are_made_rotated_and_dropped_all_at_once_when_due() -> None:
+    created = updated_authorities(None, T0, SETTINGS)
+    assert created is not None
+    assert created.retiring == ()
+    assert created.current.not_after == T0 + SETTINGS.authority_validity
+    assert updated_authorities(created, T0 + DAY, SETTINGS) is None
+    rotated = updated_authorities(ONLY_A, T0 + 200 * DAY, SETTINGS)
+    assert rotated is not None
+    assert rotated.retiring == (CA_A,)
+    assert rotated.current.not_after == T0 + 500 * DAY
+    # A CA long expired (nothing looked for a year): a new one, and the expired one dropped.
+    renewed = updated_authorities(ONLY_A, T0 + 400 * DAY, SETTINGS)
+    assert renewed is not None
+    assert renewed.retiring == ()
+    assert renewed.current.not_after == T0 + 700 * DAY
+    assert updated_authorities(A_THEN_B, A_THEN_B_AT_A_EXPIRY, SETTINGS) == TrustedAuthorities(CA_B)
+
+
+def test_the_expired_retiring_cas_are_dropped_and_the_current_one_never() -> None:
+    assert A_THEN_B.without_expired(A_THEN_B_AT_A_EXPIRY - datetime.timedelta(seconds=1)) == (
+        A_THEN_B
+    )
+    assert A_THEN_B.without_expired(A_THEN_B_AT_A_EXPIRY) == TrustedAuthorities(CA_B)
+    assert ONLY_A.without_expired(T0 + 1000 * DAY) == ONLY_A
+
+
+def test_a_ca_is_read_back_from_pem() -> None:
+    ca = authority()
+    read = CertificateAuthority.from_pem(ca.pem, ca.key_pem)
+    assert read.certificate == ca.certificate
+    assert read.key_pem == ca.key_pem
+    assert serving_of(read).issued_by(ca)
+
+
+@pytest.mark.parametrize(
+    ("certificate", "key", "message"),
+    [
+        pytest.param("garbage", "own", "not a PEM certificate", id="no certificate"),
+        pytest.param("two", "own", "one CA certificate is needed, got 2", id="a bundle"),
+        pytest.param("serving", "serving", "not a CA certificate", id="a serving certificate"),
+        pytest.param("own", "garbage", "not an unencrypted PEM private key", id="no key"),
+        pytest.param("own", "other", "key: not the private key of certificate", id="not its key"),
+        pytest.param(
+            "rsa",
+            "rsa",
+            "unsupported private key type RSAPrivateKey: a CA's key is an EC key",
+            id="an RSA CA",
+        ),
+    ],
+)
+def test_pem_that_is_no_ca_says_what_is_wrong(certificate: str, key: str, message: str) -> None:
+    ca, other, serving = authority(), authority(), serving_of(authority())
+    rsa_certificate, rsa_key = self_signed_rsa_ca("rsa.example")
+    certificates = {
+        "own": ca.pem,
+        "two": ca.pem + other.pem,
+        "serving": serving.certificate_pem,
+        "rsa": rsa_certificate,
+        "garbage": b"garbage",
+    }
+    keys = {
+        "own": ca.key_pem,
+        "other": other.key_pem,
+        "serving": serving.key_pem,
+        "rsa": rsa_key,
+        "garbage": b"garbage",
+    }
+    with pytest.raises(UnreadableCertificateError, match=message):
+        CertificateAuthority.from_pem(certificates[certificate], keys[key])
+
+
+def self_signed_rsa_ca(common_name: str) -> tuple[bytes, bytes]:
+    """A CA of an RSA key, as one made by hand may be (podwright's CAs are EC)."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(T0)
+        .not_valid_after(T0 + DAY)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    return certificate.public_bytes(serialization.Encoding.PEM), key_pem
 
 
 # The keeper on a moving clock ------------------------------------------------------------------

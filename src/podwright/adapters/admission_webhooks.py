@@ -4,12 +4,14 @@ Serving the webhooks takes five pieces, started in an order that never leaves th
 calling a webhook nobody answers: the cluster's policies, namespaces and assets in watch caches
 (:class:`~podwright.adapters.kubernetes.policy_state.ClusterPolicyState`), the decisions over
 them (:class:`~podwright.engine.admission_service.AdmissionService`), a certificate (podwright's
-own CA, renewed and rotated by a :class:`~podwright.adapters.certificates.CertificateKeeper`, or
-cert-manager's files), the HTTPS server, and last the two webhook configurations that point the
-API server at it, applied server-side. Beside them, the compliance status writer keeps each
-Workload's ``PolicyCompliant`` condition current as policies change. ``podwright webhook`` runs
-them out of the cluster (the configurations name ``https://HOST:PORT``, as ``kopf run`` does);
-the operator runs the same in the cluster behind a Service.
+own CA, renewed and rotated by a :class:`~podwright.adapters.certificates.CertificateKeeper`,
+the CA kept in this process or, for replicas behind one Service, in a Secret they share
+(``ca_secret``: :mod:`podwright.adapters.kubernetes.ca_secret`); or cert-manager's files), the
+HTTPS server, and last the two webhook configurations that point the API server at it, applied
+server-side. Beside them, the compliance status writer keeps each Workload's ``PolicyCompliant``
+condition current as policies change. ``podwright webhook`` runs them out of the cluster (the
+configurations name ``https://HOST:PORT``, as ``kopf run`` does); the operator runs the same in
+the cluster behind a Service.
 
 Stopping leaves the configurations in place on purpose: their ``failurePolicy: Fail`` keeps
 Workloads and policies out while nothing checks them (policies can still be read, and the
@@ -28,6 +30,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import socket
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -38,6 +42,7 @@ from podwright.adapters.certificates import (
     CertificateSettings,
     Clock,
 )
+from podwright.adapters.kubernetes.ca_secret import CaSecret
 from podwright.adapters.kubernetes.client import KubernetesClient
 from podwright.adapters.kubernetes.compliance_status import ComplianceStatusWriter
 from podwright.adapters.kubernetes.policy_state import ClusterPolicyState
@@ -45,12 +50,13 @@ from podwright.adapters.kubernetes.webhook_configurations import publish_ca_bund
 from podwright.adapters.webhook_server import ServerSettings, WebhookServer, WebhookServerError
 from podwright.core.admission import BadReviewError
 from podwright.core.cluster_resources import GROUP, ClusterScopes
+from podwright.core.k8s_names import dns1123_label_problem, dns1123_subdomain_problem
 from podwright.core.webhook_configurations import (
     ServiceEndpoint,
     UrlEndpoint,
     webhook_configurations,
 )
-from podwright.engine.admission_service import AdmissionService
+from podwright.engine.admission_service import AdmissionService, Handler
 from podwright.engine.kubernetes_port import NotFoundError, ObjectRef
 
 LOG = logging.getLogger("podwright.webhook")
@@ -82,11 +88,39 @@ class WebhooksStartError(AdmissionWebhooksError):
 
 
 @dataclasses.dataclass(frozen=True)
+class SecretRef:
+    """A Secret, by its namespace and name (``NAMESPACE/NAME`` as :meth:`parse` reads it)."""
+
+    namespace: str
+    name: str
+
+    def __post_init__(self) -> None:
+        problem = dns1123_label_problem(self.namespace)
+        if problem:
+            raise ValueError(f"namespace: {self.namespace!r} is not a namespace name: it {problem}")
+        problem = dns1123_subdomain_problem(self.name)
+        if problem:
+            raise ValueError(f"name: {self.name!r} is not a Secret name: it {problem}")
+
+    @classmethod
+    def parse(cls, text: str) -> SecretRef:
+        """``NAMESPACE/NAME``."""
+        namespace, slash, name = text.partition("/")
+        if not slash or not namespace or not name or "/" in name:
+            raise ValueError(f"{text!r} is not NAMESPACE/NAME")
+        return cls(namespace, name)
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclasses.dataclass(frozen=True)
 class WebhookSettings:
     """Where the webhooks are served, and how the API server reaches and trusts them.
 
     Exactly one of ``webhook_host`` (the configurations name ``https://webhook_host:PORT``) and
-    ``service`` (they name the Service, in the cluster)."""
+    ``service`` (they name the Service, in the cluster); at most one of
+    ``certificate_directory`` and ``ca_secret`` (neither: a CA of this process's own)."""
 
     cluster_name: str
     webhook_host: str | None = None
@@ -95,6 +129,10 @@ class WebhookSettings:
     port: int = 9443
     certificate_directory: Path | None = None
     """cert-manager's files (``tls.crt``, ``tls.key``, ``ca.crt``) instead of podwright's CA."""
+    ca_secret: SecretRef | None = None
+    """The Secret that keeps podwright's CA for every process serving the webhooks (created
+    when absent; the operator's replicas): each issues its own certificate from it. Needs
+    ``get``, ``create`` and ``update`` of Secrets in its namespace."""
     certificates: CertificateSettings = dataclasses.field(default_factory=CertificateSettings)
     certificate_check_seconds: float = 60.0
     sync_timeout_seconds: float = 30.0
@@ -105,6 +143,11 @@ class WebhookSettings:
             raise ValueError(
                 "webhook_host, service: exactly one: the address the API server reaches this "
                 "process at, or the Service in front of it"
+            )
+        if self.certificate_directory is not None and self.ca_secret is not None:
+            raise ValueError(
+                "certificate_directory, ca_secret: at most one: cert-manager's files, or the "
+                "Secret that keeps podwright's CA"
             )
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port: must be within 0..65535 (0: any free port), got {self.port}")
@@ -143,11 +186,18 @@ class AdmissionWebhooks:
     :meth:`stop` stops serving (a ``with`` block does both)."""
 
     def __init__(
-        self, client: KubernetesClient, settings: WebhookSettings, *, clock: Clock
+        self,
+        client: KubernetesClient,
+        settings: WebhookSettings,
+        *,
+        clock: Clock,
+        answered: Callable[[str, float], None] | None = None,
     ) -> None:
+        """``answered(path, seconds)`` is told how long each review took (the metrics)."""
         self._client = client
         self._settings = settings
         self._clock = clock
+        self._answered = answered
         scopes = ClusterScopes(settings.cluster_name)
         self._state = ClusterPolicyState(client, scopes)
         self.service = AdmissionService(self._state, scopes)
@@ -189,7 +239,7 @@ class AdmissionWebhooks:
                 )
             self._tls = self._start_tls()
             self._server = WebhookServer(
-                self.service.routes(),
+                self._timed(self.service.routes()),
                 self._tls,
                 host=self._settings.listen_host,
                 port=self._settings.port,
@@ -211,6 +261,23 @@ class AdmissionWebhooks:
             self.stop()
             raise
         return self
+
+    def _timed(self, routes: Mapping[str, Handler]) -> dict[str, Handler]:
+        answered = self._answered
+        if answered is None:
+            return dict(routes)
+
+        def timed(path: str, handle: Handler) -> Handler:
+            def handler(review: Mapping[str, object]) -> dict[str, object]:
+                started = time.monotonic()
+                try:
+                    return handle(review)
+                finally:
+                    answered(path, time.monotonic() - started)
+
+            return handler
+
+        return {path: timed(path, handle) for path, handle in routes.items()}
 
     def stop(self) -> None:
         if self._compliance_started:
@@ -261,8 +328,13 @@ class AdmissionWebhooks:
                 len(publish_ca_bundle(self._client, bundle)),
             ),
             settings=self._settings.certificates,
+            authority_store=self._authority_store(),
             check_interval_seconds=self._settings.certificate_check_seconds,
         ).start()
+
+    def _authority_store(self) -> CaSecret | None:
+        secret = self._settings.ca_secret
+        return None if secret is None else CaSecret(self._client, secret.namespace, secret.name)
 
     def _install_configurations(self) -> None:
         endpoint: UrlEndpoint | ServiceEndpoint

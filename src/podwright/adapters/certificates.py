@@ -13,6 +13,16 @@ that bundle vouches for:
   decided by the pure :func:`next_step` and :func:`issuing_authority`; the keeper carries it out
   in a background thread and tells its ``publish_bundle`` callback each bundle to put into the
   webhook configurations.
+* Several processes serve the webhooks behind one Service (the operator's replicas): they must
+  all serve certificates of one CA, which must outlive any of them. The keeper is then given an
+  :class:`AuthorityStore` (a Secret: ``podwright.adapters.kubernetes.ca_secret``) that keeps the
+  CAs for all of them. At every look the keeper reads the store, which first makes the change
+  :func:`shared_authority_step` decides (the first CA, a rotation, an expired CA dropped; the
+  first process to write wins, the others adopt what it wrote), and the keeper only issues its
+  own serving certificate (its key never leaves the process) and publishes the bundle
+  (:func:`serving_step`). A CA leaves the shared bundle only once it has expired, not as soon as
+  this process's certificate is of its successor: another process may still serve one of its
+  certificates, and none of them outlives it.
 * cert-manager issues the certificate into a Secret that the pod mounts (``tls.crt``,
   ``tls.key``, ``ca.crt``) and its CA injector fills ``caBundle``. :class:`CertificateDirectory`
   serves those files and reloads them when they change.
@@ -25,7 +35,10 @@ Exceptions::
 
     CertificateError
     ├── CertificateRequestError      bad arguments: hosts, validity periods, settings
-    └── UnreadableCertificateError   PEM that is not a certificate and its key
+    ├── UnreadableCertificateError   PEM that is not a certificate and its key
+    └── CaSecretError                the CA Secret cannot be read or written (names it;
+        │                            podwright.adapters.kubernetes.ca_secret)
+        └── UnreadableCaSecretError  the Secret holds no CA podwright can use
 """
 
 from __future__ import annotations
@@ -41,7 +54,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Self
+from typing import Protocol, Self
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -96,6 +109,14 @@ def _key_id(certificate: x509.Certificate) -> bytes:
     return certificate.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value.digest
 
 
+def _public_der(holder: x509.Certificate | ServingKey) -> bytes:
+    """The public key of a certificate or of a private key (DER): equal when they pair."""
+    public = holder.public_key()
+    return public.public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+
+
 @dataclass(frozen=True)
 class ServingCertificate:
     """A server certificate and its private key (and the intermediate CAs to send with it)."""
@@ -122,11 +143,7 @@ class ServingCertificate:
                 f"unsupported private key type {type(key).__name__}: EC or RSA keys are served"
             )
         leaf = certificates[0]
-        if leaf.public_key().public_bytes(
-            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-        ) != key.public_key().public_bytes(
-            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-        ):
+        if _public_der(leaf) != _public_der(key):
             raise UnreadableCertificateError("the private key is not the certificate's")
         return cls(leaf, key, tuple(certificates[1:]))
 
@@ -216,6 +233,11 @@ def _key_usage(*, signs_certificates: bool) -> x509.KeyUsage:
     )
 
 
+def _expired(authority: CertificateAuthority, now: datetime.datetime) -> bool:
+    """Whether ``authority`` had expired :data:`CLOCK_SKEW` before ``now``."""
+    return authority.not_after + CLOCK_SKEW <= _aware(now)
+
+
 def _renewal_time(certificate: x509.Certificate, fraction: float) -> datetime.datetime:
     """``fraction`` of the life since the certificate was issued (its validity starts
     :data:`CLOCK_SKEW` before that, which is no part of the life to renew by)."""
@@ -252,10 +274,70 @@ class CertificateAuthority:
         )
         return cls(certificate, key)
 
+    @classmethod
+    def from_pem(
+        cls,
+        certificate_pem: bytes,
+        key_pem: bytes,
+        *,
+        certificate_name: str = "certificate",
+        key_name: str = "key",
+    ) -> CertificateAuthority:
+        """Read a CA back (:attr:`pem`, :attr:`key_pem`): one CA certificate, with a subject key
+        identifier, and its EC private key. An error names the part (``certificate_name``,
+        ``key_name``) that is wrong, never its content."""
+        try:
+            certificates = x509.load_pem_x509_certificates(certificate_pem)
+        except ValueError as error:
+            raise UnreadableCertificateError(
+                f"{certificate_name}: not a PEM certificate: {error}"
+            ) from error
+        if len(certificates) != 1:
+            raise UnreadableCertificateError(
+                f"{certificate_name}: one CA certificate is needed, got {len(certificates)}"
+            )
+        certificate = certificates[0]
+        try:
+            is_ca = certificate.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+            _key_id(certificate)
+        except x509.ExtensionNotFound as error:
+            raise UnreadableCertificateError(
+                f"{certificate_name}: not a CA certificate: {error}"
+            ) from error
+        if not is_ca:
+            raise UnreadableCertificateError(
+                f"{certificate_name}: not a CA certificate: its basic constraints say so"
+            )
+        try:
+            key = serialization.load_pem_private_key(key_pem, password=None)
+        except (ValueError, TypeError) as error:
+            raise UnreadableCertificateError(
+                f"{key_name}: not an unencrypted PEM private key: {error}"
+            ) from error
+        if not isinstance(key, ec.EllipticCurvePrivateKey):
+            raise UnreadableCertificateError(
+                f"{key_name}: unsupported private key type {type(key).__name__}: a CA's key is an "
+                "EC key"
+            )
+        if _public_der(certificate) != _public_der(key):
+            raise UnreadableCertificateError(
+                f"{key_name}: not the private key of {certificate_name}"
+            )
+        return cls(certificate, key)
+
     @property
     def pem(self) -> bytes:
         """The CA certificate in PEM: what a CA bundle holds."""
         return _pem(self.certificate)
+
+    @property
+    def key_pem(self) -> bytes:
+        """The private key, in unencrypted PKCS#8 PEM."""
+        return self.key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
 
     @property
     def not_after(self) -> datetime.datetime:
@@ -413,6 +495,12 @@ class TrustedAuthorities:
         )
         return replace(self, retiring=kept)
 
+    def without_expired(self, now: datetime.datetime) -> TrustedAuthorities:
+        """The retiring CAs that expired :data:`CLOCK_SKEW` or more before ``now`` dropped: no
+        certificate of theirs is valid any more (none outlives its CA), even by a clock that is
+        a little behind."""
+        return replace(self, retiring=tuple(ca for ca in self.retiring if not _expired(ca, now)))
+
 
 @dataclass(frozen=True)
 class KeeperState:
@@ -452,7 +540,28 @@ def next_step(
     now = _aware(now)
     if state.authorities is None:
         return Step.CREATE_AUTHORITY
+    step = serving_step(state, now, settings)
+    if step is not None:
+        return step
+    authorities = state.authorities
+    if authorities.retiring:
+        issuer = issuing_authority(state, now, settings)
+        return Step.RETIRE_AUTHORITIES if issuer is authorities.current else None
+    if now >= authorities.current.renewal_time(settings.renewal_fraction):
+        return Step.ROTATE_AUTHORITY
+    return None
+
+
+def serving_step(
+    state: KeeperState, now: datetime.datetime, settings: CertificateSettings
+) -> Step | None:
+    """:func:`next_step` for the serving certificate and the bundle alone: :attr:`Step.ISSUE`,
+    :attr:`Step.PUBLISH` or None. All a keeper does when an :class:`AuthorityStore` keeps its
+    CAs (and creates, rotates and retires them: :func:`shared_authority_step`)."""
+    now = _aware(now)
     authorities, serving = state.authorities, state.serving
+    if authorities is None:
+        raise CertificateError("no CA yet: the keeper creates or reads one first")
     if serving is None:
         return Step.ISSUE
     issuer = issuing_authority(state, now, settings)
@@ -463,11 +572,60 @@ def next_step(
         return Step.ISSUE
     if state.published != authorities.bundle:
         return Step.PUBLISH
-    if authorities.retiring:
-        return Step.RETIRE_AUTHORITIES if issuer is authorities.current else None
+    return None
+
+
+def shared_authority_step(
+    authorities: TrustedAuthorities | None, now: datetime.datetime, settings: CertificateSettings
+) -> Step | None:
+    """What changes at ``now`` in CAs that several processes share (an :class:`AuthorityStore`):
+    :attr:`Step.CREATE_AUTHORITY` when there are none, :attr:`Step.RETIRE_AUTHORITIES` when a
+    retiring CA has expired (:data:`CLOCK_SKEW` ago: :meth:`TrustedAuthorities.without_expired`),
+    :attr:`Step.ROTATE_AUTHORITY` when the current CA is at ``renewal_fraction`` of its life;
+    None: nothing. Pure, as :func:`next_step`.
+
+    Unlike a keeper on its own, no process knows which certificates the others serve: a retiring
+    CA stays in the bundle until it expires, so a process that has not yet looked again (or
+    cannot publish, and renews from the old CA) is trusted throughout. A rotation does not wait
+    for that: with a ``renewal_fraction`` of 1/2 or more the bundle holds at most two CAs.
+    """
+    now = _aware(now)
+    if authorities is None:
+        return Step.CREATE_AUTHORITY
+    if any(_expired(authority, now) for authority in authorities.retiring):
+        return Step.RETIRE_AUTHORITIES
     if now >= authorities.current.renewal_time(settings.renewal_fraction):
         return Step.ROTATE_AUTHORITY
     return None
+
+
+def updated_authorities(
+    authorities: TrustedAuthorities | None, now: datetime.datetime, settings: CertificateSettings
+) -> TrustedAuthorities | None:
+    """The shared CAs to keep at ``now``: every change :func:`shared_authority_step` asks for
+    made (a new CA created for a first CA or a rotation); None when none is due."""
+    changed = False
+    while (step := shared_authority_step(authorities, now, settings)) is not None:
+        if step is Step.RETIRE_AUTHORITIES and authorities is not None:
+            authorities = authorities.without_expired(now)
+        else:
+            created = CertificateAuthority.create(now=now, validity=settings.authority_validity)
+            authorities = (
+                TrustedAuthorities(created) if authorities is None else authorities.rotated(created)
+            )
+        changed = True
+    return authorities if changed else None
+
+
+class AuthorityStore(Protocol):
+    """Where the CAs that several processes share are kept (a Secret:
+    ``podwright.adapters.kubernetes.ca_secret.CaSecret``); its ``str`` names it."""
+
+    def load(self, now: datetime.datetime, settings: CertificateSettings) -> TrustedAuthorities:
+        """The CAs kept now, once the changes due at ``now`` (:func:`updated_authorities`) are
+        written; when another process wrote first, the CAs it wrote. Raises a
+        :class:`CertificateError` when they can be neither read nor written."""
+        ...
 
 
 def issuing_authority(
@@ -540,7 +698,15 @@ class CertificateKeeper(_LookingAgain):
     ``check_interval_seconds``. ``publish_bundle`` is told every CA bundle the webhook
     configurations must carry (the caller patches them; see
     ``podwright.adapters.kubernetes.webhook_configurations``); when it fails, the keeper serves
-    on and tries again at its next look. A ``with`` block starts and stops it."""
+    on and tries again at its next look. A ``with`` block starts and stops it.
+
+    With an ``authority_store``, the CAs are the store's, shared with every other process that
+    serves the webhooks: each look reads them first (the store creates, rotates and retires
+    them: :func:`updated_authorities`), and the keeper issues its own certificate from them and
+    publishes their bundle (:func:`serving_step`). A store that cannot be read at a look is
+    logged, and the keeper serves on (and renews) from the CAs read before, publishing nothing
+    until it is read again: the store may hold a newer bundle. ``authority`` (a CA of the
+    caller's) and ``authority_store`` exclude each other."""
 
     def __init__(
         self,
@@ -550,10 +716,17 @@ class CertificateKeeper(_LookingAgain):
         publish_bundle: Callable[[bytes], None] | None = None,
         settings: CertificateSettings | None = None,
         authority: CertificateAuthority | None = None,
+        authority_store: AuthorityStore | None = None,
         check_interval_seconds: float = 60.0,
     ) -> None:
         subject_alternative_names(hosts)  # bad hosts fail here, not in the thread
+        if authority is not None and authority_store is not None:
+            raise CertificateRequestError(
+                "authority, authority_store: at most one: a CA of the caller's, or the store "
+                "that keeps the CAs of every process"
+            )
         super().__init__(check_interval_seconds, "certificate-keeper")
+        self._store = authority_store
         self._hosts = tuple(hosts)
         self._clock = clock
         self._publish = publish_bundle
@@ -594,11 +767,39 @@ class CertificateKeeper(_LookingAgain):
         return None
 
     def refresh(self) -> None:
-        """Take every step that is due now (:func:`next_step`)."""
+        """Take every step that is due now (:func:`next_step`; with an authority store, the
+        CAs read from it first, then :func:`serving_step`)."""
         with self._lock:
-            while (step := next_step(self._state, self._clock(), self._settings)) is not None:
+            decide, publishing = next_step, True
+            if self._store is not None:
+                decide, publishing = serving_step, self._adopt_stored(self._store)
+            while (step := decide(self._state, self._clock(), self._settings)) is not None:
+                if step is Step.PUBLISH and not publishing:
+                    return
                 if not self._take(step):
                     return
+
+    def _adopt_stored(self, store: AuthorityStore) -> bool:
+        """Hold the store's CAs; False when it could not be read and the CAs read before are
+        kept (none before: raised)."""
+        try:
+            stored = store.load(self._clock(), self._settings)
+        except CertificateError as error:
+            if self._state.authorities is None:
+                raise
+            LOG.warning("%s; serving on from the CA read before", error)
+            return False
+        held = self._state.authorities
+        if held is None or held.bundle != stored.bundle:
+            if held is not None:
+                LOG.info(
+                    "the webhook CAs in %s changed: %d CA(s) trusted, a certificate of the "
+                    "current one served once the bundle is published",
+                    store,
+                    len(stored.retiring) + 1,
+                )
+            self._state = replace(self._state, authorities=stored)
+        return True
 
     def _take(self, step: Step) -> bool:
         """Carry out ``step``; False when it failed (publishing) and is to be tried later."""
