@@ -197,6 +197,7 @@ def test_names_scopes_columns_and_status() -> None:
         "startTime",
         "completionTime",
         "compliance",
+        "task",
     }
     assert definition("ClusterWorkloadPolicy")["spec"]["scope"] == "Cluster"
     assert definition("WorkloadPolicy")["spec"]["names"]["shortNames"] == ["pwp"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -111,6 +111,60 @@ class ExecutorMetrics:
             if self.last_round_at is None:
                 return None
             return self._monotonic() - self.last_round_at
+
+
+class OperatorMetrics(ExecutorMetrics):
+    """The executor's metrics, and the operator's own: Workloads per phase, submit-to-running
+    latency per workload type, whether this replica leads, and the admission webhooks'
+    latency."""
+
+    def __init__(self, *, monotonic: Callable[[], float] = time.monotonic) -> None:
+        super().__init__("operator", monotonic=monotonic)
+        self._workloads = Gauge(
+            "podwright_workloads",
+            "Workloads by phase (every Workload the operator sees, finished ones included).",
+            ["phase"],
+            registry=self.registry,
+        )
+        self._to_running = Histogram(
+            "podwright_workload_submit_to_running_seconds",
+            "From a Workload's submission to its task running, per workload type.",
+            ["type"],
+            buckets=(0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800),
+            registry=self.registry,
+        )
+        self._leader = Gauge(
+            "podwright_operator_leader",
+            "1 while this replica leads (runs the lifecycle engine), 0 on standby.",
+            registry=self.registry,
+        )
+        self._webhook_seconds = Histogram(
+            "podwright_webhook_request_seconds",
+            "Time to answer one AdmissionReview, by webhook path.",
+            ["path"],
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+            registry=self.registry,
+        )
+
+    def workloads_by_phase(self, counts: Mapping[str, int]) -> None:
+        for phase in ("", *(phase.value for phase in Phase)):
+            self._workloads.labels(phase=phase or "Pending").set(counts.get(phase, 0))
+
+    def reached_running(self, workload_type: str, seconds: float) -> None:
+        self._to_running.labels(type=workload_type).observe(max(0.0, seconds))
+
+    def leading(self, leads: bool) -> None:
+        self._leader.set(1 if leads else 0)
+
+    def standby(self) -> None:
+        """A loop turn of a replica that does not lead: alive, with nothing to reconcile."""
+        with self._lock:
+            self.last_round_at = self._monotonic()
+            self.last_round_read_store = True
+            self.last_connection_error = ""
+
+    def webhook_answered(self, path: str, seconds: float) -> None:
+        self._webhook_seconds.labels(path=path).observe(seconds)
 
 
 class StatusServer:

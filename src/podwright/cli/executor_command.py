@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import TypeVar
 
 import click
 
@@ -100,6 +101,7 @@ class _Address(click.ParamType[tuple[str, int] | None]):
 
 
 DURATION = _Duration()
+ADDRESS = _Address()
 
 
 def load_lifecycle_config(path: str | None) -> LifecycleConfig:
@@ -126,6 +128,35 @@ lifecycle_option = click.option(
     help="The lifecycle engine's settings (YAML: injectFinalizer, deleteResourceOnFinalize, "
     "backoffs...); default: the documented defaults, with podwright's finalizer.",
 )
+
+
+F = TypeVar("F", bound=Callable[..., object])
+
+
+def loop_options(command: F) -> F:
+    """``--concurrency``, ``--round-interval`` and ``--metrics-address``: how a reconcile loop
+    (the executor's, the operator's) is paced and watched."""
+    command = click.option(
+        "--metrics-address",
+        type=ADDRESS,
+        default="127.0.0.1:9464",
+        show_default=True,
+        help="Where /metrics, /healthz and /readyz are served; 'off' for nowhere.",
+    )(command)
+    command = click.option(
+        "--round-interval",
+        type=DURATION,
+        default="1s",
+        show_default=True,
+        help="How often each active task is looked at (a Go duration: 500ms, 2s, 1m).",
+    )(command)
+    return click.option(
+        "--concurrency",
+        type=click.IntRange(1, 1024),
+        default=16,
+        show_default=True,
+        help="Tasks reconciled at once.",
+    )(command)
 
 
 @dataclass(frozen=True)
@@ -165,27 +196,7 @@ def make_executor(
     default=None,
     help="Watch only this namespace (default: every namespace; needs cluster-wide list/watch).",
 )
-@click.option(
-    "--concurrency",
-    type=click.IntRange(1, 1024),
-    default=16,
-    show_default=True,
-    help="Tasks reconciled at once.",
-)
-@click.option(
-    "--round-interval",
-    type=DURATION,
-    default="1s",
-    show_default=True,
-    help="How often each active task is looked at (a Go duration: 500ms, 2s, 1m).",
-)
-@click.option(
-    "--metrics-address",
-    type=_Address(),
-    default="127.0.0.1:9464",
-    show_default=True,
-    help="Where /metrics, /healthz and /readyz are served; 'off' for nowhere.",
-)
+@loop_options
 @click.option("--until-idle", is_flag=True, help="Exit once no active task of the backend is left.")
 @lifecycle_option
 @home_option

@@ -14,8 +14,9 @@ What the schemas say, and why:
 * They are *structural* (the "Specifying a structural schema" section of
   https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/):
   every node is typed, objects list their ``properties`` (never with ``additionalProperties``),
-  and ``x-kubernetes-preserve-unknown-fields`` appears nowhere, for no value of podwright's is
-  free-form.
+  and ``x-kubernetes-preserve-unknown-fields`` appears nowhere a person writes, for no value of
+  podwright's is free-form; only the operator's own record in ``status.task`` keeps the rendered
+  manifests and the engine's versioned plugin state as they are.
 * Unknown fields are **refused, not pruned**. An API server prunes what a schema does not name;
   under ``fieldValidation=Strict``, which ``kubectl`` sends by default, it refuses the request
   instead (``strict decoding error: unknown field "spec.rules.image.requird"``). Because every
@@ -404,8 +405,63 @@ def _workload_status() -> Schema:
                 ),
                 "What the current policies find, in warn and audit mode.",
             ),
+            "task": _task_status(),
         },
         description="What podwright observed of the workload.",
+    )
+
+
+def _task_status() -> Schema:
+    """The operator's record of the workload's task: its task store in the cluster."""
+
+    def time() -> Schema:
+        return {"type": "string", "format": "date-time"}
+
+    def opaque() -> Schema:
+        return {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+
+    history_entry = _object(
+        {
+            "phase": _string(),
+            "version": {"type": "integer", "minimum": 0},
+            "reason": _string(),
+            "occurredAt": time(),
+            "errorCode": _string(),
+            "errorMessage": _string(),
+            "errorKind": _string(),
+        },
+        required=["phase", "version", "occurredAt"],
+    )
+    event = _object({"reason": _string(), "occurredAt": time()}, required=["reason"])
+    return _described(
+        _object(
+            {
+                "id": _string(description="The task's id: the workload's name and uid."),
+                "revision": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "Grows by one with every write of the record.",
+                },
+                "submittedAt": time(),
+                "updatedAt": time(),
+                "manifests": _described(
+                    _array(opaque()), "The manifests rendered when the workload was admitted."
+                ),
+                "pluginState": _described(
+                    opaque(), "The lifecycle engine's state of the task's resource (versioned)."
+                ),
+                "phaseVersion": {"type": "integer", "minimum": 0},
+                "abortRequested": {"type": "boolean"},
+                "finalized": {"type": "boolean"},
+                "history": _described(_array(history_entry), "Every phase, in order."),
+                "events": _described(
+                    _array(event), "The latest Kubernetes events attached, in order."
+                ),
+            },
+            required=["id", "revision"],
+        ),
+        "The operator's task record (plugin state, phase history, events), written with "
+        "resourceVersion preconditions.",
     )
 
 

@@ -138,7 +138,8 @@ class Executor:
     """Reconciles the store's active tasks of ``config.backend`` through the plugin managers.
 
     Its worker threads live as long as it does: :meth:`close` (or leaving a ``with`` block)
-    stops them, after the round in progress.
+    stops them, after the round in progress. ``may_act`` (the operator's leadership) is asked
+    before each task is handled: once it says no, the round touches no further task.
     """
 
     def __init__(
@@ -154,6 +155,7 @@ class Executor:
         events: EventIndex | None = None,
         rng: random.Random | None = None,
         observer: RoundObserver | None = None,
+        may_act: Callable[[], bool] | None = None,
     ) -> None:
         self.store = store
         self.config = config
@@ -171,6 +173,7 @@ class Executor:
         self._due: dict[str, datetime] = {}
         self._errors: dict[str, int] = {}
         self._observer = observer
+        self._may_act = may_act
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(config.concurrency, thread_name_prefix="reconcile")
 
@@ -242,6 +245,8 @@ class Executor:
         return min(interval, max(0.0, (min(upcoming) - now).total_seconds()))
 
     def _reconcile(self, record: TaskRecord, now: datetime) -> _Outcome:
+        if self._may_act is not None and not self._may_act():
+            return _Outcome(delay=timedelta(0))  # no longer the leader: touch nothing
         try:
             outcome = self._step(record, now)
         except StaleRevisionError:
@@ -443,6 +448,7 @@ def task_context(
         record.task.namespace,
         resource,
         labels=labels,
+        owner=record.task.owner,
         needs=companions.needed,
         dependents=companions.dependent,
     )

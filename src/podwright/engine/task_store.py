@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from podwright.core.lifecycle.phases import ErrorKind, Phase, PhaseInfo
+from podwright.engine.plugin import OwnerReference
 
 JsonData = Mapping[str, Any]
 
@@ -59,6 +60,8 @@ class NewTask:
     effective: JsonData
     manifests: tuple[JsonData, ...]
     submitted_at: datetime
+    owner: OwnerReference | None = None
+    """The object the task's resource is owned by (the operator's Workload), if any."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,295 @@
+"""The operator process, assembled: watches, leader election, the engine's loop, the webhooks.
+
+``podwright operator`` runs one :class:`OperatorRuntime`. Every replica watches the Workloads
+(one list+watch), the cluster profile and, through the ClusterPort, the kinds its tasks create and
+their events, serves the admission webhooks (every replica: the Service spreads the reviews) and
+``/metrics``, ``/healthz`` and ``/readyz``, and campaigns for the Lease. Only the leader runs the
+lifecycle engine's rounds (:class:`~podwright.engine.operator.WorkloadOperator`); a replica that
+loses the lease stops writing at once (the store and the executor ask the elector before every
+write and every task), and one that takes over continues every Workload from its status.
+
+Stopping (SIGTERM) finishes the round in progress, releases the lease (so a successor takes over
+at once instead of after a lease duration), stops serving the webhooks (their configurations stay:
+the other replicas answer, and without any the cluster fails closed) and closes the watches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from podwright.adapters.admission_webhooks import AdmissionWebhooks, WebhookSettings
+from podwright.adapters.kubernetes.client import KubernetesClient
+from podwright.adapters.kubernetes.cluster_port import ClusterPort
+from podwright.adapters.kubernetes.leader_election import LeaderElector
+from podwright.adapters.kubernetes.policy_state import ClusterPolicyState
+from podwright.adapters.kubernetes.reflector import Reflector, WatchCache
+from podwright.adapters.kubernetes.workload_store import WorkloadCache, WorkloadTaskStore
+from podwright.adapters.observability import OperatorMetrics
+from podwright.core.assets import AssetCatalogue
+from podwright.core.cluster_resources import (
+    API_VERSION,
+    WORKLOAD_KIND,
+    ClusterScopes,
+    submission_from_resource,
+)
+from podwright.core.leader_election import ElectionSettings
+from podwright.core.lifecycle.objects import JsonObject, section, text
+from podwright.core.lifecycle.phases import Phase, PhaseInfo
+from podwright.core.problems import ProblemsError
+from podwright.core.render import ClusterProfile, RenderError
+from podwright.core.render import render as render_workload
+from podwright.core.render.profile import API_VERSION as PROFILE_API_VERSION
+from podwright.core.render.profile import DEFAULT_PROFILE, profile_from_data
+from podwright.core.render.profile import KIND as PROFILE_KIND
+from podwright.engine.admission_service import AdmissionService
+from podwright.engine.config import LifecycleConfig
+from podwright.engine.event_index import EventIndex
+from podwright.engine.executor import Executor, ExecutorConfig
+from podwright.engine.kubernetes_port import KubernetesError
+from podwright.engine.operator import RenderRefusedError, WorkloadOperator
+from podwright.engine.plugins import default_plugins
+from podwright.engine.task_store import TaskRecord
+from podwright.engine.workload_tasks import OPERATOR_BACKEND, phase_event
+
+logger = logging.getLogger("podwright.operator")
+
+COMPONENT = "podwright-operator"
+
+
+class OperatorStartError(Exception):
+    """The operator could not start: its watches did not list in time."""
+
+
+@dataclasses.dataclass(frozen=True)
+class OperatorSettings:
+    """How one operator replica runs."""
+
+    namespace: str
+    """Where its Lease lives (and its webhook CA Secret, when kept in one)."""
+    identity: str
+    """This replica's name in the Lease (its pod's name)."""
+    lease_name: str = "podwright-operator"
+    profile_name: str = "default"
+    """The ClusterProfile the Workloads are rendered with (absent: the safe defaults)."""
+    concurrency: int = 16
+    round_interval: timedelta = timedelta(seconds=1)
+    election: ElectionSettings = dataclasses.field(default_factory=ElectionSettings)
+    watch_namespace: str | None = None
+    """Run the Workloads of this namespace only (None: every namespace)."""
+    webhooks: WebhookSettings | None = None
+    """None: no webhooks served by this process (another serves them)."""
+    sync_timeout_seconds: float = 60.0
+
+
+class OperatorRuntime:
+    """One operator replica (see the module's docstring); :meth:`start`, then :meth:`stop`."""
+
+    def __init__(
+        self,
+        client: KubernetesClient,
+        settings: OperatorSettings,
+        lifecycle: LifecycleConfig,
+        metrics: OperatorMetrics,
+        *,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._client = client
+        self._settings = settings
+        self._metrics = metrics
+        self._clock = clock
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self.cache = WorkloadCache(changed=self._wake.set)
+        self._workloads = Reflector(
+            client, API_VERSION, WORKLOAD_KIND, self.cache, namespace=settings.watch_namespace
+        )
+        self._profiles = WatchCache()
+        self._profile_reflector = Reflector(client, API_VERSION, PROFILE_KIND, self._profiles)
+        self._events = EventIndex(
+            ttl=lifecycle.event_ttl, max_per_object=lifecycle.events_per_object
+        )
+        plugins = default_plugins()
+        self.port = ClusterPort(client, plugins, self._events, namespace=settings.watch_namespace)
+        self.elector = LeaderElector(
+            client,
+            settings.namespace,
+            settings.lease_name,
+            settings.identity,
+            clock=clock,
+            settings=settings.election,
+        )
+        self.webhooks: AdmissionWebhooks | None = None
+        self._policies: ClusterPolicyState | None = None
+        if settings.webhooks is not None:
+            self.webhooks = AdmissionWebhooks(
+                client, settings.webhooks, clock=clock, answered=metrics.webhook_answered
+            )
+            self._service = self.webhooks.service
+        else:
+            scopes = ClusterScopes("cluster")
+            self._policies = ClusterPolicyState(client, scopes)
+            self._service = AdmissionService(self._policies, scopes)
+        self.store = WorkloadTaskStore(
+            client, self.cache, may_write=self.elector.leads, on_phase=self._phase_changed
+        )
+        self.executor = Executor(
+            self.store,
+            self.port,
+            ExecutorConfig(
+                backend=OPERATOR_BACKEND,
+                concurrency=settings.concurrency,
+                round_interval=settings.round_interval,
+            ),
+            lifecycle,
+            clock=clock,
+            sleep=time.sleep,
+            events=self._events,
+            observer=metrics,
+            may_act=self.elector.leads,
+        )
+        self.operator = WorkloadOperator(
+            self.store, self.executor, self._render, clock=clock, leads=self.elector.leads
+        )
+        self._thread = threading.Thread(target=self._loop, name="operator", daemon=True)
+        self._started: list[Callable[[], None]] = []
+
+    # Starting and stopping ---------------------------------------------------------------------
+
+    def start(self) -> OperatorRuntime:
+        try:
+            timeout = self._settings.sync_timeout_seconds
+            self._start(self._workloads.start, self._workloads.stop)
+            self._start(self._profile_reflector.start, self._profile_reflector.stop)
+            if self._policies is not None:
+                policies = self._policies
+                self._start(lambda: policies.start(timeout), policies.stop)
+            if self.webhooks is not None:
+                webhooks = self.webhooks
+                self._start(webhooks.start, webhooks.stop)
+            for reflector, what in (
+                (self._workloads, "Workloads"),
+                (self._profile_reflector, "ClusterProfiles"),
+            ):
+                if not reflector.wait_synced(timeout):
+                    raise OperatorStartError(
+                        f"the {what} were not listed within {timeout:g} s: {reflector.error}"
+                    )
+            self._start(self.elector.start, lambda: self.elector.stop(release=True))
+            self._start(self._thread.start, self._join)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self, start: Callable[[], object], stop: Callable[[], None]) -> None:
+        start()
+        self._started.append(stop)
+
+    def stop(self) -> None:
+        """Finish the round in progress, release the lease, stop serving, close the watches."""
+        self._stop.set()
+        self._wake.set()
+        while self._started:
+            stop = self._started.pop()
+            try:
+                stop()
+            except Exception:  # a stop that fails must not keep the others from running
+                logger.exception("stopping the operator")
+        self.executor.close()
+        self.port.close()
+
+    def _join(self) -> None:
+        self._thread.join(timeout=60)
+
+    def ready(self) -> tuple[bool, str]:
+        """Whether this replica can serve: its watches listed (and its webhooks serving)."""
+        if not self._workloads.wait_synced(0):
+            return False, "the Workloads have not been listed yet"
+        if not self.port.synced():
+            return False, "the watches of the tasks' resources have not listed yet"
+        return True, "ready"
+
+    # The loop ---------------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        interval = self._settings.round_interval.total_seconds()
+        while not self._stop.is_set():
+            leads = self.elector.leads()
+            self._metrics.leading(leads)
+            if not leads:
+                self._metrics.standby()
+                self.elector.wait_for_leadership(interval)
+                continue
+            try:
+                self.operator.run_round()
+            except Exception:
+                logger.exception("operator round failed")
+            self._metrics.workloads_by_phase(self._phases())
+            self._wake.wait(self.executor.seconds_until_due())
+            self._wake.clear()
+            self._stop.wait(0.02)
+
+    def _phases(self) -> Mapping[str, int]:
+        return Counter(text(section(obj, "status"), "phase") for obj in self.cache.workloads())
+
+    # What the engine calls back ---------------------------------------------------------------
+
+    def _render(self, workload: JsonObject) -> Sequence[Mapping[str, Any]]:
+        metadata = section(workload, "metadata")
+        namespace = text(metadata, "namespace")
+        try:
+            submission = submission_from_resource(workload)
+            catalogue = self._catalogue(namespace)
+            profile = self._profile()
+            rendering = render_workload(
+                submission.workload_type,
+                text(metadata, "name"),
+                submission.spec,
+                profile=profile,
+                catalogue=catalogue,
+                namespace=namespace,
+            )
+        except (RenderError, ProblemsError) as error:
+            lines = [str(problem) for problem in error.problems]
+            raise RenderRefusedError("; ".join(lines)) from error
+        return rendering.manifests
+
+    def _catalogue(self, namespace: str) -> AssetCatalogue:
+        try:
+            return self._service.policies_of_namespace(namespace).catalogue
+        except LookupError as error:
+            raise RenderRefusedError(f"namespace {namespace} not found") from error
+
+    def _profile(self) -> ClusterProfile:
+        found = self._profiles.get("", self._settings.profile_name)
+        if found is None:
+            return DEFAULT_PROFILE
+        document = {
+            "apiVersion": PROFILE_API_VERSION,
+            "kind": PROFILE_KIND,
+            "metadata": {"name": self._settings.profile_name},
+            "spec": dict(section(found, "spec")),
+        }
+        return profile_from_data(document, f"ClusterProfile {self._settings.profile_name}")
+
+    def _phase_changed(self, workload: JsonObject, record: TaskRecord, info: PhaseInfo) -> None:
+        now = self._clock()
+        if info.phase is Phase.RUNNING:
+            seconds = ((info.occurred_at or now) - record.task.submitted_at).total_seconds()
+            self._metrics.reached_running(record.task.workload_type, seconds)
+        event = phase_event(
+            workload, info, now, component=COMPONENT, instance=self._settings.identity
+        )
+        try:
+            self._client.create(event)
+        except KubernetesError as error:
+            logger.warning(
+                "could not record the %s event of task %s: %s", info.phase, record.task_id, error
+            )

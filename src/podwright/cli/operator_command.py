@@ -1,0 +1,368 @@
+"""``podwright operator``: the lifecycle engine in the cluster, driven by Workload resources.
+
+In a pod (the Deployment of ``deploy/``) it reads its service account, names itself after its
+pod (``$POD_NAME``) and keeps its Lease in its pod's namespace (``$POD_NAMESPACE``); it serves
+the admission webhooks behind the Service ``--webhook-service``, with certificates from the CA
+in the Secret ``--ca-secret`` (or cert-manager's, ``--cert-dir``). Out of the cluster, for
+development and tests, ``podwright operator --kubeconfig K --webhook-host ADDR`` runs the same
+operator against any cluster, as ``kopf run`` does. Stops on SIGTERM or Ctrl-C: the round in
+progress finishes, the lease is released, the webhooks' configurations stay.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+import click
+
+from podwright.adapters.admission_webhooks import (
+    NotInstalledError,
+    SecretRef,
+    WebhookSettings,
+    WebhooksStartError,
+    address_towards,
+)
+from podwright.adapters.kubernetes import KubernetesClient, KubernetesConfigError, connect
+from podwright.adapters.kubernetes.cluster_port import connection_pool_size
+from podwright.adapters.observability import OperatorMetrics, StatusServer
+from podwright.adapters.operator_runtime import (
+    OperatorRuntime,
+    OperatorSettings,
+    OperatorStartError,
+)
+from podwright.cli.backends import ClusterAccess
+from podwright.cli.backends import cluster_name as default_cluster_name
+from podwright.cli.common import BadInput, Unavailable, Unreachable, cluster_access_options
+from podwright.cli.executor_command import (
+    DURATION,
+    lifecycle_option,
+    load_lifecycle_config,
+    loop_options,
+)
+from podwright.cli.signals import stopping_on_signals
+from podwright.cli.state import utc_now
+from podwright.cli.webhook_command import listen_address, serving_options
+from podwright.core.k8s_names import dns1123_label_problem
+from podwright.core.leader_election import ElectionSettings, ElectionSettingsError
+from podwright.core.webhook_configurations import ServiceEndpoint
+from podwright.engine.config import LifecycleConfig
+from podwright.engine.kubernetes_port import ApiConnectionError, KubernetesError
+from podwright.engine.plugins import default_plugins
+
+logger = logging.getLogger("podwright.operator")
+
+DEFAULT_NAMESPACE = "podwright-system"
+
+
+class _JsonLogs(logging.Formatter):
+    """One JSON object a line: what log collectors in a cluster parse."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["error"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
+def _configure_logs(log_format: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if log_format == "json":
+        handler.setFormatter(_JsonLogs())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+
+
+def _label(value: str, option: str) -> str:
+    problem = dns1123_label_problem(value)
+    if problem:
+        raise BadInput(f"{option} {value!r}: {problem}")
+    return value
+
+
+@click.command("operator")
+@cluster_access_options
+@click.option(
+    "--namespace",
+    default=None,
+    help=f"Where the operator's Lease (and CA Secret) live (default: $POD_NAMESPACE, else "
+    f"{DEFAULT_NAMESPACE}).",
+)
+@click.option(
+    "--identity",
+    default=None,
+    help="This replica's name in the Lease (default: $POD_NAME, else HOSTNAME-PID).",
+)
+@click.option("--lease-name", default="podwright-operator", show_default=True, help="The Lease.")
+@click.option(
+    "--lease-duration",
+    type=DURATION,
+    default="15s",
+    show_default=True,
+    help="How long a candidate waits after the holder's last renewal before taking over.",
+)
+@click.option(
+    "--renew-deadline",
+    type=DURATION,
+    default="10s",
+    show_default=True,
+    help="How long the leader acts after its last renewal (less than --lease-duration).",
+)
+@click.option(
+    "--retry-period",
+    type=DURATION,
+    default="2s",
+    show_default=True,
+    help="How often the lease is renewed, or tried (less than --renew-deadline).",
+)
+@click.option(
+    "--watch-namespace",
+    default=None,
+    help="Run the Workloads of this namespace only (default: every namespace).",
+)
+@serving_options
+@click.option(
+    "--webhook-service",
+    metavar="NAME",
+    default=None,
+    help="In the cluster: the Service in front of the replicas' webhooks (default in a pod: "
+    "podwright-webhook).",
+)
+@click.option(
+    "--no-webhooks",
+    is_flag=True,
+    help="Serve no admission webhooks (another process does).",
+)
+@click.option(
+    "--ca-secret",
+    metavar="[NAMESPACE/]NAME",
+    default=None,
+    help="Keep podwright's webhook CA in this Secret (of --namespace unless named), shared by "
+    "every replica (default behind --webhook-service: podwright-webhook-ca; else a CA of this "
+    "process's own).",
+)
+@click.option(
+    "--profile",
+    "profile_name",
+    default="default",
+    show_default=True,
+    help="The ClusterProfile Workloads are rendered with (absent: the safe defaults).",
+)
+@loop_options
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default=None,
+    help="text, or one JSON object a line (default: json in a pod, text elsewhere).",
+)
+@lifecycle_option
+def operator_command(
+    *,
+    kubeconfig: str | None,
+    context: str | None,
+    cluster_name: str | None,
+    namespace: str | None,
+    identity: str | None,
+    lease_name: str,
+    lease_duration: timedelta,
+    renew_deadline: timedelta,
+    retry_period: timedelta,
+    watch_namespace: str | None,
+    webhook_host: str | None,
+    webhook_service: str | None,
+    no_webhooks: bool,
+    listen_host: str | None,
+    port: int,
+    cert_dir: Path | None,
+    ca_secret: str | None,
+    profile_name: str,
+    concurrency: int,
+    round_interval: timedelta,
+    metrics_address: tuple[str, int] | None,
+    log_format: str | None,
+    lifecycle_config: str | None,
+) -> None:
+    """Run the lifecycle engine in the cluster: every Workload to its end, one leader at a time.
+
+    Replicas elect a leader through a Lease; only the leader launches, follows, aborts and
+    finalizes Workloads, each from its status, and another takes over when it goes. Every replica
+    serves the admission webhooks and /metrics, /healthz, /readyz. Stops on SIGTERM or Ctrl-C.
+    """
+    in_pod = "KUBERNETES_SERVICE_HOST" in os.environ and kubeconfig is None
+    _configure_logs(log_format or ("json" if in_pod else "text"))
+    namespace = _label(
+        namespace or os.environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE, "--namespace"
+    )
+    identity = identity or os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+    if cert_dir is not None and ca_secret is not None:
+        raise BadInput("--cert-dir, --ca-secret: give one of them, not both")
+    if webhook_host is not None and webhook_service is not None:
+        raise BadInput("--webhook-host, --webhook-service: give one of them, not both")
+    election = _election(lease_duration, renew_deadline, retry_period)
+    lease_name = _label(lease_name, "--lease-name")
+    if watch_namespace is not None:
+        watch_namespace = _label(watch_namespace, "--watch-namespace")
+    lifecycle = load_lifecycle_config(lifecycle_config)
+    access = ClusterAccess(kubeconfig, context)
+    try:
+        api = connect(
+            kubeconfig,
+            context,
+            pool_size=connection_pool_size(concurrency, default_plugins()) + 16,
+        )
+    except KubernetesConfigError as error:
+        raise BadInput(str(error)) from error
+    metrics = OperatorMetrics()
+    client = KubernetesClient(api, observer=metrics.api_request)
+    try:
+        webhooks = None
+        if not no_webhooks:
+            if webhook_service is None and webhook_host is None and in_pod:
+                webhook_service = "podwright-webhook"
+            if ca_secret is None and cert_dir is None and webhook_service is not None:
+                ca_secret = "podwright-webhook-ca"
+            webhooks = _webhook_settings(
+                client,
+                cluster_name=cluster_name or default_cluster_name(access),
+                namespace=namespace,
+                webhook_host=webhook_host,
+                webhook_service=webhook_service,
+                listen_host=listen_host,
+                port=port,
+                cert_dir=cert_dir,
+                ca_secret=ca_secret,
+            )
+        settings = OperatorSettings(
+            namespace=namespace,
+            identity=identity,
+            lease_name=lease_name,
+            election=election,
+            watch_namespace=watch_namespace,
+            profile_name=profile_name,
+            concurrency=concurrency,
+            round_interval=round_interval,
+            webhooks=webhooks,
+        )
+        _serve(
+            client,
+            settings,
+            lifecycle=lifecycle,
+            metrics=metrics,
+            metrics_address=metrics_address,
+            round_interval=round_interval,
+        )
+    finally:
+        client.close()
+
+
+def _election(
+    lease_duration: timedelta, renew_deadline: timedelta, retry_period: timedelta
+) -> ElectionSettings:
+    try:
+        return ElectionSettings(lease_duration, renew_deadline, retry_period)
+    except ElectionSettingsError as error:
+        option = "--" + str(error).split(":", 1)[0].replace("_", "-")
+        raise BadInput(f"{option}: {str(error).split(':', 1)[1].strip()}") from error
+
+
+def _webhook_settings(
+    client: KubernetesClient,
+    *,
+    cluster_name: str,
+    namespace: str,
+    webhook_host: str | None,
+    webhook_service: str | None,
+    listen_host: str | None,
+    port: int,
+    cert_dir: Path | None,
+    ca_secret: str | None,
+) -> WebhookSettings:
+    service = None
+    if webhook_service is not None:
+        service = ServiceEndpoint(namespace, _label(webhook_service, "--webhook-service"))
+    else:
+        webhook_host = webhook_host or address_towards(client.server)
+    secret = None
+    if ca_secret is not None:
+        try:
+            secret = SecretRef.parse(ca_secret if "/" in ca_secret else f"{namespace}/{ca_secret}")
+        except ValueError as error:
+            raise BadInput(f"--ca-secret: {error}") from error
+    return WebhookSettings(
+        cluster_name=cluster_name,
+        webhook_host=webhook_host,
+        service=service,
+        listen_host=listen_address(listen_host, webhook_host),
+        port=port,
+        certificate_directory=cert_dir,
+        ca_secret=secret,
+    )
+
+
+def _serve(
+    client: KubernetesClient,
+    settings: OperatorSettings,
+    *,
+    lifecycle: LifecycleConfig,
+    metrics: OperatorMetrics,
+    metrics_address: tuple[str, int] | None,
+    round_interval: timedelta,
+) -> None:
+    runtime = OperatorRuntime(client, settings, lifecycle, metrics, clock=utc_now)
+    server = None
+    if metrics_address is not None:
+        silence = max(60.0, 10 * round_interval.total_seconds())
+        try:
+            server = StatusServer(
+                metrics,
+                host=metrics_address[0],
+                port=metrics_address[1],
+                max_silence_seconds=silence,
+                watches_synced=lambda: runtime.ready()[0],
+            ).start()
+        except OSError as error:
+            raise BadInput(
+                f"--metrics-address {metrics_address[0]}:{metrics_address[1]}: cannot listen: "
+                f"{error.strerror}"
+            ) from error
+        host, bound = server.address
+        logger.info("metrics on http://%s:%d/metrics, health on /healthz and /readyz", host, bound)
+    stop = threading.Event()
+    try:
+        with stopping_on_signals(stop, "stopping after this round"):
+            try:
+                runtime.start()
+            except NotInstalledError as error:
+                raise BadInput(str(error)) from error
+            except (WebhooksStartError, OperatorStartError) as error:
+                raise Unavailable(f"the operator could not start: {error}") from error
+            except ApiConnectionError as error:
+                raise Unreachable(error.message) from error
+            except KubernetesError as error:
+                raise Unavailable(
+                    f"the API server {client.server} refused: {error.message}"
+                ) from error
+            logger.info(
+                "operator %s started (Lease %s/%s)",
+                settings.identity,
+                settings.namespace,
+                settings.lease_name,
+            )
+            stop.wait()
+            runtime.stop()
+    finally:
+        if server is not None:
+            server.stop()
+    logger.info("operator %s stopped", settings.identity)
