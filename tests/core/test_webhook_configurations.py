@@ -155,13 +155,18 @@ def test_the_configurations_are_valid_manifests(configurations: list[dict[str, A
     [
         pytest.param(
             lambda: webhook_configurations(URL),
-            "ca_bundle, inject_ca_from: exactly one is needed",
+            "ca_bundle, inject_ca_from, bundle_from_server: exactly one is needed",
             id="no trust",
         ),
         pytest.param(
             lambda: webhook_configurations(URL, ca_bundle=OLD_CA, inject_ca_from="a/b"),
-            "ca_bundle, inject_ca_from: exactly one is needed",
+            "ca_bundle, inject_ca_from, bundle_from_server: exactly one is needed",
             id="both",
+        ),
+        pytest.param(
+            lambda: webhook_configurations(URL, ca_bundle=OLD_CA, bundle_from_server=True),
+            "ca_bundle, inject_ca_from, bundle_from_server: exactly one is needed",
+            id="a bundle and the server's",
         ),
         pytest.param(
             lambda: webhook_configurations(URL, ca_bundle=b"not PEM"),

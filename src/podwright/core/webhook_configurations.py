@@ -142,15 +142,20 @@ def webhook_configurations(
     *,
     ca_bundle: bytes | None = None,
     inject_ca_from: str | None = None,
+    bundle_from_server: bool = False,
 ) -> list[dict[str, Any]]:
     """The MutatingWebhookConfiguration and the ValidatingWebhookConfiguration of podwright's
-    webhooks at ``endpoint``, trusting ``ca_bundle`` (PEM) or the CA cert-manager injects from
-    its Certificate ``inject_ca_from`` (``NAMESPACE/NAME``): exactly one of the two."""
-    if (ca_bundle is None) == (inject_ca_from is None):
+    webhooks at ``endpoint``, trusting ``ca_bundle`` (PEM), the CA cert-manager injects from
+    its Certificate ``inject_ca_from`` (``NAMESPACE/NAME``), or (``bundle_from_server``) the
+    bundle the server will write in itself (the operator, whose CA lives in a Secret; until it
+    has, the API server trusts nothing there and the webhooks refuse, closed): exactly one."""
+    given = [ca_bundle is not None, inject_ca_from is not None, bundle_from_server]
+    if sum(given) != 1:
         raise WebhookConfigurationError(
-            "ca_bundle, inject_ca_from: exactly one is needed: the CA bundle (PEM) that vouches "
-            "for the server's certificate, or cert-manager's Certificate (NAMESPACE/NAME) whose "
-            "CA its injector puts into the configurations"
+            "ca_bundle, inject_ca_from, bundle_from_server: exactly one is needed: the CA bundle "
+            "(PEM) that vouches for the server's certificate, cert-manager's Certificate "
+            "(NAMESPACE/NAME) whose CA its injector puts into the configurations, or the server "
+            "writing its own bundle in"
         )
     metadata: dict[str, Any] = {
         "name": CONFIGURATION_NAME,
@@ -159,8 +164,7 @@ def webhook_configurations(
     trust: dict[str, Any] = {}
     if inject_ca_from is not None:
         metadata["annotations"] = {INJECT_CA_ANNOTATION: _certificate_reference(inject_ca_from)}
-    else:
-        assert ca_bundle is not None, "one of the two was checked to be given"
+    elif ca_bundle is not None:
         trust["caBundle"] = encoded_ca_bundle(ca_bundle)
 
     def webhook(name: str, path: str, resources: list[str], scope: str) -> dict[str, Any]:

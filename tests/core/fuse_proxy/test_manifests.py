@@ -50,7 +50,8 @@ def test_the_daemon_manifests_are_schema_valid_and_privileged_only_where_needed(
     assert pod["tolerations"] == [{"operator": "Exists"}]
     assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
     (container,) = pod["containers"]
-    assert container["securityContext"] == {"privileged": True}
+    # Root, as the daemon must be to mount: the image runs as 65532 otherwise.
+    assert container["securityContext"] == {"privileged": True, "runAsUser": 0, "runAsGroup": 0}
     assert container["command"] == [
         "podwright",
         "fuse-proxy",

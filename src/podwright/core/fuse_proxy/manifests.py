@@ -109,7 +109,10 @@ def daemon_manifests(options: DaemonSetOptions) -> list[dict[str, Any]]:
         image=options.image,
         image_pull_policy=options.image_pull_policy,
         command=command,
-        security_context=V1SecurityContext(privileged=True),
+        # Root, whatever the image's user (podwright's runs as 65532): a privileged container's
+        # process has no capability unless it is root, and the daemon mounts and enters mount
+        # namespaces.
+        security_context=V1SecurityContext(privileged=True, run_as_user=0, run_as_group=0),
         volume_mounts=[V1VolumeMount(name=SOCKET_VOLUME, mount_path=options.socket_dir)],
         resources=V1ResourceRequirements(
             requests={"cpu": "10m", "memory": "64Mi"}, limits={"memory": "256Mi"}
