@@ -8,9 +8,13 @@
   ``<home>/local/executor.lock`` (beside the executor lock of its task store and backend, which
   :mod:`podwright.cli.executors` keeps; this one keeps two stores' executors out of one state
   directory).
+* ``operator``: the cluster's operator runs the task, a Workload resource
+  (:mod:`podwright.cli.operator_backend`); no executor of this machine serves it, so it is a
+  choice of ``run`` and the task commands, never of ``podwright executor``
+  (:data:`EXECUTOR_BACKENDS`).
 
 Without ``--backend``, a configured cluster (a kubeconfig, or a pod's service account) means
-``kubernetes``, and otherwise ``local``.
+``kubernetes``, and otherwise ``local``; ``operator`` is chosen only when asked for.
 
 A task records its backend as a key: ``local``, or ``kubernetes/<context>#<server>`` with the
 kubeconfig context it was submitted to, resolved then, and that context's API server
@@ -18,6 +22,7 @@ kubeconfig context it was submitted to, resolved then, and that context's API se
 a task to another cluster, and two kubeconfigs whose contexts share a name (every kubeadm cluster's
 is ``kubernetes-admin@kubernetes``) never mix their tasks. An executor serves the tasks of exactly
 one key, and a kubeconfig whose context names another server than a task's is refused for it.
+``operator/<context>#<server>`` names the cluster of ``--backend operator`` the same way.
 
 A cluster that cannot be configured (a kubeconfig that is missing, unreadable or invalid, a context
 it does not have, a context that names another server) is the user's input to fix:
@@ -57,7 +62,11 @@ from podwright.engine.plugins import default_plugins
 
 LOCAL = "local"
 KUBERNETES = "kubernetes"
-BACKENDS = (LOCAL, KUBERNETES)
+OPERATOR = "operator"
+EXECUTOR_BACKENDS = (LOCAL, KUBERNETES)
+"""The backends an executor of this machine runs."""
+BACKENDS = (*EXECUTOR_BACKENDS, OPERATOR)
+"""Every backend ``run`` and the task commands take (``operator``: the cluster's operator)."""
 IN_CLUSTER = "in-cluster"
 
 
@@ -78,18 +87,33 @@ F = TypeVar("F", bound=Callable[..., object])
 
 
 def cluster_options(command: F) -> F:
-    """``--backend``, ``--kubeconfig`` and ``--context``."""
+    """``--backend`` (local or kubernetes: what an executor runs), ``--kubeconfig`` and
+    ``--context``."""
     command = kubeconfig_options(command)
     return click.option(
         "--backend",
-        type=click.Choice(BACKENDS),
+        type=click.Choice(EXECUTOR_BACKENDS),
         default=None,
         help="Where tasks run (default: kubernetes when a cluster is configured, else local).",
     )(command)
 
 
+def submit_options(command: F) -> F:
+    """``--backend`` (any of :data:`BACKENDS`), ``--kubeconfig`` and ``--context``: ``run``."""
+    command = kubeconfig_options(command)
+    return click.option(
+        "--backend",
+        type=click.Choice(BACKENDS),
+        default=None,
+        help="Where the task runs: local, kubernetes (this machine's executor against the "
+        "cluster) or operator (the cluster's operator, as a Workload); default: kubernetes when "
+        "a cluster is configured, else local.",
+    )(command)
+
+
 def choose_backend(requested: str | None, access: ClusterAccess) -> str:
-    """The backend asked for, else kubernetes when a cluster is configured, else local."""
+    """The backend asked for, else kubernetes when a cluster is configured, else local (never
+    the operator unless asked for)."""
     if requested is not None:
         return requested
     configured = (
@@ -109,18 +133,19 @@ URL has one)."""
 
 def backend_key(name: str, access: ClusterAccess) -> str:
     """What a task records as its backend: ``local``, ``kubernetes/in-cluster``, or
-    ``kubernetes/<context>#<server>``; :class:`BadInput` naming the argument at fault when the
-    kubeconfig or its context cannot be used."""
+    ``kubernetes/<context>#<server>`` (``operator/...`` alike for the operator's cluster);
+    :class:`BadInput` naming the argument at fault when the kubeconfig or its context cannot be
+    used."""
     if name == LOCAL:
         return LOCAL
     if access.kubeconfig is None and access.context is None and _in_pod():
-        return f"{KUBERNETES}/{IN_CLUSTER}"
+        return f"{name}/{IN_CLUSTER}"
     contexts, active = _kubeconfig_contexts(access)
     context = access.context if access.context is not None else active
     problem = _context_problem(dataclasses.replace(access, context=context), contexts)
     if problem is not None:
         raise BadInput(problem)
-    return f"{KUBERNETES}/{context}{SERVER_MARK}{_server(access.kubeconfig, context)}"
+    return f"{name}/{context}{SERVER_MARK}{_server(access.kubeconfig, context)}"
 
 
 def context_of(key: str) -> str:
@@ -144,7 +169,7 @@ def cluster_problem(key: str, kubeconfig: str | None) -> str | None:
     if key == LOCAL:
         return None
     access = access_for(key, kubeconfig)
-    if key == f"{KUBERNETES}/{IN_CLUSTER}":
+    if key.partition("/")[2] == IN_CLUSTER:
         if _in_pod():
             return None
         return (

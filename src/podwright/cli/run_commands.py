@@ -17,6 +17,10 @@ Kubeflow job, an inference workload's Knative Service). A local task's container
 written into the recorded manifests as their ``workingDir``, since the executor that runs them
 may have been started anywhere.
 
+With ``--backend operator`` nothing of this is local: ``run`` creates a Workload of the workload
+file, which the cluster's operator runs (:mod:`podwright.cli.operator_backend`), and follows it
+with the same display; Ctrl-C then stops following at once, and the Workload goes on.
+
 Ctrl-C on a terminal asks whether to abort the task, detach from it, or continue; elsewhere it
 aborts. Aborting follows the task to Aborted; a second Ctrl-C then stops following at once, the
 executor finishing the abort. The exit status (:class:`~podwright.cli.common.ExitCode`): 0
@@ -49,12 +53,14 @@ from podwright.adapters.kubernetes import KubernetesClient, KubernetesConfigErro
 from podwright.adapters.local.cluster import RECORDED, RUNNABLE
 from podwright.cli.backends import (
     LOCAL,
+    OPERATOR,
     ClusterAccess,
     access_for,
     check_reachable,
-    cluster_options,
+    cluster_client,
     context_of,
     resolve_backend,
+    submit_options,
 )
 from podwright.cli.common import (
     BadInput,
@@ -67,6 +73,16 @@ from podwright.cli.common import (
 )
 from podwright.cli.executor_command import lifecycle_option, load_lifecycle_config
 from podwright.cli.executors import ExecutorKeeper, ExecutorLaunch
+from podwright.cli.operator_backend import (
+    NoExecutor,
+    WorkloadLogTail,
+    create_workload,
+    following,
+    operator_target,
+    refuse_for_operator,
+    runner,
+    workload_object,
+)
 from podwright.cli.render_command import (
     Preparation,
     PreparedWorkload,
@@ -94,6 +110,7 @@ from podwright.engine.task_store import (
     TaskRecord,
     TaskStoreError,
 )
+from podwright.engine.workload_tasks import task_id_of
 
 POLL_SECONDS = 0.2
 SETTLE = timedelta(seconds=1.5)
@@ -103,12 +120,15 @@ and phases in its next round (a second by default), after the output they came b
 
 @click.command("run")
 @preparation_options
-@click.option("--namespace", default="default", show_default=True, help="The task's namespace.")
-@cluster_options
+@click.option(
+    "-n", "--namespace", default="default", show_default=True, help="The task's namespace."
+)
+@submit_options
 @click.option(
     "--detach",
     is_flag=True,
-    help="Submit the task and return; a background executor runs it ('status', 'logs -f' follow).",
+    help="Submit the task and return; a background executor (or the operator) runs it "
+    "('status', 'logs -f' follow).",
 )
 @lifecycle_option
 @home_option
@@ -127,7 +147,13 @@ def run_command(
 
     The task is run by a background executor ('podwright executor --until-idle', started when
     none serves the backend); this command follows it, and leaves it running when it is stopped.
+    With --backend operator the task is a Workload, which the cluster's operator runs.
     """
+    if backend == OPERATOR:
+        refuse_for_operator(preparation, lifecycle_config, namespace)
+        sys.exit(
+            _run_on_operator(preparation, namespace, ClusterAccess(kubeconfig, context), detach)
+        )
     key = resolve_backend(backend, ClusterAccess(kubeconfig, context))
     lifecycle = load_lifecycle_config(lifecycle_config)
     prepared = prepare_workload(preparation, namespace)
@@ -178,6 +204,55 @@ def run_command(
             )
             code = stopped.exit_code
     sys.exit(code)
+
+
+def _run_on_operator(
+    preparation: Preparation, namespace: str, access: ClusterAccess, detach: bool
+) -> int:
+    """Create the workload's Workload, then follow its task (unless ``detach``) until the
+    operator finalized it; the exit status. Ctrl-C stops following: the operator runs it on."""
+    target = operator_target(access.kubeconfig, access.context, namespace)
+    workload = workload_object(preparation, namespace)
+    name, workload_type = workload["metadata"]["name"], workload["spec"]["type"]
+    with cluster_client(target.access) as client, Signals() as signals:
+        created = create_workload(client, workload, target)
+        task_id, again = task_id_of(created), target.again()
+        try:
+            signals.start_following()
+            click.echo(
+                f"task {task_id}: {workload_type} workload {name!r}, cluster {target.cluster} "
+                "(operator)"
+            )
+            if detach:
+                click.echo(f"task {task_id} left to the operator (Workload {namespace}/{name})")
+                click.echo(
+                    f"  follow it: podwright status {task_id}{again}; podwright logs {task_id} "
+                    f"-f{again}"
+                )
+                return ExitCode.OK
+            with following(client, created) as view:
+                record = view.get(task_id)
+                logs = WorkloadLogTail(target.access, lambda: view.get(task_id))
+                with contextlib.closing(logs):
+                    follower = Follower(
+                        view,
+                        record,
+                        logs,
+                        NoExecutor(),
+                        signals,
+                        runner=runner(record),
+                        again=again,
+                        interrupt_detaches=True,
+                    )
+                    return follower.follow(_display(f"{workload_type} {name}"))
+        except _StopFollowing as stopped:
+            if stopped.exit_code == ExitCode.HANGUP:
+                point_output_at_devnull()  # the terminal is gone
+            _note_quietly(
+                f"podwright: {stopped.name}: stopped following task {task_id}; it goes on with "
+                f"the operator (podwright status {task_id}{again})"
+            )
+            return stopped.exit_code
 
 
 def refuse_unrunnable_locally(prepared: PreparedWorkload) -> None:
@@ -355,7 +430,13 @@ class Keeper(Protocol):
 
 
 class Follower:
-    """Shows what happens to the task, from the store and its output, until it is finalized."""
+    """Shows what happens to the task, from the store and its output, until it is finalized.
+
+    ``runner`` names who runs the task in what this says (default: the executor, with its pid),
+    ``again`` the options the commands that follow it again need (``podwright status ID`` +
+    ``again``), and ``interrupt_detaches`` makes Ctrl-C stop following at once, the task going
+    on, rather than ask whether to abort it: the operator's tasks (nothing here runs them).
+    """
 
     def __init__(
         self,
@@ -367,11 +448,15 @@ class Follower:
         *,
         clock: Callable[[], datetime] = utc_now,
         sleep: Callable[[float], None] = time.sleep,
+        runner: str | None = None,
+        again: str = "",
+        interrupt_detaches: bool = False,
     ) -> None:
         self._store, self._task_id, self._logs = store, record.task_id, logs
         self._origin = record.task.submitted_at
         self._keeper, self._signals = keeper, signals
         self._clock, self._sleep = clock, sleep
+        self._runner, self._again, self._interrupt_detaches = runner, again, interrupt_detaches
         self._timeline = Timeline(SETTLE)
         self._phases = self._events = 0
         self._ended = False
@@ -410,7 +495,8 @@ class Follower:
             phases = self._store.history(self._task_id)[self._phases :]
             events = self._store.events(self._task_id)[self._events :]
         except TaskStoreError as error:
-            message = f"{error} (task {self._task_id} goes on with the executor)"
+            runner = self._runner or "the executor"
+            message = f"{error} (task {self._task_id} goes on with {runner})"
             raise Unavailable(message) from error
         self._phases += len(phases)
         self._events += len(events)
@@ -439,14 +525,20 @@ class Follower:
             return
         raise Unreachable(
             f"{lost[1]}, for {lost[0].total_seconds():.0f}s; task {self._task_id} goes on with "
-            f"the executor (pid {self._keeper.pid}), which keeps retrying: podwright logs "
-            f"{self._task_id} -f"
+            f"{self._runs_it()}, which keeps retrying: podwright logs {self._task_id} -f"
+            f"{self._again}"
         )
+
+    def _runs_it(self) -> str:
+        """Who runs the task, as the messages name it."""
+        return self._runner or f"the executor (pid {self._keeper.pid})"
 
     def _on_interrupt(self, display: Display, record: TaskRecord) -> int | None:
         """Ask what Ctrl-C meant (on a terminal; elsewhere it aborts): the exit status when this
         command should stop now, else None."""
         self._signals.interrupted = False
+        if self._interrupt_detaches:
+            return self._detach(display, record)
         if record.abort_requested:  # being aborted already: Ctrl-C stops following
             return self._stop_following(display)
         choice = "abort"
@@ -463,16 +555,7 @@ class Follower:
                 choice = "abort"
             display.resume()
         if choice == "detach":
-            for item in self._timeline.release(self._clock(), everything=True):
-                show(display, item, self._origin, self._clock())
-            with self._signals.holding():
-                self._keeper.keep(self._task_id, record.revision, now=True)
-            display.note(
-                f"detached: task {self._task_id} goes on with the executor (pid "
-                f"{self._keeper.pid}); podwright status {self._task_id}; podwright logs "
-                f"{self._task_id} -f"
-            )
-            return ExitCode.OK
+            return self._detach(display, record)
         if choice == "abort":
             try:
                 self._store.request_abort(self._task_id, utc_now())
@@ -484,6 +567,19 @@ class Follower:
                 "finishes the abort)"
             )
         return None
+
+    def _detach(self, display: Display, record: TaskRecord) -> int:
+        """Show what was read, leave the task to whoever runs it, and say so."""
+        for item in self._timeline.release(self._clock(), everything=True):
+            show(display, item, self._origin, self._clock())
+        with self._signals.holding():
+            self._keeper.keep(self._task_id, record.revision, now=True)
+        task_id, again = self._task_id, self._again
+        display.note(
+            f"detached: task {task_id} goes on with {self._runs_it()}; podwright status "
+            f"{task_id}{again}; podwright logs {task_id} -f{again}"
+        )
+        return ExitCode.OK
 
     def _stop_following(self, display: Display) -> int:
         display.note(

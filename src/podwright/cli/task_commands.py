@@ -12,6 +12,11 @@ unreadable) is removed only if its resource was never created; otherwise ``delet
 Unknown task ids are bad input (exit status 2), each named, and the others are still handled;
 a task that cannot be aborted or removed makes the status 5 (:class:`~podwright.cli.common.
 ExitCode`). ``logs -f`` stops quietly on Ctrl-C, with status 0.
+
+With ``--backend operator`` (and ``-n``, ``--context``, ``--kubeconfig``) they read the Workloads of
+the cluster's operator instead (:mod:`podwright.cli.operator_backend`) and show them alike:
+``abort`` sets the Workload's abort annotation, ``delete`` deletes the Workload (the operator
+aborts and finalizes its task first; ``--wait`` waits until it is gone, within ``--timeout``).
 """
 
 from __future__ import annotations
@@ -29,10 +34,20 @@ import click
 
 from podwright.adapters.kubernetes import KubernetesClient, KubernetesConfigError, connect
 from podwright.adapters.sqlite_store import SQLiteTaskStore
-from podwright.cli.backends import LOCAL, access_for, cluster_problem
+from podwright.cli.backends import LOCAL, OPERATOR, access_for, cluster_problem
 from podwright.cli.common import BadInput, ExitCode, Unavailable, Unreachable, table
 from podwright.cli.executor_command import DURATION
 from podwright.cli.executors import ExecutorKeeper, ExecutorLaunch, ExecutorStartError
+from podwright.cli.operator_backend import (
+    OperatorTarget,
+    WorkloadLogTail,
+    WorkloadTasks,
+    all_namespaces_option,
+    operator_options,
+    operator_target,
+    refuse_without_operator,
+    workload_tasks,
+)
 from podwright.cli.run_commands import POLL_SECONDS
 from podwright.cli.run_display import history_line
 from podwright.cli.state import home_option, open_store, utc_now
@@ -52,6 +67,8 @@ from podwright.engine.executor import resource_ref
 from podwright.engine.plugin import PluginError
 from podwright.engine.plugins import default_plugins
 from podwright.engine.task_store import (
+    AttachedEvent,
+    HistoryEntry,
     StaleRevisionError,
     TaskNotFoundError,
     TaskRecord,
@@ -70,43 +87,100 @@ kubeconfig_option = click.option(
 
 
 @click.command("list")
+@operator_options
+@all_namespaces_option
+@kubeconfig_option
 @home_option
-def list_command(*, home: str) -> None:
+def list_command(
+    *,
+    backend: str | None,
+    namespace: str | None,
+    context: str | None,
+    all_namespaces: bool,
+    kubeconfig: str | None,
+    home: str,
+) -> None:
     """List the tasks in the store, oldest first."""
+    if backend == OPERATOR:
+        target = operator_target(kubeconfig, context, namespace, all_namespaces=all_namespaces)
+        with workload_tasks(target) as tasks:
+            operator_records = tasks.records()
+        if not operator_records:
+            click.echo(f"no Workloads in {target.where()}")
+            return
+        _show_list(operator_records, target.backend(), namespaces=all_namespaces)
+        return
+    refuse_without_operator(
+        namespace=namespace, context=context, all_namespaces=all_namespaces, kubeconfig=kubeconfig
+    )
     store = open_store(home)
     with contextlib.closing(store):
         records = _stored(store.list_tasks)
     if not records:
         click.echo("no tasks")
         return
+    _show_list(records)
+
+
+def _show_list(
+    records: list[TaskRecord], backend: str | None = None, *, namespaces: bool = False
+) -> None:
+    """The tasks' table: each one's backend (``backend``, else its own), with ``namespaces``
+    their namespaces too."""
     rows = [
         [
+            *([record.task.namespace] if namespaces else []),
             record.task_id,
             record.task.workload_type,
-            record.task.backend,
+            backend or record.task.backend,
             record.phase.value,
             record.task.submitted_at.strftime("%Y-%m-%d %H:%M:%S"),
             "no" if record.finalized else "yes",
         ]
         for record in records
     ]
-    click.echo(table(["ID", "TYPE", "BACKEND", "PHASE", "SUBMITTED", "ACTIVE"], rows))
+    headers = ["ID", "TYPE", "BACKEND", "PHASE", "SUBMITTED", "ACTIVE"]
+    click.echo(table([*(["NAMESPACE"] if namespaces else []), *headers], rows))
 
 
 @click.command("status")
 @click.argument("task_id", required=False)
+@operator_options
+@kubeconfig_option
 @home_option
-def status_command(*, task_id: str | None, home: str) -> None:
+def status_command(
+    *,
+    task_id: str | None,
+    backend: str | None,
+    namespace: str | None,
+    context: str | None,
+    kubeconfig: str | None,
+    home: str,
+) -> None:
     """Show a task (default: the latest): its phase, its phase history and its events."""
+    if backend == OPERATOR:
+        target = operator_target(kubeconfig, context, namespace)
+        with workload_tasks(target) as tasks:
+            record = tasks.find(task_id)
+            history, events = tasks.history(record), tasks.events(record)
+        _show_status(record, history, events, target.backend())
+        return
+    refuse_without_operator(namespace=namespace, context=context, kubeconfig=kubeconfig)
     store = open_store(home)
     with contextlib.closing(store):
         record = _find(store, task_id)
         history = _stored(lambda: store.history(record.task_id))
         events = _stored(lambda: store.events(record.task_id))
+    _show_status(record, history, events, record.task.backend)
+
+
+def _show_status(
+    record: TaskRecord, history: list[HistoryEntry], events: list[AttachedEvent], backend: str
+) -> None:
     task = record.task
     click.echo(f"task:      {task.task_id}")
     click.echo(f"workload:  {task.name} ({task.workload_type}), namespace {task.namespace}")
-    click.echo(f"backend:   {task.backend}")
+    click.echo(f"backend:   {backend}")
     click.echo(f"phase:     {record.phase.value}{f' ({record.reason})' if record.reason else ''}")
     flags = [
         flag
@@ -130,27 +204,67 @@ def status_command(*, task_id: str | None, home: str) -> None:
 @click.command("logs")
 @click.argument("task_id")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing output until the task ends.")
+@operator_options
 @kubeconfig_option
 @home_option
-def logs_command(*, task_id: str, follow: bool, kubeconfig: str | None, home: str) -> None:
+def logs_command(
+    *,
+    task_id: str,
+    follow: bool,
+    backend: str | None,
+    namespace: str | None,
+    context: str | None,
+    kubeconfig: str | None,
+    home: str,
+) -> None:
     """Print a task's output: every container of a local task's pods, in order; the primary
     container of a cluster task's primary pod. Ctrl-C stops following."""
+    if backend == OPERATOR:
+        target = operator_target(kubeconfig, context, namespace)
+        with workload_tasks(target) as tasks:
+            _operator_logs(tasks, tasks.find(task_id), follow=follow)
+        return
+    refuse_without_operator(namespace=namespace, context=context)
     store = open_store(home)
     with contextlib.closing(store):
         record = _find(store, task_id)
         tail = _all_output(record, Path(home), kubeconfig)
         with contextlib.closing(tail):
-            try:
-                while True:
-                    ended = _stored(lambda: store.get(task_id)).finalized
-                    for line in tail.rest() if ended or not follow else tail.read():
-                        click.echo(line.text)
-                    _unless_silent(tail, task_id, patience=LOST_SERVER_AFTER if follow else None)
-                    if ended or not follow:
-                        return
-                    time.sleep(POLL_SECONDS)
-            except KeyboardInterrupt:
-                return  # Ctrl-C ends following, as it does for 'kubectl logs -f'
+            _print_output(tail, lambda: _stored(lambda: store.get(task_id)), task_id, follow)
+
+
+def _operator_logs(tasks: WorkloadTasks, record: TaskRecord, *, follow: bool) -> None:
+    """The output of an operator's task: its Workload followed by a watch with ``follow``."""
+    task_id = record.task_id
+    if not follow:
+        if not record.task.manifests:
+            click.echo(f"podwright: task {task_id} has no output yet: {record.reason}", err=True)
+        tail = WorkloadLogTail(tasks.target.access, lambda: record)
+        with contextlib.closing(tail):
+            _print_output(tail, lambda: record, task_id, follow)
+        return
+    with tasks.following(record) as view:
+        tail = WorkloadLogTail(tasks.target.access, lambda: view.get(task_id))
+        with contextlib.closing(tail):
+            _print_output(tail, lambda: view.get(task_id), task_id, follow)
+
+
+def _print_output(
+    tail: LogTail, current: Callable[[], TaskRecord], task_id: str, follow: bool
+) -> None:
+    """Print what ``tail`` reads: what there is, or with ``follow`` until the task (``current``)
+    is finalized. Ctrl-C stops following."""
+    try:
+        while True:
+            ended = current().finalized
+            for line in tail.rest() if ended or not follow else tail.read():
+                click.echo(line.text)
+            _unless_silent(tail, task_id, patience=LOST_SERVER_AFTER if follow else None)
+            if ended or not follow:
+                return
+            time.sleep(POLL_SECONDS)
+    except KeyboardInterrupt:
+        return  # Ctrl-C ends following, as it does for 'kubectl logs -f'
 
 
 def _unless_silent(tail: LogTail, task_id: str, *, patience: timedelta | None) -> None:
@@ -179,11 +293,26 @@ def _all_output(record: TaskRecord, home: Path, kubeconfig: str | None) -> LogTa
 
 @click.command("abort")
 @click.argument("task_id")
+@operator_options
 @kubeconfig_option
 @home_option
-def abort_command(*, task_id: str, kubeconfig: str | None, home: str) -> None:
+def abort_command(
+    *,
+    task_id: str,
+    backend: str | None,
+    namespace: str | None,
+    context: str | None,
+    kubeconfig: str | None,
+    home: str,
+) -> None:
     """Abort a task: its executor (started when none runs) stops its resources and ends it
-    Aborted. 'podwright status ID' follows it."""
+    Aborted. 'podwright status ID' follows it. With --backend operator: the operator does."""
+    if backend == OPERATOR:
+        target = operator_target(kubeconfig, context, namespace)
+        with workload_tasks(target) as tasks:
+            click.echo(tasks.abort(tasks.find(task_id)))
+        return
+    refuse_without_operator(namespace=namespace, context=context)
     store = open_store(home)
     with contextlib.closing(store):
         record = _find(store, task_id)
@@ -222,6 +351,13 @@ def abort_command(*, task_id: str, kubeconfig: str | None, home: str) -> None:
     show_default=True,
     help="How long to wait for an active task's abort (a Go duration: 30s, 5m).",
 )
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="With --backend operator: wait until the operator finalized each task and its Workload "
+    "is gone (within --timeout).",
+)
+@operator_options
 @kubeconfig_option
 @home_option
 def delete_command(
@@ -230,13 +366,29 @@ def delete_command(
     all_finished: bool,
     force: bool,
     timeout: timedelta,
+    wait: bool,
+    backend: str | None,
+    namespace: str | None,
+    context: str | None,
     kubeconfig: str | None,
     home: str,
 ) -> None:
     """Delete tasks from the store: an active one is aborted first; its history, events and local
-    log files go with it."""
+    log files go with it. With --backend operator: their Workloads (the operator aborts them)."""
     if not task_ids and not all_finished:
         raise click.UsageError("give the IDs of the tasks to delete, or --all-finished")
+    if backend == OPERATOR:
+        if force:
+            raise BadInput(
+                "--force: with --backend operator the operator finalizes every Workload deleted "
+                "(podwright's finalizer holds it until then); leave --force out"
+            )
+        target = operator_target(kubeconfig, context, namespace)
+        code = _delete_workloads(target, task_ids, all_finished, wait=wait, timeout=timeout)
+        if code:
+            sys.exit(code)
+        return
+    refuse_without_operator(namespace=namespace, context=context, wait=wait)
     store = open_store(home)
     with contextlib.closing(store):
         records: dict[str, TaskRecord] = {}
@@ -266,6 +418,59 @@ def delete_command(
         sys.exit(ExitCode.BAD_INPUT)
     if failed:
         sys.exit(ExitCode.UNAVAILABLE)
+
+
+def _delete_workloads(
+    target: OperatorTarget,
+    task_ids: tuple[str, ...],
+    all_finished: bool,
+    *,
+    wait: bool,
+    timeout: timedelta,
+) -> int:
+    """Delete the Workloads of the tasks (and of every finalized one, ``all_finished``); with
+    ``wait``, until they are gone. The exit status, as for the tasks of the store."""
+    unknown = failed = 0
+    with workload_tasks(target) as tasks:
+        records: dict[str, TaskRecord] = {}
+        for task_id in dict.fromkeys(task_ids):
+            try:
+                record = tasks.find(task_id)
+            except BadInput as error:
+                unknown += 1
+                click.echo(f"podwright: error: {error.format_message()}", err=True)
+                continue
+            records.setdefault(record.task_id, record)
+        if all_finished:
+            for record in tasks.records():
+                if record.finalized:
+                    records.setdefault(record.task_id, record)
+        deleted = []
+        for record in records.values():
+            try:
+                click.echo(tasks.delete(record))
+            except click.ClickException as error:
+                failed += 1
+                click.echo(f"podwright: error: {error.format_message()}", err=True)
+            else:
+                deleted.append(record)
+        if wait and deleted:
+            left = {record.task_id for record in tasks.wait_gone(deleted, timeout)}
+            for record in deleted:
+                if record.task_id not in left:
+                    click.echo(f"task {record.task_id}: its Workload is gone")
+                    continue
+                failed += 1
+                click.echo(
+                    f"podwright: error: task {record.task_id}: its Workload "
+                    f"{record.task.namespace}/{record.task.name} is still there after "
+                    f"{_duration(timeout)}: the operator has not finalized it (podwright status "
+                    f"{record.task_id}{target.again(record.task.namespace)})",
+                    err=True,
+                )
+    if unknown:
+        return ExitCode.BAD_INPUT
+    return ExitCode.UNAVAILABLE if failed else ExitCode.OK
 
 
 class _Deleter:

@@ -1,0 +1,681 @@
+"""``--backend operator``: the cluster's operator runs the task, a ``Workload`` resource.
+
+``podwright run --backend operator`` reads the workload file as ``run`` always does, and creates
+a Workload of it (``metadata`` its name and namespace, ``spec`` the file's spec with ``type``
+beside it); the operator (the leader of its replicas) holds it with its finalizer, renders it,
+runs its task and keeps the task's record in the Workload's status. The cluster's policies,
+assets and profile apply, through its admission webhooks: ``--policy``, ``--scope``,
+``--assets``, ``--profile`` and ``--lifecycle-config`` are refused. A refusal of the validating
+webhook (403) lists every issue, one ``podwright: violation:`` line each (exit status 1); a
+Workload of that name already there is bad input (2). ``run`` then follows the Workload (a
+watch of that one object) with the follower of ``run`` (:class:`~podwright.cli.run_commands.
+Follower`): nothing on this machine runs the task, so Ctrl-C stops following at once and the
+Workload goes on.
+
+The task commands (``list``, ``status``, ``logs``, ``abort``, ``delete``) with ``--backend
+operator`` list the namespace's Workloads into a :class:`WorkloadCache` and read them through a
+:class:`WorkloadTaskStore`, so they show what they show of this machine's tasks. The client
+writes nothing of a task's record: ``abort`` sets the annotation ``podwright.dev/abort-requested``
+(the operator aborts the task, the Workload stays) and ``delete`` deletes the Workload (the
+operator aborts the task and finalizes it, and the Workload goes once it is finalized). A task is
+named by its id (``<name>-<first 8 hex digits of the Workload's uid>``) or by its Workload's name.
+A Workload the operator has not taken yet shows as its task would, phase Undefined, waiting for
+the operator (:func:`~podwright.engine.workload_tasks.pending_record`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import re
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+import click
+
+from podwright.adapters.documents import Document
+from podwright.adapters.kubernetes import (
+    KubernetesClient,
+    KubernetesConfigError,
+    Reflector,
+    connect,
+)
+from podwright.adapters.kubernetes.workload_store import (
+    WorkloadCache,
+    WorkloadTaskStore,
+    request_abort_annotation,
+)
+from podwright.cli.backends import (
+    BACKENDS,
+    OPERATOR,
+    ClusterAccess,
+    cluster_client,
+    context_of,
+    resolve_backend,
+)
+from podwright.cli.common import BadInput, ExitCode, Unavailable, Unreachable
+from podwright.cli.inputs import guard, read_submission
+from podwright.cli.render_command import Preparation
+from podwright.cli.state import utc_now
+from podwright.cli.task_logs import ClusterLogTail, LogLine
+from podwright.core.cluster_resources import API_VERSION, WORKLOAD_KIND
+from podwright.core.lifecycle.objects import JsonObject, section, text
+from podwright.core.workloads import check_runnable
+from podwright.engine.config import LifecycleConfig
+from podwright.engine.executor import resource_ref
+from podwright.engine.kubernetes_port import (
+    AlreadyExistsError,
+    ApiConnectionError,
+    ForbiddenError,
+    InvalidError,
+    KubernetesError,
+    NamespaceNotFoundError,
+    NotFoundError,
+    ObjectRef,
+    QuotaExceededError,
+)
+from podwright.engine.plugin import PluginError
+from podwright.engine.plugins import default_plugins
+from podwright.engine.task_store import (
+    AttachedEvent,
+    HistoryEntry,
+    TaskNotFoundError,
+    TaskRecord,
+    TaskStoreError,
+)
+from podwright.engine.workload_tasks import (
+    is_submitted,
+    pending_record,
+    task_id_of,
+)
+
+F = TypeVar("F", bound=Callable[..., object])
+
+DEFAULT_NAMESPACE = "default"
+WAITING = "waiting for the operator"
+"""The reason of a Workload's task before the operator recorded it."""
+
+# Options --------------------------------------------------------------------------------------
+
+_BACKEND_HELP = (
+    "operator: the Workloads of the cluster's operator (with -n, --context, --kubeconfig); "
+    "local or kubernetes (the default): this machine's task store, which holds the tasks of both."
+)
+
+
+def operator_options(command: F) -> F:
+    """``--backend``, ``-n/--namespace`` and ``--context`` of a task command (the command has
+    its own ``--kubeconfig``)."""
+    command = click.option(
+        "--context",
+        default=None,
+        help="With --backend operator: the kubeconfig context (default: its current one).",
+    )(command)
+    command = click.option(
+        "-n",
+        "--namespace",
+        default=None,
+        help=f"With --backend operator: the Workloads' namespace (default: {DEFAULT_NAMESPACE}).",
+    )(command)
+    return click.option(
+        "--backend",
+        type=click.Choice(BACKENDS),
+        default=None,
+        help=_BACKEND_HELP,
+    )(command)
+
+
+all_namespaces_option = click.option(
+    "-A",
+    "--all-namespaces",
+    is_flag=True,
+    help="With --backend operator: the Workloads of every namespace.",
+)
+
+_RECORDED = "a task of this machine's store records its own cluster and namespace"
+_ONLY_WITH_OPERATOR = {
+    "namespace": ("--namespace", _RECORDED),
+    "context": ("--context", _RECORDED),
+    "kubeconfig": ("--kubeconfig", _RECORDED),
+    "all_namespaces": ("--all-namespaces", _RECORDED),
+    "wait": ("--wait", "a task of this machine's store is deleted once its abort ended"),
+}
+
+
+def refuse_without_operator(**given: object) -> None:
+    """:class:`BadInput` naming the first option given (not None, not False) of those that only
+    ``--backend operator`` takes."""
+    for name, value in given.items():
+        if value is not None and value is not False:
+            flag, why = _ONLY_WITH_OPERATOR[name]
+            raise BadInput(f"{flag}: goes with --backend operator ({why})")
+
+
+def refuse_for_operator(
+    preparation: Preparation, lifecycle_config: str | None, namespace: str
+) -> None:
+    """:class:`BadInput` for the options of ``run`` that mean nothing to the operator."""
+    given = (
+        ("--policy", bool(preparation.policy_files)),
+        ("--scope", preparation.scope is not None),
+        ("--assets", preparation.assets_file is not None),
+        ("--profile", preparation.profile_file is not None),
+    )
+    for flag, present in given:
+        if present:
+            raise BadInput(
+                f"{flag}: with --backend operator the cluster's policies, assets and profile "
+                f"apply ('podwright policy effective -n {namespace} --type TYPE' shows its "
+                f"policies); leave {flag} out"
+            )
+    if lifecycle_config is not None:
+        raise BadInput(
+            "--lifecycle-config: with --backend operator the operator's lifecycle configuration "
+            "applies; leave --lifecycle-config out"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class OperatorTarget:
+    """Where the Workloads are: the cluster (its kubeconfig context) and the namespace (None:
+    every namespace)."""
+
+    access: ClusterAccess
+    cluster: str
+    namespace: str | None
+
+    def again(self, namespace: str | None = None) -> str:
+        """The options a command needs to find the task again (``--backend operator -n x``)."""
+        options = " --backend operator"
+        chosen = namespace or self.namespace
+        if chosen and chosen != DEFAULT_NAMESPACE:
+            options += f" -n {chosen}"
+        if self.access.context is not None:
+            options += f" --context {self.access.context}"
+        if self.access.kubeconfig is not None:
+            options += f" --kubeconfig {self.access.kubeconfig}"
+        return options
+
+    def backend(self) -> str:
+        """The backend of the target's tasks, as the commands show it: ``operator/<context>``."""
+        return f"{OPERATOR}/{self.cluster}"
+
+    def where(self) -> str:
+        if self.namespace is None:
+            return f"cluster {self.cluster}"
+        return f"namespace {self.namespace} of cluster {self.cluster}"
+
+
+def operator_target(
+    kubeconfig: str | None,
+    context: str | None,
+    namespace: str | None,
+    *,
+    all_namespaces: bool = False,
+) -> OperatorTarget:
+    """The cluster and namespace of ``--kubeconfig``, ``--context``, ``-n`` and
+    ``--all-namespaces``; :class:`BadInput` naming the argument that cannot be used."""
+    if all_namespaces and namespace is not None:
+        raise BadInput("--all-namespaces: give it or --namespace, not both")
+    access = ClusterAccess(kubeconfig, context)
+    cluster = context_of(resolve_backend(OPERATOR, access))
+    return OperatorTarget(
+        access, cluster, None if all_namespaces else (namespace or DEFAULT_NAMESPACE)
+    )
+
+
+def not_served(target: OperatorTarget) -> BadInput:
+    return BadInput(
+        f"--backend operator: cluster {target.cluster} does not serve {API_VERSION} Workloads: "
+        "install podwright's operator there, or run with --backend kubernetes"
+    )
+
+
+# run: the Workload ------------------------------------------------------------------------------
+
+
+def workload_object(preparation: Preparation, namespace: str) -> dict[str, Any]:
+    """The Workload of the workload file (read and checked as ``run`` reads it)."""
+    documents: dict[str, Document] = {}
+    document, submission = read_submission(
+        preparation.workload_file, preparation.workload_type, documents
+    )
+    guard(
+        lambda: check_runnable(submission.workload_type, submission.spec, submission.spec_path),
+        documents,
+        default_source=document.source,
+    )
+    name = preparation.name or submission.name
+    if not name:
+        raise BadInput("the workload has no name: give one in its file ('name:') or with --name")
+    spec: dict[str, Any] = json.loads(json.dumps(submission.spec, default=str))
+    return {
+        "apiVersion": API_VERSION,
+        "kind": WORKLOAD_KIND,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"type": submission.workload_type.value, **spec},
+    }
+
+
+_DENIAL = re.compile(
+    r'admission webhook "(?P<webhook>[^"]*)" denied the request: (?P<why>.*)', re.S
+)
+_ISSUES = re.compile(
+    r"(?P<count>\d+) compliance issues? with the policies of (?P<scope>.+?): (?P<issues>.*)", re.S
+)
+
+
+def create_workload(
+    client: KubernetesClient, workload: Mapping[str, Any], target: OperatorTarget
+) -> dict[str, Any]:
+    """Create ``workload``; the Workload as created. A refusal of the admission webhook prints
+    every issue and ends the command with status 1; what else the API server refuses ends it
+    with the status of its kind (2 bad input, 5, 6 no answer)."""
+    metadata = section(workload, "metadata")
+    name, namespace = text(metadata, "name"), text(metadata, "namespace")
+    what = f"Workload {namespace}/{name}"
+    try:
+        return client.create(workload)
+    except AlreadyExistsError as error:
+        raise BadInput(
+            f"{what} exists already: give the workload another name with --name, or delete it "
+            f"(podwright delete {name}{target.again(namespace)})"
+        ) from error
+    except NamespaceNotFoundError as error:
+        raise BadInput(
+            f"--namespace {namespace}: cluster {target.cluster} has no such namespace"
+        ) from error
+    except NotFoundError as error:
+        raise not_served(target) from error
+    except QuotaExceededError as error:
+        raise Unavailable(f"cluster {target.cluster} refused {what}: {error.message}") from error
+    except ForbiddenError as error:
+        denial = _DENIAL.search(error.message)
+        if denial is None:
+            raise Unavailable(
+                f"cluster {target.cluster} refused {what}: {error.message}"
+            ) from error
+        _report_denial(denial["webhook"], denial["why"], what)
+        sys.exit(ExitCode.VIOLATIONS)
+    except InvalidError as error:
+        raise BadInput(
+            f"cluster {target.cluster} refused {what} as invalid: {error.message}"
+        ) from error
+    except ApiConnectionError as error:
+        if error.may_have_reached:
+            raise Unreachable(
+                f"{error.message}: {what} may have been created (podwright status {name}"
+                f"{target.again(namespace)})"
+            ) from error
+        raise Unreachable(f"{error.message}; nothing was created") from error
+
+
+def _report_denial(webhook: str, why: str, what: str) -> None:
+    """Each issue of an admission webhook's refusal on a line of its own, then what it did."""
+    found = _ISSUES.fullmatch(why.strip())
+    if found is None:
+        click.echo(f"podwright: violation: {why.strip()}", err=True)
+        click.echo(
+            f"podwright: the cluster's admission webhook {webhook!r} refused {what}; nothing "
+            "was created",
+            err=True,
+        )
+        return
+    issues = re.split(r"; (?=spec\.)", found["issues"])
+    for issue in issues:
+        click.echo(f"podwright: violation: {issue}", err=True)
+    count = int(found["count"])
+    click.echo(
+        f"podwright: {count} violation{'s' if count > 1 else ''} of the policies of "
+        f"{found['scope']}: the cluster's admission webhook refused {what}; nothing was created",
+        err=True,
+    )
+
+
+# A Workload's task, as the commands show it -----------------------------------------------------
+
+
+def workload_ref(record: TaskRecord) -> ObjectRef:
+    return ObjectRef(API_VERSION, WORKLOAD_KIND, record.task.namespace, record.task.name)
+
+
+def _uid(workload: JsonObject) -> str:
+    return text(section(workload, "metadata"), "uid")
+
+
+def _key(workload: JsonObject) -> tuple[str, str]:
+    metadata = section(workload, "metadata")
+    return text(metadata, "namespace"), text(metadata, "name")
+
+
+def _record(store: WorkloadTaskStore, workload: JsonObject) -> TaskRecord:
+    """``workload``'s task as ``store`` reads it, or its :func:`pending_record` before the
+    operator recorded it; :class:`Unavailable` when its record cannot be read."""
+    if not is_submitted(workload) or not _uid(workload):
+        return pending_record(workload, WAITING, utc_now())
+    try:
+        return store.get(task_id_of(workload))
+    except TaskNotFoundError:
+        return pending_record(workload, WAITING, utc_now())
+    except TaskStoreError as error:
+        raise Unavailable(str(error)) from error
+
+
+class WorkloadTasks:
+    """The tasks of the Workloads listed from one namespace (or all), for the task commands."""
+
+    def __init__(
+        self,
+        client: KubernetesClient,
+        target: OperatorTarget,
+        workloads: list[dict[str, Any]],
+    ) -> None:
+        self._client, self.target = client, target
+        self._cache = WorkloadCache()
+        self._cache.replace(workloads)
+        self.store = WorkloadTaskStore(client, self._cache, may_write=lambda: True)
+
+    def records(self) -> list[TaskRecord]:
+        """Every Workload's task, the oldest submission first."""
+        records = [_record(self.store, workload) for workload in self._cache.workloads()]
+        records.sort(key=lambda record: (record.task.submitted_at, record.task_id))
+        return records
+
+    def find(self, task_id: str | None) -> TaskRecord:
+        """The task of ``task_id`` (a task id, or a Workload's name), else the latest one;
+        :class:`BadInput` when there is none."""
+        if task_id is None:
+            records = self.records()
+            if not records:
+                raise BadInput(f"no Workloads in {self.target.where()}")
+            return records[-1]
+        workloads = self._cache.workloads()
+        for workload in workloads:
+            if _uid(workload) and task_id_of(workload) == task_id:
+                return _record(self.store, workload)
+        for workload in workloads:
+            if _key(workload)[1] == task_id:
+                return _record(self.store, workload)
+        raise BadInput(
+            f"no task {task_id!r} in {self.target.where()}: give a task id or a Workload's name "
+            f"(podwright list{self.target.again()})"
+        )
+
+    def history(self, record: TaskRecord) -> list[HistoryEntry]:
+        return [] if record.revision == 0 else self.store.history(record.task_id)
+
+    def events(self, record: TaskRecord) -> list[AttachedEvent]:
+        return [] if record.revision == 0 else self.store.events(record.task_id)
+
+    def workload(self, record: TaskRecord) -> JsonObject | None:
+        return self._cache.get(record.task.namespace, record.task.name)
+
+    def abort(self, record: TaskRecord) -> str:
+        """Ask the operator to abort the task (the annotation); what was done, in one line."""
+        task_id = record.task_id
+        if record.phase.is_terminal or record.finalized:
+            return f"task {task_id} already ended: {record.phase.value}"
+        where = f"Workload {record.task.namespace}/{record.task.name}"
+        try:
+            request_abort_annotation(self._client, workload_ref(record), utc_now())
+        except NotFoundError as error:
+            raise BadInput(f"task {task_id}: {where} is gone") from error
+        return (
+            f"abort requested for task {task_id}: the operator stops it ({where} stays; "
+            f"podwright status {task_id}{self.target.again(record.task.namespace)})"
+        )
+
+    def delete(self, record: TaskRecord) -> str:
+        """Delete the task's Workload; what was done, in one line."""
+        task_id = record.task_id
+        where = f"Workload {record.task.namespace}/{record.task.name}"
+        try:
+            self._client.delete(workload_ref(record))
+        except NotFoundError:
+            return f"task {task_id} deleted ({where} was gone already)"
+        except ApiConnectionError as error:
+            raise Unreachable(f"task {task_id}: {error.message}") from error
+        except KubernetesError as error:
+            raise Unavailable(
+                f"task {task_id}: cluster {self.target.cluster} refused to delete {where}: "
+                f"{error.message}"
+            ) from error
+        if record.finalized or record.revision == 0:
+            return f"task {task_id} deleted ({where})"
+        return (
+            f"task {task_id}: {record.phase.value}, {where} deleted: the operator aborts and "
+            "finalizes the task, and the Workload goes once it is finalized"
+        )
+
+    def wait_gone(self, records: Sequence[TaskRecord], timeout: timedelta) -> list[TaskRecord]:
+        """Wait until the Workloads of ``records`` are gone, at most ``timeout``; the records of
+        those still there."""
+        known = {
+            record.task_id: workload
+            for record in records
+            if (workload := self.workload(record)) is not None
+        }
+        uids = {task_id: _uid(workload) for task_id, workload in known.items()}
+        namespaces = {record.task.namespace for record in records}
+        namespace = next(iter(namespaces)) if len(namespaces) == 1 else None
+        with WorkloadWatch(self._client, namespace, seen=list(known.values())) as watch:
+            watch.wait_until(
+                lambda: all(watch.is_gone(uid) for uid in uids.values()), timeout.total_seconds()
+            )
+            return [
+                record
+                for record in records
+                if record.task_id in uids and not watch.is_gone(uids[record.task_id])
+            ]
+
+    @contextlib.contextmanager
+    def following(self, record: TaskRecord) -> Iterator[WorkloadView]:
+        """The task's Workload, kept current by a watch, until the block ends."""
+        workload = self.workload(record)
+        if workload is None:
+            raise BadInput(f"task {record.task_id}: its Workload is gone")
+        with following(self._client, workload) as view:
+            yield view
+
+
+@contextlib.contextmanager
+def workload_tasks(target: OperatorTarget) -> Iterator[WorkloadTasks]:
+    """The target's Workloads, listed once, as tasks; the API server's failures end the command
+    (no answer: status 6; a refusal: 5), and a cluster without the Workload kind is bad input."""
+    with cluster_client(target.access) as client:
+        try:
+            workloads, _version = client.list_objects(
+                API_VERSION, WORKLOAD_KIND, namespace=target.namespace
+            )
+        except NotFoundError as error:
+            raise not_served(target) from error
+        yield WorkloadTasks(client, target, workloads)
+
+
+# Following a Workload ----------------------------------------------------------------------------
+
+
+class WorkloadWatch:
+    """The Workloads of a namespace (all: None), or the one named, kept current by a watch. One
+    deleted stays as it was last seen, its uid remembered as gone; ``seen`` are the objects
+    known before the watch began (gone too if the watch's first list lacks them)."""
+
+    def __init__(
+        self,
+        client: KubernetesClient,
+        namespace: str | None,
+        *,
+        name: str | None = None,
+        seen: Sequence[JsonObject] = (),
+    ) -> None:
+        self._changes = threading.Condition()
+        self._gone: set[str] = set()
+        self.cache = WorkloadCache(changed=self._changed)
+        for workload in seen:
+            self.cache.put(dict(workload))
+        self._reflector = Reflector(
+            client,
+            API_VERSION,
+            WORKLOAD_KIND,
+            self,
+            namespace=namespace,
+            field_selector=f"metadata.name={name}" if name else None,
+        )
+
+    def __enter__(self) -> WorkloadWatch:
+        self._reflector.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._reflector.stop()
+
+    def is_gone(self, uid: str) -> bool:
+        with self._changes:
+            return uid in self._gone
+
+    def wait_until(self, done: Callable[[], bool], timeout: float) -> bool:
+        """Wait until ``done()`` (checked at every change), at most ``timeout`` seconds."""
+        with self._changes:
+            return self._changes.wait_for(done, timeout)
+
+    # The reflector's handler ------------------------------------------------------------------
+
+    def replace(self, objects: list[dict[str, Any]]) -> None:
+        listed = {_uid(obj) for obj in objects}
+        keys = {_key(obj) for obj in objects}
+        known = self.cache.workloads()
+        with self._changes:
+            self._gone.update(_uid(obj) for obj in known if _uid(obj) not in listed)
+        # What went while the watch was down stays as it was last seen.
+        kept = [dict(obj) for obj in known if _key(obj) not in keys]
+        self.cache.replace([*objects, *kept])
+
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        before = self.cache.get(*_key(obj))
+        with self._changes:
+            if before is not None and _uid(before) != _uid(obj):
+                self._gone.add(_uid(before))  # another Workload of that name: ours went
+            if event_type == "DELETED":
+                self._gone.add(_uid(obj))
+        # A deleted Workload stays in the cache, as it was when it went.
+        self.cache.apply("MODIFIED" if event_type == "DELETED" else event_type, obj)
+
+    def _changed(self) -> None:
+        with self._changes:
+            self._changes.notify_all()
+
+
+class WorkloadView:
+    """What ``run``'s follower reads of one Workload's task (its ``TaskView``), from a
+    :class:`WorkloadWatch` of it."""
+
+    def __init__(self, watch: WorkloadWatch, client: KubernetesClient, workload: JsonObject):
+        self._watch, self._client = watch, client
+        self._namespace, self._name = _key(workload)
+        self._uid = _uid(workload)
+        self._store = WorkloadTaskStore(client, watch.cache, may_write=lambda: True)
+
+    def _workload(self) -> JsonObject:
+        current = self._watch.cache.get(self._namespace, self._name)
+        if current is None or _uid(current) != self._uid:
+            raise Unavailable(
+                f"Workload {self._namespace}/{self._name} was deleted, and its task's end was "
+                "not seen"
+            )
+        return current
+
+    def get(self, task_id: str) -> TaskRecord:
+        record = _record(self._store, self._workload())
+        if self._watch.is_gone(self._uid) and not record.finalized:
+            raise Unavailable(
+                f"Workload {self._namespace}/{self._name} was deleted before its task was "
+                f"finalized (it was {record.phase.value}): nobody runs it any more"
+            )
+        return record
+
+    def history(self, task_id: str) -> list[HistoryEntry]:
+        try:
+            return self._store.history(task_id)
+        except TaskNotFoundError:
+            self._workload()
+            return []
+
+    def events(self, task_id: str) -> list[AttachedEvent]:
+        try:
+            return self._store.events(task_id)
+        except TaskNotFoundError:
+            self._workload()
+            return []
+
+    def request_abort(self, task_id: str, now: datetime) -> TaskRecord:
+        """The abort annotation (the operator records the request)."""
+        ref = ObjectRef(API_VERSION, WORKLOAD_KIND, self._namespace, self._name)
+        request_abort_annotation(self._client, ref, now)
+        return self.get(task_id)
+
+
+@contextlib.contextmanager
+def following(client: KubernetesClient, workload: JsonObject) -> Iterator[WorkloadView]:
+    """A view of ``workload``'s task, kept current by a watch of it, until the block ends."""
+    namespace, name = _key(workload)
+    with WorkloadWatch(client, namespace, name=name, seen=[workload]) as watch:
+        yield WorkloadView(watch, client, workload)
+
+
+class NoExecutor:
+    """The follower's keeper of an operator's task: the operator runs it, nothing is started."""
+
+    pid: int | None = None
+
+    def keep(self, task_id: str, revision: int, *, now: bool = False) -> None:
+        """The operator keeps its own tasks."""
+
+
+class WorkloadLogTail:
+    """The output of the primary container of a Workload's task, read as a cluster task's is
+    (:class:`ClusterLogTail`, on a client of its own) once the operator recorded the task's
+    resource; nothing before."""
+
+    def __init__(self, access: ClusterAccess, current: Callable[[], TaskRecord]) -> None:
+        self._access, self._current = access, current
+        self._tail: ClusterLogTail | None = None
+
+    def _ready(self) -> ClusterLogTail | None:
+        if self._tail is None:
+            record = self._current()
+            if not record.task.manifests:
+                return None
+            try:
+                ref = resource_ref(record, default_plugins(), LifecycleConfig())
+            except PluginError:
+                return None
+            try:
+                api = connect(self._access.kubeconfig, self._access.context)
+            except KubernetesConfigError as error:  # it loaded a moment ago
+                raise Unavailable(str(error)) from error
+            self._tail = ClusterLogTail(KubernetesClient(api), ref)
+        return self._tail
+
+    def read(self, *, now: bool = False) -> list[LogLine]:
+        tail = self._ready()
+        return [] if tail is None else tail.read(now=now)
+
+    def rest(self) -> list[LogLine]:
+        tail = self._ready()
+        return [] if tail is None else tail.rest()
+
+    def close(self) -> None:
+        if self._tail is not None:
+            self._tail.close()
+
+    def unanswered_for(self) -> tuple[timedelta, str] | None:
+        return None if self._tail is None else self._tail.unanswered_for()
+
+
+def runner(record: TaskRecord) -> str:
+    """Who runs an operator's task, as messages name it."""
+    return f"the operator (Workload {record.task.namespace}/{record.task.name})"
