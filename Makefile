@@ -6,12 +6,13 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run check test lint format typecheck contracts bench clean debian-packages
+.PHONY: run check test lint format typecheck contracts bench clean debian-packages image
 
 # Debian packages the FUSE proxy's real tests and benchmark use: fusermount3 (the baseline),
-# squashfuse and fuse-zip (real FUSE file systems, libfuse3 and libfuse2), mksquashfs.
-DEBIAN_PACKAGES := fuse3 squashfuse squashfs-tools fuse-zip
-DEBIAN_COMMANDS := fusermount3 squashfuse mksquashfs fuse-zip
+# squashfuse and fuse-zip (real FUSE file systems, libfuse3 and libfuse2), mksquashfs. And those
+# `make image` and its test use: mmdebstrap (the base image), podman (import), buildah (build, run).
+DEBIAN_PACKAGES := fuse3 squashfuse squashfs-tools fuse-zip mmdebstrap podman buildah
+DEBIAN_COMMANDS := fusermount3 squashfuse mksquashfs fuse-zip mmdebstrap podman buildah
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "podwright needs Python >= 3.11; set PYTHON=python3.11")'
@@ -31,7 +32,7 @@ debian-packages:
 		command -v $$command >/dev/null 2>&1 || missing="$$missing $$command"; done; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ]; then sudo=""; elif command -v sudo >/dev/null; then sudo=sudo; \
-		else echo "missing:$$missing; install $(DEBIAN_PACKAGES) (the real FUSE tests skip without them, and fail under CI=true)"; exit 0; fi; \
+		else echo "missing:$$missing; install $(DEBIAN_PACKAGES) (the real FUSE and image tests skip without them, and fail under CI=true)"; exit 0; fi; \
 		echo "installing $(DEBIAN_PACKAGES) for:$$missing"; \
 		$$sudo apt-get install -y -qq --no-install-recommends $(DEBIAN_PACKAGES) >/dev/null 2>&1 || \
 		{ $$sudo apt-get update -qq && $$sudo apt-get install -y -qq --no-install-recommends $(DEBIAN_PACKAGES); }; \
@@ -63,6 +64,29 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/startup_bench.py
 	$(BIN)/python benchmarks/webhook_server_bench.py
 	$(BIN)/python benchmarks/webhook_bench.py
+
+# The container image (Dockerfile), built with buildah as root: the base image it names is made
+# from Debian's packages when missing (no image registry is reachable), the build gets the host's
+# CA bundle as the secret pip-cert, and a working container runs two checks; no container is left,
+# even when the build or a check fails.
+# Storage is containers' default (overlay); set STORAGE_DRIVER=vfs where overlay does not work.
+IMAGE_VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' src/podwright/_version.py)
+IMAGE ?= podwright:$(IMAGE_VERSION)
+IMAGE_CA_BUNDLE ?= $(or $(PIP_CERT),/etc/ssl/certs/ca-certificates.crt)
+
+image: debian-packages
+	scripts/build-base-image.sh
+	buildah bud --isolation chroot --layers --force-rm --pull=never \
+		$$([ -s "$(IMAGE_CA_BUNDLE)" ] && echo --secret id=pip-cert,src=$(IMAGE_CA_BUNDLE)) \
+		--build-arg VERSION=$(IMAGE_VERSION) \
+		--build-arg REVISION=$$(git rev-parse --short HEAD 2>/dev/null || echo unknown) \
+		--tag $(IMAGE) .
+	@set -e; container=$$(buildah from --pull-never --quiet $(IMAGE)); \
+	trap 'buildah rm $$container >/dev/null' EXIT; trap 'exit 130' INT TERM; \
+	echo "$(IMAGE): podwright --version"; \
+	buildah run --isolation chroot $$container -- podwright --version; \
+	echo "$(IMAGE): podwright operator --help"; \
+	buildah run --isolation chroot $$container -- podwright operator --help
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis .import_linter_cache
