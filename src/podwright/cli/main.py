@@ -46,6 +46,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "fuse_proxy_group",
         "FUSE mounts for unprivileged containers, through a privileged per-node daemon.",
     ),
+    "install": (
+        "podwright.cli.install_command",
+        "install_command",
+        "Install podwright in a cluster and wait until its operator is ready.",
+    ),
     "list": (
         "podwright.cli.task_commands",
         "list_command",
@@ -56,6 +61,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "logs_command",
         "Print a task's output: every container of a local task's pods, in order; the primary "
         "container of a cluster task's primary pod.",
+    ),
+    "operator": (
+        "podwright.cli.operator_command",
+        "operator_command",
+        "Run the lifecycle engine in the cluster: every Workload to its end, one leader at a time.",
     ),
     "pod": (
         "podwright.cli.pod_command",
@@ -86,6 +96,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "podwright.cli.task_commands",
         "status_command",
         "Show a task (default: the latest): its phase, its phase history and its events.",
+    ),
+    "uninstall": (
+        "podwright.cli.install_command",
+        "uninstall_command",
+        "Remove podwright from a cluster, leaving no Workload or resource held by its finalizers.",
     ),
     "webhook": (
         "podwright.cli.webhook_command",
