@@ -59,9 +59,7 @@ _RESOURCES = [
     ),
     RestResource("podwright.dev/v1alpha1", "Asset", "assets"),
     RestResource("podwright.dev/v1alpha1", "ClusterAsset", "clusterassets", namespaced=False),
-    RestResource(
-        "podwright.dev/v1alpha1", "ClusterProfile", "clusterprofiles", namespaced=False
-    ),
+    RestResource("podwright.dev/v1alpha1", "ClusterProfile", "clusterprofiles", namespaced=False),
     *(
         RestResource("admissionregistration.k8s.io/v1", kind, kind.lower() + "s", namespaced=False)
         for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
