@@ -274,27 +274,32 @@ def test_advances_append_history_on_phase_changes_and_every_attached_event(
         additional_reasons=(ReasonInfo("Pulled: image pulled", T0), ReasonInfo("Started", None)),
     )
     record = store.advance(task_id, record.revision, {"version": 1, "x": 2}, running, at(5))
+    # A new reason in the same phase is a new version in the history, but no phase change: no
+    # Event is told of it.
+    still_running = PhaseInfo(Phase.RUNNING, 3, "serving")
+    record = store.advance(task_id, record.revision, {"version": 1, "x": 2}, still_running, at(6))
     failed = PhaseInfo(
         Phase.PERMANENT_FAILURE,
-        3,
+        4,
         "OOMKilled",
         error=ExecutionError("OOMKilled", "the container ran out of memory", ErrorKind.USER),
         occurred_at=at(9),
     )
     record = store.advance(task_id, record.revision, {"version": 1, "x": 3}, failed, at(10))
     assert (record.revision, record.phase, record.phase_version, record.reason) == (
-        5,
+        6,
         Phase.PERMANENT_FAILURE,
-        3,
+        4,
         "OOMKilled",
     )
     assert (record.plugin_state, record.updated_at) == ({"version": 1, "x": 3}, at(10))
     assert store.history(task_id) == [
         HistoryEntry(Phase.QUEUED, 1, "Unschedulable", T0),
         HistoryEntry(Phase.RUNNING, 2, "", at(5)),
+        HistoryEntry(Phase.RUNNING, 3, "serving", at(6)),
         HistoryEntry(
             Phase.PERMANENT_FAILURE,
-            3,
+            4,
             "OOMKilled",
             at(9),
             "OOMKilled",
@@ -307,12 +312,13 @@ def test_advances_append_history_on_phase_changes_and_every_attached_event(
         AttachedEvent("Started", None),
     ]
     assert on_server(cluster, "resnet") == record
-    # Told of each new phase (not of the second Queued), with the Workload as stored.
+    # Told of each new phase (not of the second Queued, nor of Running's new reason), with the
+    # Workload as stored.
     stored = cluster.get("resnet")
     assert [(revision, phase) for _version, revision, phase in told] == [
         (2, Phase.QUEUED),
         (4, Phase.RUNNING),
-        (5, Phase.PERMANENT_FAILURE),
+        (6, Phase.PERMANENT_FAILURE),
     ]
     assert told[-1][0] == version_of(stored)
     status = stored["status"]
@@ -817,3 +823,37 @@ def test_the_api_servers_errors_are_the_ports(cluster: Cluster) -> None:
     cluster.client.delete(ref("resnet"))
     with pytest.raises(TaskNotFoundError, match=f"Workload {NAMESPACE}/resnet is gone"):
         replica.store.advance(task_id, 1, {}, PhaseInfo(Phase.QUEUED, 1), at(1))
+
+
+def test_the_cache_keeps_no_managed_fields_nor_kubectls_copy_and_the_server_keeps_both(
+    cluster: Cluster,
+) -> None:
+    """What the cache drops (the largest parts of a Workload, which nothing here reads) the
+    status updates made from it do not take from the object: the API server keeps an object's
+    metadata on a status update (the status strategy), and its managedFields when a request has
+    none (the field manager: apimachinery's ``managedfields`` leaves them as they were)."""
+    last_applied = "kubectl.kubernetes.io/last-applied-configuration"
+    created = cluster.client.apply(
+        {
+            "apiVersion": API_VERSION,
+            "kind": WORKLOAD_KIND,
+            "metadata": {
+                "name": "applied",
+                "namespace": NAMESPACE,
+                "annotations": {last_applied: '{"kind": "Workload"}', "team": "vision"},
+            },
+            "spec": dict(SPEC),
+        },
+        field_manager="kubectl",
+    )
+    assert created["metadata"]["managedFields"]
+    replica = cluster.replica()
+    seen = replica.sees("applied", version_of(created))
+    assert "managedFields" not in seen["metadata"]
+    assert seen["metadata"]["annotations"] == {"team": "vision"}
+    record = replica.store.submit(new_task(seen, MANIFESTS, T0))
+    replica.store.advance(record.task_id, 1, {}, PhaseInfo(Phase.QUEUED, 1), at(1))
+    stored = cluster.get("applied")
+    assert stored["metadata"]["annotations"][last_applied] == '{"kind": "Workload"}'
+    managers = {entry["manager"] for entry in stored["metadata"]["managedFields"]}
+    assert "kubectl" in managers, stored["metadata"]["managedFields"]

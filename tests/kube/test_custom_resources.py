@@ -19,7 +19,13 @@ from typing import Any
 import pytest
 
 from podwright.adapters.kubernetes.resources import RESOURCES, RestResource
-from podwright.engine.kubernetes_port import InvalidError, NotFoundError, ObjectRef, PatchType
+from podwright.engine.kubernetes_port import (
+    ConflictError,
+    InvalidError,
+    NotFoundError,
+    ObjectRef,
+    PatchType,
+)
 from tests.kube.support import CRD_PATH, ApiServer, eventually, installed_crd
 
 WIDGET_SCHEMA: dict[str, Any] = {
@@ -257,6 +263,39 @@ def test_a_custom_objects_status_is_written_through_status_only(
     assert "ignored" not in current["metadata"]["labels"]
     assert current["spec"]["size"] == 1
     assert current["metadata"]["generation"] == 1
+
+
+def test_a_status_update_keeps_the_objects_metadata_and_its_managed_fields(
+    api: ApiServer, widgets: Widgets
+) -> None:
+    """A ``PUT`` of ``/status`` (client-go's UpdateStatus) from a copy of the object without
+    ``metadata.managedFields`` and without an annotation changes the status only, and is refused
+    (409) on a stale resourceVersion: the status strategy resets everything but ``status`` to the
+    stored object (statusStrategy.PrepareForUpdate), and a request with no managedFields leaves
+    them as they were (apimachinery's fieldmanager: "if the object has no managed fields, they
+    are kept from the live object"). The operator's task store relies on all three."""
+    path = f"{widgets.collection}/kept"
+    apply = {"content_type": "application/apply-patch+yaml", "query": {"fieldManager": "tests"}}
+    body = widgets.body("kept", size=1)
+    body["metadata"]["annotations"] = {"big": "kept"}
+    code, applied = api.request("PATCH", path, body, **apply)
+    assert code == 201, applied
+    trimmed = {
+        **applied,
+        "metadata": {
+            key: value
+            for key, value in applied["metadata"].items()
+            if key not in ("managedFields", "annotations")
+        },
+        "status": {"phase": "Ok"},
+    }
+    updated = api.client.replace_status(widgets.ref("kept"), trimmed)
+    assert updated["status"] == {"phase": "Ok"}
+    assert updated["metadata"]["annotations"] == {"big": "kept"}
+    managers = {(f["manager"], f["operation"]) for f in updated["metadata"]["managedFields"]}
+    assert ("tests", "Apply") in managers
+    with pytest.raises(ConflictError):
+        api.client.replace_status(widgets.ref("kept"), {**trimmed, "status": {"phase": "Late"}})
 
 
 def test_server_side_apply_creates_then_merges(api: ApiServer, widgets: Widgets) -> None:

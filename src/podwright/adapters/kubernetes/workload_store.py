@@ -36,6 +36,7 @@ from podwright.engine.kubernetes_port import (
     ObjectRef,
     PatchType,
 )
+from podwright.engine.plugin import without_managed_fields
 from podwright.engine.task_store import (
     AttachedEvent,
     HistoryEntry,
@@ -148,7 +149,7 @@ class WorkloadCache:
     def _store(self, obj: dict[str, Any]) -> None:
         key = _key(obj)
         self._drop(key)
-        self._objects[key] = obj
+        self._objects[key] = _trimmed(obj)
         if is_submitted(obj) and text(section(obj, "metadata"), "uid"):
             self._by_task[task_id_of(obj)] = key
 
@@ -227,8 +228,8 @@ class WorkloadTaskStore:
         advance = advanced_workload(workload, record, plugin_state, info, now)
         stored = self._write(workload, advance.workload)
         written = self._record(stored)
-        if advance.new_phase and self._on_phase is not None:
-            self._on_phase(stored, written, info)
+        if info.phase is not record.phase and self._on_phase is not None:
+            self._on_phase(stored, written, info)  # a new phase (not a new reason in one)
         return written
 
     def request_abort(self, task_id: str, now: datetime) -> TaskRecord:
@@ -365,6 +366,24 @@ def _describe(workload: JsonObject) -> str:
 def _key(obj: JsonObject) -> tuple[str, str]:
     metadata = section(obj, "metadata")
     return text(metadata, "namespace"), text(metadata, "name")
+
+
+_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def _trimmed(workload: dict[str, Any]) -> dict[str, Any]:
+    """What the cache keeps of a Workload: all but ``metadata.managedFields`` and kubectl's
+    last-applied copy of the object, the largest parts nothing here reads. A status update
+    sent from it loses neither: the API server keeps an object's metadata on a status update,
+    and its managedFields when a request has none."""
+    metadata = section(workload, "metadata")
+    annotations = section(metadata, "annotations")
+    if "managedFields" not in metadata and _LAST_APPLIED not in annotations:
+        return workload
+    kept = without_managed_fields(metadata)
+    if _LAST_APPLIED in annotations:
+        kept["annotations"] = {k: v for k, v in annotations.items() if k != _LAST_APPLIED}
+    return {**workload, "metadata": kept}
 
 
 def _older(obj: JsonObject, than: JsonObject | None) -> bool:
