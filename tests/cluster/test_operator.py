@@ -38,6 +38,7 @@ from tests.cluster.nodes import RUNS_UNTIL_DELETED, SUCCEEDS, PodDriver, PodOutc
 from tests.cluster.operators import OperatorReplicas, operator_replicas
 from tests.cluster.support import EXAMPLES, ROOT, Server, SessionInstalls, podwright_command
 from tests.cluster.support import task_id_of as printed_task_id
+from tests.cluster.webhooks import WebhookProcess
 from tests.k8s_emulator import ApiStore, Emulator
 from tests.k8s_emulator.crds import crd_for
 from tests.kube.support import eventually, write_kubeconfig
@@ -163,9 +164,13 @@ def operators(
     namespace: str,
     profile_name: str,
     operator_install: Path,
+    webhook: WebhookProcess,
     pods: PodDriver,
     tmp_path: Path,
 ) -> Iterator[OperatorReplicas]:
+    """Operator replicas for the test's namespace, with the session's admission webhooks
+    serving (``webhook``: the Workloads are admitted as in a cluster, and another writer, the
+    compliance status, writes their status beside the operator)."""
     with operator_replicas(
         server, namespace, tmp_path, profile_name=profile_name, kubeconfig=operator_install
     ) as replicas:
