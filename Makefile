@@ -60,6 +60,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/render_bench.py
 	$(BIN)/python benchmarks/lifecycle_bench.py
 	$(BIN)/python benchmarks/executor_bench.py
+	$(BIN)/python benchmarks/operator_bench.py
 	$(BIN)/python benchmarks/fuse_proxy_bench.py
 	$(BIN)/python benchmarks/startup_bench.py
 	$(BIN)/python benchmarks/webhook_server_bench.py

@@ -160,3 +160,46 @@ def test_the_webhook_benchmark_gets_the_right_answer_to_every_review_and_create(
     assert end_to_end["first_wrong_answers"] == []
     assert end_to_end["wrong_answers"] == 0
     assert end_to_end["creates_per_second_with_webhooks"] > 0
+
+
+def test_the_operator_benchmark_workload_is_admitted_and_runs_on_the_simulated_nodes() -> None:
+    """The Workload the operator benchmark creates passes the CRD's schema, renders with the
+    default profile onto the simulated nodes (their label), with a PriorityClass the benchmark
+    creates and the annotations that make the simulator run its pod a second; and the round
+    latency quantiles interpolate as Prometheus' histogram_quantile does."""
+    import math
+
+    import yaml
+    from benchmarks import operator_bench
+
+    from podwright.adapters.kubernetes import KubernetesClient
+    from podwright.core.cluster_resources import submission_from_resource
+    from podwright.core.render import DEFAULT_PROFILE
+    from tests.k8s_emulator import Emulator
+
+    with Emulator() as emulator:
+        client = KubernetesClient.for_host(emulator.url)
+        try:
+            operator_bench.install(client, "bench")
+            stored = client.create(operator_bench.workload("bench", "bench-00000"))
+        finally:
+            client.close()
+    submission = submission_from_resource(stored)
+    rendering = render(
+        submission.workload_type,
+        "bench-00000",
+        submission.spec,
+        profile=DEFAULT_PROFILE,
+        namespace="bench",
+    )
+    (job,) = rendering.manifests
+    template = job["spec"]["template"]
+    annotations = template["metadata"]["annotations"]
+    assert annotations["sim.podwright.dev/run-seconds.main"] == operator_bench.RUN_SECONDS
+    node_labels = operator_bench.node_shapes(1)[0]["labels"]
+    assert template["spec"]["nodeSelector"].items() <= node_labels.items()
+    classes = yaml.safe_load_all(operator_bench.PRIORITY_CLASSES.read_text())
+    assert template["spec"]["priorityClassName"] in {c["metadata"]["name"] for c in classes}
+    buckets = [(0.1, 0.0), (1.0, 10.0), (math.inf, 10.0)]
+    assert operator_bench.histogram_quantile(0.5, buckets) == 0.55
+    assert operator_bench.histogram_quantile(0.99, [(0.1, 5.0), (math.inf, 10.0)]) == 0.1

@@ -624,3 +624,28 @@ def test_rounds_run_while_woken_until_stopped() -> None:
     assert executor.rounds == 3
     assert not wake.is_set(), "each wake-up is taken by one round"
     assert is_submitted(store.objects["notebook"])
+
+
+def test_a_burst_of_new_workloads_is_submitted_in_turns_with_the_tasks_rounds() -> None:
+    h = harness()
+    h.operator = WorkloadOperator(
+        h.store,
+        h.executor,  # type: ignore[arg-type]
+        h.render,
+        clock=lambda: T0,
+        leads=h.leadership,
+        submissions_per_round=2,
+    )
+    for name in ("a", "b", "c", "d", "e"):
+        h.store.add(name)
+    assert [counts(h.round())[0] for _ in range(4)] == [2, 2, 1, 0]
+    assert h.executor.rounds == 4, "the tasks' rounds run between the turns"
+    with pytest.raises(ValueError, match="submissions_per_round: must be at least 1, got 0"):
+        WorkloadOperator(
+            h.store,
+            h.executor,  # type: ignore[arg-type]
+            h.render,
+            clock=lambda: T0,
+            leads=h.leadership,
+            submissions_per_round=0,
+        )

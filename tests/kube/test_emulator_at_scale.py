@@ -170,3 +170,44 @@ def test_a_watch_that_falls_behind_the_history_ends_rather_than_skip_events() ->
     for number in range(20):
         store.create(CONFIG_MAPS, "default", {"metadata": {"name": f"later-{number}"}})
     assert list(watch) == []  # ended: its client resumes from "first", gets 410, and lists
+
+
+class _WriteAsTheWaitTimesOut(threading.Condition):
+    """The store's condition, but the first timed-out wait finds a write made between its
+    timeout and its taking the lock back (here: made while it holds the lock again, which is
+    what the watch sees either way)."""
+
+    def __init__(self, write: Any) -> None:
+        super().__init__(threading.RLock())
+        self._write = write
+
+    def wait(self, timeout: float | None = None) -> bool:
+        signalled = super().wait(0)
+        if self._write is not None:
+            write, self._write = self._write, None
+            write()
+        return signalled
+
+
+def test_a_watch_that_times_out_as_a_write_comes_in_sends_the_write_not_a_bookmark_past_it() -> (
+    None
+):
+    store = ApiStore()
+    store.create(CONFIG_MAPS, "default", {"metadata": {"name": "before"}})
+    since = store.resource_version
+    store._changed = _WriteAsTheWaitTimesOut(  # type: ignore[assignment]
+        lambda: store.create(CONFIG_MAPS, "default", {"metadata": {"name": "slipped-in"}})
+    )
+    stop = threading.Event()
+    events = store.watch(
+        CONFIG_MAPS,
+        "default",
+        since=since,
+        selects=lambda _obj: True,
+        stop=stop,
+        deadline=None,
+        bookmark_every=0.01,
+    )
+    first = next(events)
+    stop.set()
+    assert (first["type"], first["object"]["metadata"]["name"]) == ("ADDED", "slipped-in")

@@ -99,19 +99,27 @@ class WorkloadOperator:
         *,
         clock: Callable[[], datetime],
         leads: Callable[[], bool],
+        submissions_per_round: int = 64,
     ) -> None:
+        """``submissions_per_round``: the most new Workloads a round submits, so that a burst
+        of thousands is taken in turns with the rounds of the tasks already running (the rest
+        wait for the next round, a moment later)."""
+        if submissions_per_round < 1:
+            raise ValueError(
+                f"submissions_per_round: must be at least 1, got {submissions_per_round}"
+            )
         self._store = store
         self._executor = executor
         self._render = render
         self._clock = clock
         self._leads = leads
+        self._submissions_per_round = submissions_per_round
 
     def run_round(self) -> OperatorRound | None:
         """One round (None: this replica does not lead, and did nothing)."""
         if not self._leads():
             return None
         started = time.monotonic()
-        now = self._clock()
         counts = {"submitted": 0, "refused": 0, "released": 0, "errors": 0}
         for workload in self._store.workloads():
             if not self._leads():
@@ -124,8 +132,12 @@ class WorkloadOperator:
             action = next_action(workload, record)
             if action is WorkloadAction.NOTHING:
                 continue
+            if action is WorkloadAction.SUBMIT and (
+                counts["submitted"] + counts["refused"] >= self._submissions_per_round
+            ):
+                continue  # its turn comes next round
             try:
-                counts[self._act(action, workload, now)] += 1
+                counts[self._act(action, workload)] += 1
             except (StaleRevisionError, TaskExistsError, TaskNotFoundError):
                 continue  # it changed meanwhile: the next round decides on a fresh read
             except TaskStoreError as error:
@@ -146,12 +158,13 @@ class WorkloadOperator:
             wake.clear()
             stop.wait(_MIN_GAP)
 
-    def _act(self, action: WorkloadAction, workload: JsonObject, now: datetime) -> str:
+    def _act(self, action: WorkloadAction, workload: JsonObject) -> str:
         if action is WorkloadAction.RELEASE:
             self._store.release(workload)
             logger.info("%s: released", _describe(workload))
             return "released"
         held = self._store.hold(workload)
+        now = self._clock()
         try:
             manifests = self._render(held)
         except RenderRefusedError as error:
