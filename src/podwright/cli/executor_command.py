@@ -240,7 +240,7 @@ def executor_command(
         metrics = ExecutorMetrics(name)
         serving: list[OpenBackend] = []
         if metrics_address is not None:
-            server = _status_server(
+            server = status_server(
                 metrics,
                 metrics_address,
                 round_interval,
@@ -354,12 +354,14 @@ def _has_active_tasks(store: SQLiteTaskStore, name: str) -> bool:
         return True
 
 
-def _status_server(
+def status_server(
     metrics: ExecutorMetrics,
     address: tuple[str, int],
     round_interval: timedelta,
     synced: Callable[[], bool],
 ) -> StatusServer:
+    """``/metrics``, ``/healthz`` and ``/readyz`` of a reconcile loop, started (an address that
+    cannot be listened on is the option's bad input)."""
     # A round over thousands of tasks may take seconds; a minute of silence is a stuck loop.
     silence = max(60.0, 10 * round_interval.total_seconds())
     try:

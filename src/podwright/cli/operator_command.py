@@ -31,7 +31,7 @@ from podwright.adapters.admission_webhooks import (
 )
 from podwright.adapters.kubernetes import KubernetesClient, KubernetesConfigError, connect
 from podwright.adapters.kubernetes.cluster_port import connection_pool_size
-from podwright.adapters.observability import OperatorMetrics, StatusServer
+from podwright.adapters.observability import OperatorMetrics
 from podwright.adapters.operator_runtime import (
     OperatorRuntime,
     OperatorSettings,
@@ -45,6 +45,7 @@ from podwright.cli.executor_command import (
     lifecycle_option,
     load_lifecycle_config,
     loop_options,
+    status_server,
 )
 from podwright.cli.signals import stopping_on_signals
 from podwright.cli.state import utc_now
@@ -323,20 +324,7 @@ def _serve(
     runtime = OperatorRuntime(client, settings, lifecycle, metrics, clock=utc_now)
     server = None
     if metrics_address is not None:
-        silence = max(60.0, 10 * round_interval.total_seconds())
-        try:
-            server = StatusServer(
-                metrics,
-                host=metrics_address[0],
-                port=metrics_address[1],
-                max_silence_seconds=silence,
-                watches_synced=lambda: runtime.ready()[0],
-            ).start()
-        except OSError as error:
-            raise BadInput(
-                f"--metrics-address {metrics_address[0]}:{metrics_address[1]}: cannot listen: "
-                f"{error.strerror}"
-            ) from error
+        server = status_server(metrics, metrics_address, round_interval, lambda: runtime.ready()[0])
         host, bound = server.address
         logger.info("metrics on http://%s:%d/metrics, health on /healthz and /readyz", host, bound)
     stop = threading.Event()
