@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import itertools
-import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -596,34 +595,6 @@ def test_a_workload_is_launched_owned_by_it_aborted_when_deleted_and_let_go(
     assert kube.calls["delete"] == 1, "the pod, once"
     assert [entry.phase for entry in history_of(last)] == [Phase.QUEUED, Phase.ABORTED]
     assert _record(last).finalized is True
-
-
-def test_rounds_run_while_woken_until_stopped() -> None:
-    """``run`` takes a round, waits for a wake-up (a Workload changed) or a task due, and takes
-    the next, until stopped; here every round wakes the next, and the third stops the loop."""
-    stop, wake = threading.Event(), threading.Event()
-
-    class Waking(StubExecutor):
-        def run_round(self) -> RoundReport:
-            report = super().run_round()
-            wake.set()
-            if self.rounds == 3:
-                stop.set()
-            return report
-
-    store, executor = FakeWorkloads(), Waking()
-    store.add("notebook")
-    operator = WorkloadOperator(
-        store,
-        executor,  # type: ignore[arg-type]
-        Renderer(),
-        clock=lambda: T0,
-        leads=lambda: True,
-    )
-    operator.run(stop, wake)
-    assert executor.rounds == 3
-    assert not wake.is_set(), "each wake-up is taken by one round"
-    assert is_submitted(store.objects["notebook"])
 
 
 def test_a_burst_of_new_workloads_is_submitted_in_turns_with_the_tasks_rounds() -> None:

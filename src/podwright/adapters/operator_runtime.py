@@ -61,6 +61,9 @@ from podwright.engine.workload_tasks import OPERATOR_BACKEND, phase_event
 logger = logging.getLogger("podwright.operator")
 
 COMPONENT = "podwright-operator"
+_MIN_GAP = 0.02
+"""The least time between two rounds: a burst of changes is handled in a few rounds, not one
+round per change."""
 
 
 class OperatorStartError(Exception):
@@ -234,7 +237,7 @@ class OperatorRuntime:
             self._metrics.workloads_by_phase(self._phases())
             self._wake.wait(self.executor.seconds_until_due())
             self._wake.clear()
-            self._stop.wait(0.02)
+            self._stop.wait(_MIN_GAP)
 
     def _phases(self) -> Mapping[str, int]:
         return Counter(text(section(obj, "status"), "phase") for obj in self.cache.workloads())

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -149,15 +148,6 @@ class WorkloadOperator:
         tasks = self._executor.run_round()
         return OperatorRound(tasks=tasks, seconds=time.monotonic() - started, **counts)
 
-    def run(self, stop: threading.Event, wake: threading.Event) -> None:
-        """Rounds until ``stop``; between them, wait until a task is due or ``wake`` is set
-        (a Workload changed), at least ``_MIN_GAP`` seconds apart."""
-        while not stop.is_set():
-            self.run_round()
-            wake.wait(self._executor.seconds_until_due())
-            wake.clear()
-            stop.wait(_MIN_GAP)
-
     def _act(self, action: WorkloadAction, workload: JsonObject) -> str:
         if action is WorkloadAction.RELEASE:
             self._store.release(workload)
@@ -175,11 +165,6 @@ class WorkloadOperator:
         self._store.submit(task)
         logger.info("%s: task %s submitted", _describe(held), task.task_id)
         return "submitted"
-
-
-_MIN_GAP = 0.02
-"""The least time between two rounds: a burst of changes is handled in a few rounds, not one
-round per change."""
 
 
 def _describe(workload: JsonObject) -> str:
