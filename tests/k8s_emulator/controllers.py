@@ -3,14 +3,17 @@ cluster has them, so podwright meets them there, and the emulator must not let a
 cluster would fail (a Job whose pods never come, a dependent that outlives its owner, a namespace
 without its ``kube-root-ca.crt``).
 
-Each controller runs in a thread of its own and is level-triggered, as the real ones are: it keeps
-a view of the objects it acts on (:class:`View`, as a real controller keeps an informer's cache),
-brought up to date from the store's change history; when one of them changed (or a timer of its
-own is due) it does what their state asks for, through the store's own create, patch, delete and
-status writes (so admission and deletion semantics apply to them as to any client). The view holds
-only what the controller needs, so a store of thousands of unrelated objects costs it nothing per
-pass. They talk to the store in-process, not over HTTP: the emulator's request counts are the
-clients' alone.
+Each controller runs in a thread of its own and is built as the real ones are: it keeps a view of
+the objects it acts on (:class:`View`, as a real controller keeps an informer's cache, with its
+indexes by uid and by owner), brought up to date from the store's change history; each change puts
+the keys it concerns on a work queue (``affected``: a pod's change queues its Job, an owner gone
+queues its dependents), and each queued key is synced on its own, level-triggered, from the view's
+state of it (``sync``), through the store's own create, patch, delete and status writes (so
+admission and deletion semantics apply to them as to any client). A sync may ask to be done again
+after a while (a back-off, a deadline), and one whose write failed is queued again soon. A change
+costs the work of the keys it concerns, not a pass over every object: with thousands of Jobs and
+pods, passes over all of them were most of the emulator's time. They talk to the store in-process,
+not over HTTP: the emulator's request counts are the clients' alone.
 
 * :class:`GarbageCollector` (``pkg/controller/garbagecollector/garbagecollector.go``,
   ``attemptToDeleteItem``, ``processDeletingDependentsItem``, ``orphanDependents``; the
@@ -49,7 +52,6 @@ clients' alone.
 
 from __future__ import annotations
 
-import copy
 import threading
 import time
 from collections.abc import Callable
@@ -59,7 +61,14 @@ from typing import Any, Protocol
 
 from tests.k8s_emulator.errors import ApiError
 from tests.k8s_emulator.resource_types import ResourceType
-from tests.k8s_emulator.store import ApiStore, Obj, WatchEvent, resource_type, rfc3339
+from tests.k8s_emulator.store import (
+    ApiStore,
+    Obj,
+    WatchEvent,
+    json_copy,
+    resource_type,
+    rfc3339,
+)
 from tests.k8s_emulator.strategies import FOREGROUND_DELETION, NAMESPACE_FINALIZER, ORPHAN
 
 RETRY_SECONDS = 0.05
@@ -101,51 +110,107 @@ Snapshot = list[tuple[ResourceType, Obj]]
 ObjectKey = tuple[ResourceType, str, str]
 
 
+@dataclass(frozen=True)
+class Change:
+    """One change the view took in: the object as it is now (as it was last, when deleted) and
+    as it was before (None when added, or when the view was read whole)."""
+
+    resource: ResourceType
+    obj: Obj
+    previous: Obj | None
+    deleted: bool
+
+    @property
+    def uid(self) -> str:
+        return str(self.obj["metadata"]["uid"])
+
+
 class View:
     """A controller's own copy of the objects it acts on (those ``keeps`` accepts), kept up to
     date from the store's change history as an informer keeps its cache from a watch, and read
     whole again when that history no longer reaches back; with the uid of every object in the
-    store, for the garbage collector's question "is this owner still there?"."""
+    store (for the garbage collector's question "is this owner still there?"), and an index of
+    the objects it keeps by uid and by the owners they name (a controller's informer indexers)."""
 
     def __init__(self, store: ApiStore, keeps: Callable[[ResourceType, Obj], bool]) -> None:
         self._store = store
         self._keeps = keeps
         self.objects: dict[ObjectKey, tuple[ResourceType, Obj]] = {}
         self.uids: set[str] = set()
+        self.by_uid: dict[str, ObjectKey] = {}
+        self.dependents: dict[str, set[ObjectKey]] = {}
+        """Owner uid -> the kept objects whose ownerReferences name it."""
         self.revision = -1
         self._complete = False
 
-    def refresh(self) -> bool:
-        """Catch up with the store; whether an object the view keeps changed, or any object
-        was deleted (an owner gone is news to the garbage collector)."""
+    def refresh(self) -> list[Change]:
+        """Catch up with the store; the changes taken in (when the view is read whole, every
+        object it keeps, as if added: a controller then looks at all of them again)."""
         changes = self._store.changes(self.revision) if self._complete else None
         if changes is None:
             objects, self.revision = self._store.snapshot()
-            self.objects = {_object_key(r, o): (r, o) for r, o in objects if self._keeps(r, o)}
+            self.objects, self.by_uid, self.dependents = {}, {}, {}
+            for resource, obj in objects:
+                if self._keeps(resource, obj):
+                    self._put(_object_key(resource, obj), resource, obj)
             self.uids = {obj["metadata"]["uid"] for _resource, obj in objects}
             self._complete = True
-            return True
+            return [Change(r, o, None, False) for r, o in self.objects.values()]
         events, self.revision = changes
-        changed = False
-        for event in events:
-            changed = self._apply(event) or changed
-        return changed
+        return [change for event in events if (change := self._apply(event)) is not None]
 
-    def _apply(self, event: WatchEvent) -> bool:
+    def _apply(self, event: WatchEvent) -> Change | None:
         key = _object_key(event.resource, event.obj)
-        uid = event.obj["metadata"]["uid"]
-        if event.type == "DELETED":
-            self.uids.discard(uid)
-            self.objects.pop(key, None)
-            return True
-        self.uids.add(uid)
+        change = Change(event.resource, event.obj, event.previous, event.type == "DELETED")
+        if change.deleted:
+            self.uids.discard(change.uid)
+            self._drop(key)
+            return change  # any object gone may be an owner gone
+        self.uids.add(change.uid)
         if self._keeps(event.resource, event.obj):
-            self.objects[key] = (event.resource, event.obj)
-            return True
-        return self.objects.pop(key, None) is not None
+            self._put(key, event.resource, event.obj)
+            return change
+        return change if self._drop(key) else None
+
+    def _put(self, key: ObjectKey, resource: ResourceType, obj: Obj) -> None:
+        self._drop(key)
+        self.objects[key] = (resource, obj)
+        self.by_uid[obj["metadata"]["uid"]] = key
+        for uid in _owner_uids(obj):
+            self.dependents.setdefault(uid, set()).add(key)
+
+    def _drop(self, key: ObjectKey) -> bool:
+        found = self.objects.pop(key, None)
+        if found is None:
+            return False
+        obj = found[1]
+        self.by_uid.pop(obj["metadata"]["uid"], None)
+        for uid in _owner_uids(obj):
+            keys = self.dependents.get(uid)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self.dependents[uid]
+        return True
+
+    def get(self, key: ObjectKey) -> Obj | None:
+        found = self.objects.get(key)
+        return None if found is None else found[1]
+
+    def dependents_of(self, uid: str) -> Snapshot:
+        """The kept objects naming ``uid`` as an owner, in a stable order."""
+        return [self.objects[key] for key in sorted(self.dependents.get(uid, ()), key=_order)]
 
     def of_kind(self, resource: ResourceType) -> list[Obj]:
         return [obj for kind, obj in self.objects.values() if kind == resource]
+
+
+def _order(key: ObjectKey) -> tuple[str, str, str]:
+    return (key[0].plural, key[1], key[2])
+
+
+def _owner_uids(obj: Obj) -> list[str]:
+    return [reference["uid"] for reference in obj["metadata"].get("ownerReferences") or []]
 
 
 def _object_key(resource: ResourceType, obj: Obj) -> ObjectKey:
@@ -153,14 +218,21 @@ def _object_key(resource: ResourceType, obj: Obj) -> ObjectKey:
 
 
 class Controller(Protocol):
+    """A controller as kube-controller-manager's are built: changes put keys on a work queue
+    (:meth:`affected`), and each key is synced on its own (:meth:`sync`), level-triggered: from
+    the view's state of it, whatever change queued it."""
+
     name: str
 
     def keeps(self, resource: ResourceType, obj: Obj) -> bool:
         """Whether the controller acts on this object (its view holds only those)."""
 
-    def reconcile(self, view: View, now: datetime) -> float | None:
-        """Act on the state of the objects in the view; the seconds after which to look again
-        even if none of them changes (None: only on a change)."""
+    def affected(self, view: View, change: Change) -> list[ObjectKey]:
+        """The keys to sync after ``change`` (the view already holds it)."""
+
+    def sync(self, view: View, key: ObjectKey, now: datetime) -> float | None:
+        """Act on the state of ``key``; the seconds after which to sync it again even if
+        nothing changes (None: only on a change). An :class:`ApiError` queues it again soon."""
 
 
 @dataclass(frozen=True)
@@ -212,16 +284,28 @@ class ControlPlane:
 
     def _run(self, controller: Controller) -> None:
         view = View(self._store, controller.keeps)
-        due: float | None = None  # when the controller asked to look again (time.monotonic)
+        queued: dict[ObjectKey, None] = {}  # the work queue: each key once, in arrival order
+        timers: dict[ObjectKey, float] = {}  # key -> when to sync it again (time.monotonic)
         while True:
-            wait = None if due is None else max(due - time.monotonic(), 0.0)
+            wait = None if not timers else max(min(timers.values()) - time.monotonic(), 0.0)
             self._store.wait_for_change(view.revision, self._stop, wait)
             if self._stop.is_set():
                 return
-            changed = view.refresh()
-            if changed or (due is not None and time.monotonic() >= due):
-                again = controller.reconcile(view, self._clock())
-                due = None if again is None else time.monotonic() + again
+            for change in view.refresh():
+                queued.update(dict.fromkeys(controller.affected(view, change)))
+            moment = time.monotonic()
+            queued.update(dict.fromkeys(key for key, due in timers.items() if due <= moment))
+            now = self._clock()
+            while queued:
+                key = next(iter(queued))
+                del queued[key]
+                timers.pop(key, None)
+                try:
+                    again = controller.sync(view, key, now)
+                except ApiError as error:
+                    again = _retry_after(error)
+                if again is not None:
+                    timers[key] = time.monotonic() + again
 
 
 def _sooner(first: float | None, second: float | None) -> float | None:
@@ -255,39 +339,24 @@ def _set_metadata(
 # Garbage collector -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _OwnerGraph:
-    """The garbage collector's graph (``GraphBuilder``'s, in short): the objects with owners or
-    being deleted, by uid and by the owners they name, and the uids of every object present."""
-
-    by_uid: dict[str, Obj]
-    dependents: dict[str, Snapshot]
-    present: set[str]
-
-    @classmethod
-    def of(cls, view: View) -> _OwnerGraph:
-        by_uid: dict[str, Obj] = {}
-        dependents: dict[str, Snapshot] = {}
-        for resource, obj in view.objects.values():
-            by_uid[obj["metadata"]["uid"]] = obj
-            for reference in obj["metadata"].get("ownerReferences") or []:
-                dependents.setdefault(reference["uid"], []).append((resource, obj))
-        return cls(by_uid, dependents, view.uids)
-
-    def going(self, uid: str) -> bool | None:
-        """Whether the owner ``uid`` is gone (True), being deleted in the foreground (None:
-        its dependents go first), or present (False)."""
-        if uid not in self.present:
-            return True
-        owner = self.by_uid.get(uid)
-        if owner is not None and _deleting(owner) and FOREGROUND_DELETION in _finalizers(owner):
-            return None
-        return False
+def _going(view: View, uid: str) -> bool | None:
+    """Whether the owner ``uid`` is gone (True), being deleted in the foreground (None: its
+    dependents go first), or present (False)."""
+    if uid not in view.uids:
+        return True
+    key = view.by_uid.get(uid)
+    owner = None if key is None else view.get(key)
+    if owner is not None and _deleting(owner) and FOREGROUND_DELETION in _finalizers(owner):
+        return None
+    return False
 
 
 class GarbageCollector:
     """Its view holds the objects with owners and those being deleted: any other object is an
-    owner that is present and not going, which the view's uids tell."""
+    owner that is present and not going, which the view's uids tell. A change queues the object
+    itself, the owners it names (an owner deleted in the foreground waits for its dependents),
+    and, when it is gone or going, its dependents (``GraphBuilder``'s ``attemptToDelete`` queue
+    and ``processGraphChanges``)."""
 
     name = "garbage-collector"
 
@@ -297,24 +366,31 @@ class GarbageCollector:
     def keeps(self, resource: ResourceType, obj: Obj) -> bool:
         return bool(obj["metadata"].get("ownerReferences")) or _deleting(obj)
 
-    def reconcile(self, view: View, now: datetime) -> float | None:
-        graph = _OwnerGraph.of(view)
-        again = None
-        for resource, obj in list(view.objects.values()):
-            try:
-                if _deleting(obj):
-                    self._finish_owner(resource, obj, graph)
-                elif obj["metadata"].get("ownerReferences"):
-                    self._collect(resource, obj, graph)
-            except ApiError as error:
-                again = _sooner(again, _retry_after(error))
-        return again
+    def affected(self, view: View, change: Change) -> list[ObjectKey]:
+        keys = [_object_key(change.resource, change.obj)]
+        for obj in (change.obj, change.previous):
+            if obj is not None:
+                keys.extend(key for uid in _owner_uids(obj) if (key := view.by_uid.get(uid)))
+        if change.deleted or _deleting(change.obj):
+            keys.extend(view.dependents.get(change.uid, ()))
+        return keys
 
-    def _finish_owner(self, resource: ResourceType, owner: Obj, graph: _OwnerGraph) -> None:
+    def sync(self, view: View, key: ObjectKey, now: datetime) -> float | None:
+        found = view.objects.get(key)
+        if found is None:
+            return None
+        resource, obj = found
+        if _deleting(obj):
+            self._finish_owner(resource, obj, view)
+        elif obj["metadata"].get("ownerReferences"):
+            self._collect(resource, obj, view)
+        return None
+
+    def _finish_owner(self, resource: ResourceType, owner: Obj, view: View) -> None:
         uid = owner["metadata"]["uid"]
         finalizers = _finalizers(owner)
         if ORPHAN in finalizers:
-            for dependent_resource, dependent in graph.dependents.get(uid, []):
+            for dependent_resource, dependent in view.dependents_of(uid):
                 kept = [r for r in dependent["metadata"]["ownerReferences"] if r["uid"] != uid]
                 _set_metadata(
                     self._store, dependent_resource, dependent, "ownerReferences", kept or None
@@ -322,21 +398,21 @@ class GarbageCollector:
             self._drop_finalizer(resource, owner, ORPHAN)
         elif FOREGROUND_DELETION in finalizers:
             blocking = False
-            for dependent_resource, dependent in graph.dependents.get(uid, []):
+            for dependent_resource, dependent in view.dependents_of(uid):
                 reference = next(
                     r for r in dependent["metadata"]["ownerReferences"] if r["uid"] == uid
                 )
                 blocking = blocking or bool(reference.get("blockOwnerDeletion"))
                 if not _deleting(dependent):
-                    self._collect(dependent_resource, dependent, graph)
+                    self._collect(dependent_resource, dependent, view)
             if not blocking:
                 self._drop_finalizer(resource, owner, FOREGROUND_DELETION)
 
-    def _collect(self, resource: ResourceType, obj: Obj, graph: _OwnerGraph) -> None:
+    def _collect(self, resource: ResourceType, obj: Obj, view: View) -> None:
         """``attemptToDeleteItem``: an object whose owners are gone or going."""
         solid, going, waiting = [], [], False
         for reference in obj["metadata"]["ownerReferences"]:
-            state = graph.going(reference["uid"])
+            state = _going(view, reference["uid"])
             if state is False:
                 solid.append(reference)
             else:
@@ -346,7 +422,7 @@ class GarbageCollector:
             if going:
                 _set_metadata(self._store, resource, obj, "ownerReferences", solid)
             return
-        if waiting and graph.dependents.get(obj["metadata"]["uid"]):
+        if waiting and view.dependents.get(obj["metadata"]["uid"]):
             policy = "Foreground"
         elif ORPHAN in _finalizers(obj):
             policy = "Orphan"
@@ -440,41 +516,49 @@ class JobController:
             JOB_TRACKING_FINALIZER in _finalizers(obj) or bool(_job_owners(obj))
         )
 
-    def reconcile(self, view: View, now: datetime) -> float | None:
-        pods = view.of_kind(PODS)
-        pods_by_owner: dict[str, list[Obj]] = {}
-        for pod in pods:
-            for uid in _job_owners(pod):
-                pods_by_owner.setdefault(uid, []).append(pod)
-        jobs = view.of_kind(JOBS)
-        job_uids = {job["metadata"]["uid"] for job in jobs}
-        self._progress = {uid: p for uid, p in self._progress.items() if uid in job_uids}
-        again = None
-        for pod in pods:
-            if self._orphaned(pod, job_uids):
-                try:
-                    self._release(pod)
-                except ApiError as error:
-                    again = _sooner(again, _retry_after(error))
-        for job in jobs:
-            if (job.get("spec") or {}).get("suspend"):
-                continue
-            if _has_condition(job, "Complete") or _has_condition(job, "Failed"):
-                continue
-            try:
-                wake = self._sync(job, pods_by_owner.get(job["metadata"]["uid"], []), now)
-            except ApiError as error:
-                wake = _retry_after(error)
-            again = _sooner(again, wake)
-        return again
+    def affected(self, view: View, change: Change) -> list[ObjectKey]:
+        """A Job changed: the Job, and its pods when it went (they lose their tracking
+        finalizer); a pod changed: the Jobs that control or controlled it, and the pod itself
+        (it may hold the finalizer of a Job that is gone)."""
+        if not self.keeps(change.resource, change.obj):
+            return []  # another object gone: none of this controller's business
+        key = _object_key(change.resource, change.obj)
+        if change.resource == JOBS:
+            return [key, *view.dependents.get(change.uid, ())] if change.deleted else [key]
+        owners = {uid for obj in (change.obj, change.previous) if obj for uid in _job_owners(obj)}
+        jobs = [job for uid in sorted(owners) if (job := view.by_uid.get(uid)) is not None]
+        return [*jobs, key]
+
+    def sync(self, view: View, key: ObjectKey, now: datetime) -> float | None:
+        found = view.objects.get(key)
+        if found is None:
+            if key[0] == JOBS:
+                self._progress = {uid: p for uid, p in self._progress.items() if uid in view.by_uid}
+            return None
+        resource, obj = found
+        if resource == PODS:
+            if self._orphaned(obj, view):
+                self._release(obj)
+            return None
+        if (obj.get("spec") or {}).get("suspend"):
+            return None
+        if _has_condition(obj, "Complete") or _has_condition(obj, "Failed"):
+            return None
+        uid = obj["metadata"]["uid"]
+        pods = [
+            pod
+            for pod_resource, pod in view.dependents_of(uid)
+            if pod_resource == PODS and uid in _job_owners(pod)
+        ]
+        return self._sync(obj, pods, now)
 
     def _sync(self, job: Obj, pods: list[Obj], now: datetime) -> float | None:
         """``syncJob`` for a NonIndexed Job."""
         spec = job["spec"]
         uid = job["metadata"]["uid"]
         progress = self._progress.setdefault(uid, _JobProgress())
-        status = copy.deepcopy(job.get("status") or {})
-        written = copy.deepcopy(status)
+        status = json_copy(job.get("status") or {})
+        written = json_copy(status)
         uncounted = status.setdefault("uncountedTerminatedPods", {})
         counted_succeeded = set(uncounted.get("succeeded") or [])
         counted_failed = set(uncounted.get("failed") or [])
@@ -567,7 +651,7 @@ class JobController:
             status.setdefault("conditions", []).append(finishing)
         if status != written:
             job = self._write_status(job, status)
-            written = copy.deepcopy(status)
+            written = json_copy(status)
         for pod in releasing:
             self._release(pod)
         for outcome in ("succeeded", "failed"):
@@ -585,12 +669,14 @@ class JobController:
         return again
 
     @staticmethod
-    def _orphaned(pod: Obj, job_uids: set[str]) -> bool:
+    def _orphaned(pod: Obj, view: View) -> bool:
         """A pod holding the tracking finalizer of no Job (``syncOrphanPod``): its Job is gone,
         or orphaned it."""
         if JOB_TRACKING_FINALIZER not in _finalizers(pod):
             return False
-        return not any(uid in job_uids for uid in _job_owners(pod))
+        return not any(
+            (key := view.by_uid.get(uid)) is not None and key[0] == JOBS for uid in _job_owners(pod)
+        )
 
     def _release(self, pod: Obj) -> None:
         """Remove the pod's tracking finalizer (a pod already gone needs nothing)."""
@@ -633,7 +719,7 @@ class JobController:
         return len(active) + missing, None
 
     def _pod_for(self, job: Obj) -> Obj:
-        template = copy.deepcopy(job["spec"].get("template") or {})
+        template = json_copy(job["spec"].get("template") or {})
         metadata = template.get("metadata") or {}
         metadata.pop("name", None)
         metadata["generateName"] = f"{job['metadata']['name']}-"
@@ -676,26 +762,34 @@ class NamespaceController:
             or (resource, name) == (SERVICE_ACCOUNTS, DEFAULT_SERVICE_ACCOUNT)
         )
 
-    def reconcile(self, view: View, now: datetime) -> float | None:
-        published: dict[str, Snapshot] = {}
-        for resource, obj in view.objects.values():
-            if resource != NAMESPACES:
-                published.setdefault(obj["metadata"]["namespace"], []).append((resource, obj))
-        again = None
-        for namespace in view.of_kind(NAMESPACES):
-            name = namespace["metadata"]["name"]
-            try:
-                if _deleting(namespace):
-                    # Its contents are read from the store itself, and read again until they
-                    # are gone (the real controller requeues a namespace with content left).
-                    inside, _revision = self._store.snapshot(namespace=name)
-                    if not self._empty(namespace, inside):
-                        again = _sooner(again, CONTENT_RECHECK_SECONDS)
-                else:
-                    self._publish(name, published.get(name, []))
-            except ApiError as error:
-                again = _sooner(again, _retry_after(error))
-        return again
+    def affected(self, view: View, change: Change) -> list[ObjectKey]:
+        """The namespace itself, or the one what it publishes is in."""
+        if not self.keeps(change.resource, change.obj):
+            return []  # another object gone: none of this controller's business
+        if change.resource == NAMESPACES:
+            return [_object_key(NAMESPACES, change.obj)]
+        return [(NAMESPACES, "", change.obj["metadata"]["namespace"])]
+
+    def sync(self, view: View, key: ObjectKey, now: datetime) -> float | None:
+        namespace = view.get(key)
+        if namespace is None:
+            return None
+        name = namespace["metadata"]["name"]
+        if _deleting(namespace):
+            # Its contents are read from the store itself, and read again until they are gone
+            # (the real controller requeues a namespace with content left).
+            inside, _revision = self._store.snapshot(namespace=name)
+            return None if self._empty(namespace, inside) else CONTENT_RECHECK_SECONDS
+        published = [
+            found
+            for kind, published_name in (
+                (CONFIG_MAPS, ROOT_CA_CONFIG_MAP),
+                (SERVICE_ACCOUNTS, DEFAULT_SERVICE_ACCOUNT),
+            )
+            if (found := view.objects.get((kind, name, published_name))) is not None
+        ]
+        self._publish(name, published)
+        return None
 
     def _publish(self, namespace: str, inside: Snapshot) -> None:
         """The root-CA publisher's ConfigMap and the service-account controller's ``default``."""
@@ -740,7 +834,7 @@ class NamespaceController:
         if inside:
             return False
         name = namespace["metadata"]["name"]
-        finalized = copy.deepcopy(namespace)
+        finalized = json_copy(namespace)
         finalized["spec"]["finalizers"] = [f for f in finalizers if f != NAMESPACE_FINALIZER]
         self._store.replace(NAMESPACES, "", name, finalized, subresource="finalize")
         return True
