@@ -6,7 +6,11 @@ no real node runs them; there the cluster's scheduler binds them, elsewhere the 
 
 from __future__ import annotations
 
+import threading
+from collections import Counter
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -20,9 +24,13 @@ from tests.node_sim import (
     OOM_KILLED,
     RUN_SECONDS,
     SIMULATOR_LABEL,
+    NodeShape,
     NodeSimulator,
 )
+from tests.node_sim.kubelet import Placement, Pod, SimulatedPod
 from tests.node_sim.rest import NODES, call, leases_path
+from tests.node_sim.scheduling import Candidate, Look, add_requests, choose_node, pod_requests
+from tests.node_sim.simulator import SHORT_CRASH_LOOP
 
 FINALIZER = "podwright.dev/test-hold"
 
@@ -295,10 +303,160 @@ def test_nodes_register_ready_with_their_capacity_and_heartbeat_through_leases(
     )
 
 
-def test_the_simulator_removes_its_nodes_and_leases_on_exit(api: ApiServer) -> None:
+def test_the_simulator_removes_its_nodes_and_leases_and_stops_its_threads_on_exit(
+    api: ApiServer,
+) -> None:
+    before = set(threading.enumerate())
     with api.simulate_nodes() as sim:
+        _pod(api, sim, "last", {})
+        eventually(lambda: _ended(api, "last"))
         names = list(sim.nodes)
     for name in names:
         for path in (f"{NODES}/{name}", f"{leases_path('kube-node-lease')}/{name}"):
             with pytest.raises(NotFoundError):
                 call(api.api_client, "GET", path)
+    left = [thread.name for thread in set(threading.enumerate()) - before]
+    assert [n for n in left if n.startswith("node-simulator") or n == "reflector-Pod"] == []
+
+
+def test_many_pods_on_several_nodes_all_succeed_with_their_events_in_order(
+    api: ApiServer,
+) -> None:
+    """More pods than workers, stepped concurrently: each pod's writes keep their order."""
+    room_for_ten = NodeShape({"cpu": "16", "memory": "64Gi", "pods": "10"})
+    sim = api.simulate_nodes(nodes=[room_for_ten] * 3, workers=4)
+    names = [f"many-{index}" for index in range(24)]
+    for name in names:  # before the nodes exist: bound at once (by the emulator's first look)
+        _pod(api, sim, name, {RUN_SECONDS: "0.2"})
+    with sim:
+        for name in names:
+            assert eventually(lambda name=name: _ended(api, name))["phase"] == "Succeeded"
+    expected = ["Scheduled", "Pulling", "Pulled", "Created", "Started"]
+    for name in names:
+        assert _reasons(api, name) == expected, name
+    assert {name: len(uids) for name, uids in sim.pod_uids.items()} == dict.fromkeys(names, 1)
+
+
+def test_pods_are_bound_only_while_their_nodes_have_room(api: ApiServer) -> None:
+    room_for_four = NodeShape({"cpu": "16", "memory": "64Gi", "pods": "4"})
+    sim = api.simulate_nodes(nodes=[room_for_four] * 3)
+    names = [f"full-{index}" for index in range(14)]
+    for name in names:  # before the nodes exist: bound at once (by the emulator's first look)
+        _pod(api, sim, name, {RUN_SECONDS: "inf"})
+    with sim:
+        eventually(
+            lambda: sum(bool(_in_phase(api, name, "Running")) for name in names) == 12,
+            timeout=60,
+        )
+        pods = [api.client.get(api.ref("Pod", name)) for name in names]
+    on_nodes = Counter(pod["spec"].get("nodeName") for pod in pods)
+    assert on_nodes == {**dict.fromkeys(sim.nodes, 4), None: 2}
+
+
+def _candidate(name: str, labels: dict[str, str], **allocatable: str) -> Candidate:
+    return Candidate(name, labels, {key: Decimal(value) for key, value in allocatable.items()})
+
+
+def _requesting(selector: dict[str, str], **requests: str) -> dict[str, Any]:
+    container = {"name": "main", "resources": {"requests": requests}}
+    return {"spec": {"nodeSelector": selector, "containers": [container]}}
+
+
+def test_choose_node_takes_the_first_matching_node_whose_used_total_leaves_room() -> None:
+    nodes = [
+        _candidate("a", {"pool": "x"}, cpu="2", pods="10"),
+        _candidate("b", {"pool": "y"}, cpu="8", pods="10"),
+        _candidate("c", {"pool": "x"}, cpu="2", pods="10"),
+    ]
+    pod = _requesting({"pool": "x"}, cpu="1500m")
+    used: dict[str, dict[str, Decimal]] = {name: {} for name in ("a", "b", "c")}
+    assert choose_node(pod, nodes, used) == "a"
+    add_requests(used["a"], pod_requests(pod))
+    assert used["a"] == {"pods": Decimal(1), "cpu": Decimal("1.5")}
+    assert choose_node(pod, nodes, used) == "c"
+    add_requests(used["c"], pod_requests(pod))
+    assert choose_node(pod, nodes, used) is None
+    assert choose_node(_requesting({"pool": "x"}, cpu="500m"), nodes, used) == "a"
+
+
+def test_choose_node_counts_the_pods_slot_and_extended_resources() -> None:
+    nodes = [_candidate("cpu", {}, pods="1"), _candidate("gpu", {}, pods="2", **{GPU: "1"})]
+    used = {"cpu": {"pods": Decimal(1)}, "gpu": {}}
+    assert choose_node(_requesting({}), nodes, used) == "gpu"
+    assert choose_node(_requesting({}), nodes, {}) == "cpu"
+    assert choose_node(_requesting({}, **{GPU: "2"}), nodes, {}) is None
+
+
+def _copy(uid: str, node: str = "", phase: str = "Pending", **metadata: str) -> dict[str, Any]:
+    """A pod as the simulator's watch shows it, asking for one cpu."""
+    return {
+        "metadata": {"uid": uid, "name": uid, **metadata},
+        "spec": {**_requesting({}, cpu="1")["spec"], "nodeName": node},
+        "status": {"phase": phase},
+    }
+
+
+def test_a_pod_the_simulator_bound_is_on_its_node_before_the_watch_shows_it() -> None:
+    bound_unseen = _copy("bound-unseen")
+    running = _copy("running", "n2", "Running")
+    ended = _copy("ended", "n2", "Succeeded")
+    waiting = _copy("waiting")
+    leaving = _copy("leaving", deletionTimestamp="2026-01-01T00:00:00Z")
+    elsewhere = _copy("elsewhere", "another-node", "Running")
+    pods = [bound_unseen, running, ended, waiting, leaving, elsewhere]
+    look = Look.of(pods, ["n1", "n2"], {"bound-unseen": "n1"})
+    assert look.on_nodes == [(bound_unseen, "n1"), (running, "n2"), (ended, "n2")]
+    assert look.pending == [waiting]
+    one_cpu = {"pods": Decimal(1), "cpu": Decimal(1)}
+    assert look.used == {"n1": one_cpu, "n2": one_cpu}
+
+
+class _RecordingHost:
+    """A node that records what a simulated pod writes: event reasons, phases, confirmations."""
+
+    def __init__(self) -> None:
+        self.writes: list[str] = []
+
+    def event(
+        self, pod: Pod, reason: str, note: str, kind: str = "Normal", field_path: str = ""
+    ) -> None:
+        self.writes.append(reason)
+
+    def write_status(self, pod: Pod, status: dict[str, Any]) -> None:
+        self.writes.append(status["phase"])
+
+    def confirm_deletion(self, pod: Pod) -> None:
+        self.writes.append("deletion confirmed")
+
+    def log(self, pod: Pod, container: str, line: str) -> None:
+        pass
+
+    def stops_held(self) -> bool:
+        return False
+
+
+def test_a_finished_pod_is_idle_until_it_is_deleted_and_its_deletion_confirmed() -> None:
+    pod = {
+        "metadata": {"name": "finished", "namespace": "default", "uid": "uid-1"},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "i:1"}]},
+    }
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    placement = Placement("node", "192.0.2.10", "10.244.0.2")
+    back_off = timedelta(seconds=0.2)
+    simulated = SimulatedPod(
+        pod, placement, start, crash_loop=SHORT_CRASH_LOOP, image_pull_back_off=back_off
+    )
+    host = _RecordingHost()
+    for second in range(3):
+        assert not simulated.idle(pod)
+        simulated.step(pod, start + timedelta(seconds=second), host)
+    to_success = ["Pending", "Pulling", "Pulled", "Created", "Started", "Running", "Succeeded"]
+    assert host.writes == to_success
+    assert simulated.idle(pod)
+    simulated.step(pod, start + timedelta(seconds=3), host)
+    assert host.writes == to_success, "the step of an idle pod wrote something"
+    deleted = {**pod, "metadata": {**pod["metadata"], "deletionTimestamp": "2026-01-01T00:00:04Z"}}
+    assert not simulated.idle(deleted)
+    simulated.step(deleted, start + timedelta(seconds=4), host)
+    assert host.writes[-1] == "deletion confirmed"
+    assert simulated.idle(deleted)

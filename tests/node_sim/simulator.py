@@ -11,8 +11,19 @@ real cluster, whose scheduler binds pods to these nodes itself. It only ever tou
 nodes, their leases, and pods bound to them or that it binds (in ``namespace`` when one is
 given). On exit it deletes its Leases and Nodes.
 
-It polls (a list of the pods every ``poll_seconds``) from one background thread and talks to the
-API over HTTP like any client, so the same simulator serves the emulator and a real API server.
+It follows the pods through a watch (podwright's list-and-watch
+:class:`~podwright.adapters.kubernetes.reflector.Reflector`, which re-lists when its version is
+gone) and looks at its copies every ``poll_seconds`` from one background thread: listing every pod
+at each look was, with thousands of pods, the heaviest load on the emulator. A look's pod steps and
+bindings run on ``workers`` threads, so that their requests (about nine per pod) overlap instead
+of their latencies adding up; a look gives a pod to one worker at most and waits for all of them
+before the next, so each pod's writes stay in order. The watch shows the simulator's own writes
+only when their events arrive, so its copies may be older than what it wrote: the kubelet's state
+is the simulator's own (:class:`~tests.node_sim.kubelet.SimulatedPod` never reads a copy's
+status), and a pod it bound counts as on its node from the binding on, not once the watch shows it
+(else it would bind the pod again, and place others on room the pod took). It talks to the API
+over HTTP like any client, so the same simulator serves the emulator and a real API server.
+
 Events are written through ``events.k8s.io/v1`` (which a real server shows through core/v1 too):
 a kubelet's events (client-go's ``tools/record``, ``generateEvent``) have ``reportingController``
 ``kubelet`` and its node as ``reportingInstance``, the scheduler's its name and
@@ -27,20 +38,31 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
+from queue import Empty, SimpleQueue
 from typing import Any
 
 from kubernetes import client as k8s_client
 from kubernetes.utils.quantity import parse_quantity
 
 from podwright.adapters.kubernetes import KubernetesClient
+from podwright.adapters.kubernetes.reflector import Reflector, WatchCache
 from podwright.core.local_runtime import Backoff
 from podwright.engine.kubernetes_port import ConflictError, NotFoundError, ObjectRef, PatchType
 from tests.k8s_emulator.leases import NODE_LEASE_NAMESPACE
 from tests.node_sim.kubelet import Placement, Pod, SimulatedPod
 from tests.node_sim.rest import NODES, bind_pod, call, leases_path
-from tests.node_sim.scheduling import Amounts, Candidate, choose_node, pod_requests
+from tests.node_sim.scheduling import (
+    Amounts,
+    Candidate,
+    Look,
+    add_requests,
+    choose_node,
+    pod_requests,
+)
 
 DEFAULT_SCHEDULER = "default-scheduler"
 GPU = "nvidia.com/gpu"
@@ -51,6 +73,11 @@ LEASE_SECONDS = 40
 SHORT_CRASH_LOOP = Backoff(timedelta(milliseconds=200), timedelta(seconds=1))
 """The simulator's crash-loop back-off: the kubelet's is 10 s doubling to 5 min, too slow for
 tests; the shape is the same."""
+DEFAULT_WORKERS = 8
+"""Pods stepped at once: enough for their requests' latencies to overlap; more would only take
+turns at the GIL, here and in the emulator."""
+SYNC_SECONDS = 60.0
+"""How long entering waits for the watch's first list of the pods."""
 LogWriter = Callable[[str, str, str, str, str], None]
 """``(namespace, pod, container, line, at)``: :meth:`tests.k8s_emulator.Emulator.write_log`."""
 
@@ -90,30 +117,51 @@ class NodeSimulator:
         crash_loop: Backoff = SHORT_CRASH_LOOP,
         image_pull_back_off: float = 0.2,
         write_log: LogWriter | None = None,
+        workers: int | None = None,
     ) -> None:
+        """``workers``: the threads that step pods and bind them; None: :data:`DEFAULT_WORKERS`,
+        or fewer when ``client``'s connection pool has no room for them beside the watch (a
+        request beyond the pool opens a connection of its own and throws it away)."""
         self.run_id = uuid.uuid4().hex[:6]
         self.nodes = [f"podwright-sim-{self.run_id}-{index}" for index in range(len(nodes))]
         self.pod_uids: dict[str, set[str]] = {}
         """Pod name → the uids this simulator ran under it (two: the pod was created twice)."""
         self._shapes = dict(zip(self.nodes, nodes, strict=True))
-        self._client = client
+        self._candidates = [
+            Candidate(
+                name,
+                self._labels(name),
+                {key: parse_quantity(value) for key, value in shape.capacity.items()},
+            )
+            for name, shape in self._shapes.items()
+        ]
         self._api = api
         self._writer = _Api(client, api)
-        self._namespace = namespace
         self._schedulers = tuple(schedulers)
         self._bind_after = timedelta(seconds=bind_after)
         self._poll = poll_seconds
         self._lease_renewal = timedelta(seconds=lease_renew_seconds)
         self._crash_loop = crash_loop
         self._image_pull_back_off = timedelta(seconds=image_pull_back_off)
-        self._write_log = write_log
+        self._stops_allowed = threading.Event()
+        self._stops_allowed.set()
+        self._hosts = {
+            name: _Host(self._writer, name, write_log, self._stops_allowed) for name in self.nodes
+        }
         self._leases: dict[str, dict[str, Any]] = {}
         self._renewed = datetime.min.replace(tzinfo=UTC)
         self._pods: dict[str, SimulatedPod] = {}
         self._pending_since: dict[str, datetime] = {}
+        self._bound: dict[str, str] = {}
+        """Pod uid → the node this simulator bound it to, which the watch may not show yet
+        (written by the workers, read between looks)."""
         self._pod_ips = 0
-        self._stops_allowed = threading.Event()
-        self._stops_allowed.set()
+        self._pod_cache = WatchCache()
+        self._watch = Reflector(client, "v1", "Pod", self._pod_cache, namespace=namespace)
+        self._worker_count = (
+            workers if workers is not None else min(DEFAULT_WORKERS, max(1, client.pool_size - 1))
+        )
+        self._workers = ThreadPoolExecutor(self._worker_count, "node-simulator-worker")
         self._stop = threading.Event()
         self._failure: BaseException | None = None
         self._thread = threading.Thread(target=self._loop, name="node-simulator", daemon=True)
@@ -127,8 +175,12 @@ class NodeSimulator:
                 self._leases[name] = call(
                     self._api, "POST", leases_path(NODE_LEASE_NAMESPACE), self._lease(node)
                 )
+            self._watch.start()
+            if not self._watch.wait_synced(SYNC_SECONDS):
+                failure = self._watch.error or f"no answer within {SYNC_SECONDS:g} s"
+                raise RuntimeError(f"the node simulator cannot list the pods: {failure}")
         except BaseException:
-            self._unregister()
+            self._shut_down()
             raise
         self._thread.start()
         return self
@@ -136,7 +188,7 @@ class NodeSimulator:
     def __exit__(self, exc_type: object, *_exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
-        self._unregister()
+        self._shut_down()
         if self._failure is not None and exc_type is None:
             raise AssertionError(f"the node simulator failed: {self._failure!r}") from self._failure
 
@@ -154,7 +206,11 @@ class NodeSimulator:
     # The loop -----------------------------------------------------------------------------
 
     def _loop(self) -> None:
-        while not self._stop.wait(self._poll):
+        # A look starts poll_seconds after the last one started, not after it ended: after a look
+        # that took long (thousands of pods to write), the pods' next steps are due already.
+        started = time.monotonic()
+        while not self._stop.wait(max(0.0, started + self._poll - time.monotonic())):
+            started = time.monotonic()
             try:
                 self._tick(datetime.now(UTC))
             except Exception as error:  # the test learns of it on exit
@@ -165,24 +221,29 @@ class NodeSimulator:
         if now - self._renewed >= self._lease_renewal:
             self._renew_leases(now)
             self._renewed = now
-        pods, _ = self._client.list_objects("v1", "Pod", namespace=self._namespace)
-        on_nodes: dict[str, list[Amounts]] = {name: [] for name in self.nodes}
-        pending = []
-        for pod in pods:
-            node = pod["spec"].get("nodeName")
-            if node in on_nodes:
-                if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-                    on_nodes[node].append(pod_requests(pod))
-                self._drive(pod, node, now)
-            elif not node and not pod["metadata"].get("deletionTimestamp"):
-                pending.append(pod)
-        for pod in pending:
-            self._maybe_bind(pod, on_nodes, now)
-        uids = {pod["metadata"]["uid"] for pod in pods}
+        pods = self._pod_cache.values()
+        self._forget_all_but({pod["metadata"]["uid"] for pod in pods})
+        look = Look.of(pods, self.nodes, self._bound)
+        work: list[Callable[[], None]] = []
+        for pod, node in look.on_nodes:
+            simulated = self._simulated(pod, node, now)
+            if not simulated.idle(pod):
+                work.append(partial(self._step, simulated, pod, node, now))
+        for pod in look.pending:
+            chosen = self._place(pod, look.used, now)
+            if chosen is not None:
+                add_requests(look.used[chosen], pod_requests(pod))
+                work.append(partial(self._bind, pod, chosen))
+        self._do(work)
+
+    def _forget_all_but(self, uids: set[str]) -> None:
+        """Drop what the simulator keeps about pods that are gone."""
         self._pods = {uid: sim for uid, sim in self._pods.items() if uid in uids}
         self._pending_since = {u: t for u, t in self._pending_since.items() if u in uids}
+        self._bound = {uid: node for uid, node in self._bound.items() if uid in uids}
 
-    def _drive(self, pod: Pod, node: str, now: datetime) -> None:
+    def _simulated(self, pod: Pod, node: str, now: datetime) -> SimulatedPod:
+        """The kubelet's state for a pod on one of the nodes, from the first look at it there."""
         metadata = pod["metadata"]
         simulated = self._pods.get(metadata["uid"])
         if simulated is None:
@@ -198,35 +259,57 @@ class NodeSimulator:
                 image_pull_back_off=self._image_pull_back_off,
             )
             self._pods[metadata["uid"]] = simulated
-        with contextlib.suppress(NotFoundError, ConflictError):  # deleted or gone meanwhile
-            host = _Host(self._writer, node, self._write_log, self._stops_allowed)
-            simulated.step(pod, now, host)
+        return simulated
 
-    def _maybe_bind(self, pod: Pod, on_nodes: dict[str, list[Amounts]], now: datetime) -> None:
-        metadata, spec = pod["metadata"], pod["spec"]
-        scheduler = spec.get("schedulerName") or DEFAULT_SCHEDULER
+    def _place(self, pod: Pod, used: dict[str, Amounts], now: datetime) -> str | None:
+        """The node to bind a pending pod to now: None when that is not this simulator's to do
+        (yet), or no node has room."""
+        scheduler = pod["spec"].get("schedulerName") or DEFAULT_SCHEDULER
         if scheduler not in self._schedulers:
-            return
-        first_seen = self._pending_since.setdefault(metadata["uid"], now)
+            return None
+        first_seen = self._pending_since.setdefault(pod["metadata"]["uid"], now)
         if now - first_seen < self._bind_after:
-            return
-        candidates = [
-            Candidate(
-                name,
-                self._labels(name),
-                {k: parse_quantity(v) for k, v in self._shapes[name].capacity.items()},
-            )
-            for name in self.nodes
+            return None
+        return choose_node(pod, self._candidates, used)
+
+    # The workers' side --------------------------------------------------------------------
+
+    def _do(self, work: list[Callable[[], None]]) -> None:
+        """Run a look's work on the workers and wait for all of it; raise the first failure.
+        The workers take each piece from one queue, so a pod with much to write holds up only
+        the worker that took it."""
+        queue: SimpleQueue[Callable[[], None]] = SimpleQueue()
+        for piece in work:
+            queue.put(piece)
+        working = [
+            self._workers.submit(self._work_through, queue)
+            for _ in range(min(self._worker_count, len(work)))
         ]
-        node = choose_node(pod, candidates, on_nodes)
-        if node is None:
-            return
+        wait(working)
+        for worker in working:
+            worker.result()
+
+    def _work_through(self, queue: SimpleQueue[Callable[[], None]]) -> None:
+        while not self._stop.is_set():  # on exit, the rest of the look is left undone
+            try:
+                piece = queue.get_nowait()
+            except Empty:
+                return
+            piece()
+
+    def _step(self, simulated: SimulatedPod, pod: Pod, node: str, now: datetime) -> None:
+        with contextlib.suppress(NotFoundError, ConflictError):  # deleted or gone meanwhile
+            simulated.step(pod, now, self._hosts[node])
+
+    def _bind(self, pod: Pod, node: str) -> None:
+        metadata = pod["metadata"]
         namespace, name = metadata["namespace"], metadata["name"]
         try:
             bind_pod(self._api, namespace, name, node)
         except (ConflictError, NotFoundError):  # a scheduler was quicker, or it went
             return
-        on_nodes[node].append(pod_requests(pod))
+        self._bound[metadata["uid"]] = node
+        scheduler = pod["spec"].get("schedulerName") or DEFAULT_SCHEDULER
         self._writer.event(
             pod,
             reason="Scheduled",
@@ -235,6 +318,12 @@ class NodeSimulator:
             instance=f"{scheduler}-podwright-sim-{self.run_id}",
             action="Binding",
         )
+
+    def _shut_down(self) -> None:
+        """Stop the watch and the workers, and take the nodes away."""
+        self._watch.stop()
+        self._workers.shutdown(cancel_futures=True)
+        self._unregister()
 
     # Nodes and leases ---------------------------------------------------------------------
 
