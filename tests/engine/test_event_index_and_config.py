@@ -1,9 +1,12 @@
-"""The event index (ordering, first occurrence only, TTL and cap) and the engine configuration."""
+"""The event index (ordering, first occurrence only, TTL and cap, versions) and the engine
+configuration."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -149,3 +152,69 @@ def test_a_duration_longer_than_a_duration_can_be_is_an_error_naming_the_field(
 ) -> None:
     with pytest.raises(ConfigError, match=r"^--timeout: .* is longer than a duration can be"):
         parse_duration(text, "--timeout")
+
+
+OTHER = EventKey("ns", "Pod", "q")
+_PAST_A = NOW + timedelta(hours=1) - timedelta(seconds=998.5)
+"""When event ``a`` (created at 1 s) is past the index's TTL of an hour, and ``b`` (at 2 s) not."""
+
+
+_VERSION_CHANGES: dict[str, tuple[Callable[[EventIndex], object], bool]] = {
+    "an event added": (lambda index: index.add(KEY, _event("c", 3), NOW), True),
+    "a count update": (lambda index: index.add(KEY, _event("a", 9), NOW), False),
+    "an expired event": (lambda index: index.add(KEY, _event("old", -5000), NOW), False),
+    "another object's event": (lambda index: index.add(OTHER, _event("c", 3), NOW), False),
+    "an event removed": (lambda index: index.remove(KEY, "a"), True),
+    "an unknown event removed": (lambda index: index.remove(KEY, "unknown"), False),
+    "a listing": (lambda index: index.list(KEY), False),
+    "an event expired": (lambda index: index.expire(_PAST_A), True),
+    "nothing expired": (lambda index: index.expire(NOW), False),
+    "the object forgotten": (lambda index: index.forget(KEY), True),
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "changes_version"), _VERSION_CHANGES.values(), ids=list(_VERSION_CHANGES)
+)
+def test_the_version_of_an_objects_events_changes_with_them(
+    change: Callable[[EventIndex], object], changes_version: bool
+) -> None:
+    index = EventIndex(ttl=timedelta(hours=1), max_per_object=10)
+    assert index.version(KEY) == 0  # no events
+    index.add(KEY, _event("a", 1), NOW)
+    index.add(KEY, _event("b", 2), NOW)
+    before = index.version(KEY)
+    assert before != 0
+    change(index)
+    assert (index.version(KEY) != before) is changes_version
+
+
+_OPERATIONS = st.one_of(
+    st.tuples(st.just("add"), st.sampled_from([KEY, OTHER]), st.integers(0, 6), st.integers(0, 30)),
+    st.tuples(st.just("remove"), st.sampled_from([KEY, OTHER]), st.integers(0, 6)),
+    st.tuples(st.just("forget"), st.sampled_from([KEY, OTHER])),
+    st.tuples(st.just("expire"), st.integers(0, 40)),
+)
+
+
+@given(st.lists(_OPERATIONS, max_size=40), st.integers(1, 4))
+def test_an_equal_version_means_the_same_events(
+    operations: list[tuple[Any, ...]], cap: int
+) -> None:
+    """What the executor relies on to skip a task: whenever an object's version is one seen
+    before, its events are the ones it had then (0: none), whatever happened in between."""
+    index = EventIndex(ttl=timedelta(seconds=100), max_per_object=cap)
+    seen: dict[EventKey, dict[int, list[str]]] = {KEY: {0: []}, OTHER: {0: []}}
+    for operation in operations:
+        if operation[0] == "add":
+            _name, key, uid, created = operation  # created 100 s to 70 s before NOW
+            index.add(key, _event(f"u{uid}", 900 + created), NOW)
+        elif operation[0] == "remove":
+            index.remove(operation[1], f"u{operation[2]}")
+        elif operation[0] == "forget":
+            index.forget(operation[1])
+        else:  # up to 40 s later: the oldest events are past the TTL
+            index.expire(NOW + timedelta(seconds=operation[1]))
+        for key, versions in seen.items():
+            events = [event.uid for event in index.list(key)]
+            assert versions.setdefault(index.version(key), events) == events

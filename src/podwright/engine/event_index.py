@@ -5,6 +5,12 @@ An event counts once, at its first occurrence: when Kubernetes aggregates a repe
 updates the same Event object (its count or series), and those updates add nothing here. Memory is
 bounded two ways: events older than a TTL are dropped, and each object keeps at most a fixed number
 of its newest events.
+
+Each object's events also carry a version, which the executor reads to tell whether a task's events
+changed since its last round without listing them: it changes with every event added or removed.
+Versions are drawn from one counter for the whole index, so an object whose events were all dropped
+(its version forgotten with them, back to 0) and that gets new ones never shows a version it
+showed before.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ class ObjectEvent:
 class _ObjectEvents:
     ordered: list[tuple[datetime, datetime, str]] = field(default_factory=list)
     by_uid: dict[str, ObjectEvent] = field(default_factory=dict)
+    version: int = 0
 
 
 class EventIndex:
@@ -56,6 +63,7 @@ class EventIndex:
         self._ttl = ttl
         self._max = max_per_object
         self._objects: dict[EventKey, _ObjectEvents] = {}
+        self._changes = 0
         self._lock = threading.Lock()
 
     def add(self, key: EventKey, event: ObjectEvent, now: datetime) -> bool:
@@ -71,6 +79,7 @@ class EventIndex:
             while len(events.ordered) > self._max:
                 _created, _recorded, uid = events.ordered.pop(0)
                 del events.by_uid[uid]
+            self._changed(events)
             return True
 
     def remove(self, key: EventKey, uid: str) -> None:
@@ -80,6 +89,7 @@ class EventIndex:
             if events is None or uid not in events.by_uid:
                 return
             events.ordered.remove(events.by_uid.pop(uid).order)
+            self._changed(events)
             if not events.ordered:
                 del self._objects[key]
 
@@ -118,11 +128,25 @@ class EventIndex:
                 cut = bisect.bisect_left(events.ordered, (horizon,))
                 for _c, _r, uid in events.ordered[:cut]:
                     del events.by_uid[uid]
-                dropped += cut
-                del events.ordered[:cut]
+                if cut:
+                    dropped += cut
+                    del events.ordered[:cut]
+                    self._changed(events)
                 if not events.ordered:
                     del self._objects[key]
         return dropped
+
+    def version(self, key: EventKey) -> int:
+        """The version of the object's events: another number whenever an event of the object
+        was added or removed since, 0 while it has none."""
+        with self._lock:
+            events = self._objects.get(key)
+            return 0 if events is None else events.version
+
+    def _changed(self, events: _ObjectEvents) -> None:
+        """Give ``events`` a version no object showed before (the caller holds the lock)."""
+        self._changes += 1
+        events.version = self._changes
 
     def __len__(self) -> int:
         with self._lock:

@@ -29,6 +29,26 @@ or the API unavailable); a write that lost a race (:class:`StaleRevisionError`) 
 once on a fresh read in the next round. A round's report says when the API server could not be
 reached. The wall clock and sleeping are the caller's: it passes ``clock`` and ``sleep`` (and
 ``run`` waits on its stop event).
+
+Rounds are change-driven, and still level-triggered. Most tasks, most rounds, follow a resource
+that did not change, and handling one anyway (a worker, a plugin manager round) is most of what
+an operator over thousands of tasks spends. So a due task on the plugin manager's path (not
+terminal, no abort requested) is skipped, in the round's own thread and without a worker, when
+all of these hold:
+
+* its last handle changed nothing: no state or phase written, no error, no ``retry_after``;
+* its *fingerprint* is the one that handle saw: the record's revision (every store write raises
+  it), the ``metadata.resourceVersion`` of its resource in the port's watch cache, and the version
+  of its resource's events in the event index (``EventIndex.version``);
+* its resource is in the watch cache (a task whose resource is not is handled: the plugin manager
+  then reads it from the API server), with a resourceVersion;
+* less than ``resync_interval`` has passed since that handle: the plugin's decisions depend on the
+  time too (an image pull backing off fails the task once its grace period is over), so an
+  unchanged task is still handled at least that often.
+
+The fingerprint is taken before the handle it is recorded for, so a change that lands while the
+task is handled shows in the next round's fingerprint: it is never mistaken for one the handle saw.
+A skipped task is due again after the round interval, like one handled without change.
 """
 
 from __future__ import annotations
@@ -38,14 +58,14 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from podwright.core.lifecycle.companions import task_companions, task_label_value
 from podwright.core.lifecycle.names import task_object_name
-from podwright.core.lifecycle.objects import section
+from podwright.core.lifecycle.objects import section, text
 from podwright.core.lifecycle.phases import Phase, PhaseInfo
 from podwright.core.lifecycle.plugin_state import (
     CorruptedPluginStateError,
@@ -56,7 +76,7 @@ from podwright.core.lifecycle.plugin_state import (
 )
 from podwright.engine.backoff import QuotaBackoff, exponential_delay
 from podwright.engine.config import LifecycleConfig
-from podwright.engine.event_index import EventIndex
+from podwright.engine.event_index import EventIndex, EventKey
 from podwright.engine.kubernetes_port import (
     ApiConnectionError,
     KubernetesError,
@@ -75,6 +95,8 @@ from podwright.engine.task_store import (
 )
 
 TASK_ID_LABEL_SUFFIX = "task-id"
+_Item = TypeVar("_Item")
+_Result = TypeVar("_Result")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,12 +112,19 @@ class ExecutorConfig:
     """How long after a task ended its events are still attached before it is finalized: the
     event watch lags behind the object's, and the last events (Completed, a late Scheduled of a
     quick pod) would be lost."""
+    resync_interval: timedelta = timedelta(seconds=10)
+    """How long a task whose fingerprint has not changed since a handle that changed nothing is
+    skipped at most: the plugin's phase decisions depend on the time too (an image pull backing
+    off fails the task once its grace period of 3 minutes is over), so such a task is still
+    handled at least this often."""
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {self.concurrency}")
         if self.round_interval <= timedelta(0):
             raise ValueError(f"round_interval must be positive, got {self.round_interval}")
+        if self.resync_interval <= timedelta(0):
+            raise ValueError(f"resync_interval must be positive, got {self.resync_interval}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,6 +136,9 @@ class RoundReport:
     finalized: int
     errors: int
     seconds: float
+    skipped: int = 0
+    """Of the due tasks, those not handled: nothing they depend on changed since a handle that
+    changed nothing, less than ``resync_interval`` ago."""
     active_by_phase: Mapping[str, int] = dataclasses.field(default_factory=dict)
     """The executor's active tasks by phase, as the round found them."""
     finalized_by_phase: Mapping[str, int] = dataclasses.field(default_factory=dict)
@@ -132,6 +164,26 @@ class _Outcome:
     error: bool = False
     delay: timedelta | None = None
     connection_error: str = ""
+    unchanged: bool = False
+    """A plugin manager round that wrote nothing, met no error and asked for no earlier round."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Fingerprint:
+    """What a task's handle reads besides the clock: its record, its resource in the watch cache,
+    and its resource's events."""
+
+    revision: int
+    resource_version: str
+    events_version: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _UnchangedHandle:
+    """A handle that changed nothing: the fingerprint taken before it, and when it ran."""
+
+    fingerprint: _Fingerprint
+    at: datetime
 
 
 class Executor:
@@ -172,6 +224,8 @@ class Executor:
         self._managers: dict[tuple[str, str], PluginManager] = {}
         self._due: dict[str, datetime] = {}
         self._errors: dict[str, int] = {}
+        self._refs: dict[str, ObjectRef] = {}
+        self._unchanged: dict[str, _UnchangedHandle] = {}
         self._observer = observer
         self._may_act = may_act
         self._lock = threading.Lock()
@@ -207,12 +261,33 @@ class Executor:
             return self._report(RoundReport(0, 0, 0, 1, seconds, store_read=False))
         mine = [record for record in active if record.task.backend == self.config.backend]
         due = [record for record in mine if self._due.get(record.task_id, now) <= now]
-        outcomes = list(self._pool.map(lambda record: self._reconcile(record, now), due))
+        handled: list[TaskRecord] = []
+        fingerprints: list[_Fingerprint | None] = []
+        skipped: list[str] = []
+        for record in due:
+            fingerprint = self._fingerprint(record)
+            if self._may_skip(record.task_id, fingerprint, now):
+                skipped.append(record.task_id)
+            else:
+                handled.append(record)
+                fingerprints.append(fingerprint)
+        with self._lock:
+            for task_id in skipped:
+                self._due[task_id] = now + self.config.round_interval
+        outcomes = list(
+            self._pool.map(
+                lambda record, fingerprint: self._reconcile(record, fingerprint, now),
+                handled,
+                fingerprints,
+            )
+        )
         known = {record.task_id for record in mine}
         with self._lock:
-            for task_id in set(self._due) - known:
+            for task_id in set(self._due).union(self._refs) - known:
                 self._due.pop(task_id, None)
                 self._errors.pop(task_id, None)
+                self._refs.pop(task_id, None)
+                self._unchanged.pop(task_id, None)
         finalized = [outcome.finalized for outcome in outcomes if outcome.finalized is not None]
         unanswered = [outcome.connection_error for outcome in outcomes if outcome.connection_error]
         return self._report(
@@ -222,6 +297,7 @@ class Executor:
                 finalized=len(finalized),
                 errors=sum(outcome.error for outcome in outcomes),
                 seconds=time.monotonic() - started,
+                skipped=len(skipped),
                 active_by_phase=Counter(record.phase.value for record in mine),
                 finalized_by_phase=Counter(phase.value for phase in finalized),
                 connection_error=unanswered[-1] if unanswered else "",
@@ -232,6 +308,14 @@ class Executor:
         if self._observer is not None:
             self._observer.round_finished(report)
         return report
+
+    def in_parallel(
+        self, work: Callable[[_Item], _Result], items: Sequence[_Item]
+    ) -> list[_Result]:
+        """``work`` done for each of ``items`` on the executor's workers (at most
+        ``concurrency`` at once), the results in the items' order: the operator's writes to
+        Workloads between two rounds."""
+        return list(self._pool.map(work, items))
 
     def seconds_until_due(self) -> float:
         """How long until the next task is due; at most the round interval, so that tasks
@@ -244,7 +328,39 @@ class Executor:
             return interval
         return min(interval, max(0.0, (min(upcoming) - now).total_seconds()))
 
-    def _reconcile(self, record: TaskRecord, now: datetime) -> _Outcome:
+    def _fingerprint(self, record: TaskRecord) -> _Fingerprint | None:
+        """The task's fingerprint; None when it cannot be skipped whatever its last handle: it
+        goes another way than the plugin manager's round (terminal, or an abort requested), or its
+        resource is not in the watch cache, or the resource is not one a plugin launches (the
+        handle reports that)."""
+        if record.phase.is_terminal or record.abort_requested:
+            return None
+        try:
+            ref = self.resource_ref(record)
+        except PluginError:
+            return None
+        cached = self._kubernetes.cached(ref)
+        resource_version = text(section(cached, "metadata"), "resourceVersion") if cached else ""
+        if not resource_version:
+            return None
+        key = EventKey(ref.namespace, ref.kind, ref.name)
+        events_version = 0 if self._events is None else self._events.version(key)
+        return _Fingerprint(record.revision, resource_version, events_version)
+
+    def _may_skip(self, task_id: str, fingerprint: _Fingerprint | None, now: datetime) -> bool:
+        """Whether the task's last handle changed nothing, saw ``fingerprint``, and ran less than
+        the resync interval before ``now``. (Read in the round's thread while no worker runs.)"""
+        last = self._unchanged.get(task_id)
+        return (
+            fingerprint is not None
+            and last is not None
+            and last.fingerprint == fingerprint
+            and timedelta(0) <= now - last.at < self.config.resync_interval
+        )
+
+    def _reconcile(
+        self, record: TaskRecord, fingerprint: _Fingerprint | None, now: datetime
+    ) -> _Outcome:
         if self._may_act is not None and not self._may_act():
             return _Outcome(delay=timedelta(0))  # no longer the leader: touch nothing
         try:
@@ -267,6 +383,10 @@ class Executor:
         with self._lock:
             delay = self.config.round_interval if outcome.delay is None else outcome.delay
             self._due[record.task_id] = now + delay
+            if outcome.unchanged and fingerprint is not None:
+                self._unchanged[record.task_id] = _UnchangedHandle(fingerprint, now)
+            else:
+                self._unchanged.pop(record.task_id, None)
         return outcome
 
     def _step(self, record: TaskRecord, now: datetime) -> _Outcome:
@@ -290,7 +410,10 @@ class Executor:
             delay = max(transition.retry_after, self.config.round_interval)
         error = transition.api_error
         unanswered = error.message if isinstance(error, ApiConnectionError) else ""
-        return _Outcome(advanced=changed, delay=delay, connection_error=unanswered)
+        unchanged = not changed and delay is None and error is None
+        return _Outcome(
+            advanced=changed, delay=delay, connection_error=unanswered, unchanged=unchanged
+        )
 
     def _abort(
         self, record: TaskRecord, task: TaskContext, manager: PluginManager, now: datetime
@@ -358,8 +481,13 @@ class Executor:
         return _Outcome(finalized=record.phase)
 
     def resource_ref(self, record: TaskRecord) -> ObjectRef:
-        """The object the task's resource is created as."""
-        return resource_ref(record, self._plugins, self._lifecycle)
+        """The object the task's resource is created as; remembered while the task is active
+        (its manifests never change, and working it out builds the task's context)."""
+        ref = self._refs.get(record.task_id)
+        if ref is None:
+            ref = resource_ref(record, self._plugins, self._lifecycle)
+            self._refs[record.task_id] = ref
+        return ref
 
     def _task(self, record: TaskRecord) -> tuple[TaskContext, PluginManager]:
         resource = workload_resource(record, self._plugins)
