@@ -649,7 +649,7 @@ def test_a_deleted_and_recreated_workload_replaces_the_old_one() -> None:
     new = {"metadata": {"namespace": NAMESPACE, "name": "w", "uid": "b", "resourceVersion": "5"}}
     cache.apply("ADDED", old)
     cache.apply("ADDED", new)
-    assert cache.get(NAMESPACE, "w") is new
+    assert cache.get(NAMESPACE, "w") == new
 
 
 def test_a_workload_deleted_and_created_again_is_another_task(cluster: Cluster) -> None:

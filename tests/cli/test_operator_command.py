@@ -145,9 +145,15 @@ def test_one_replica_serves_the_webhooks_runs_a_workload_and_stops_cleanly(
                 api.close()
             assert _get(f"{metrics}/readyz") == (200, "ready\n")
             assert _get(f"{metrics}/healthz")[0] == 200
-            text = _get(f"{metrics}/metrics")[1]
+            # The Workloads are counted by phase once a round interval.
+            success = re.compile(r'podwright_workloads\{phase="Success"\} 1\.0')
+
+            def counted() -> str:
+                page = _get(f"{metrics}/metrics")[1]
+                return page if success.search(page) else ""
+
+            text = eventually(counted)
             assert "podwright_operator_leader 1.0" in text
-            assert re.search(r'podwright_workloads\{phase="Success"\} 1\.0', text), text
             # The Workload was admitted through the operator's own webhooks.
             for path in ("/mutate/workloads", "/validate/workloads"):
                 count = rf'podwright_webhook_request_seconds_count\{{path="{path}"\}} [1-9]'

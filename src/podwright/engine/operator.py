@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
@@ -98,7 +99,7 @@ class WorkloadOperator:
         *,
         clock: Callable[[], datetime],
         leads: Callable[[], bool],
-        submissions_per_round: int = 64,
+        submissions_per_round: int = 256,
     ) -> None:
         """``submissions_per_round``: the most new Workloads a round submits, so that a burst
         of thousands is taken in turns with the rounds of the tasks already running (the rest
@@ -119,10 +120,9 @@ class WorkloadOperator:
         if not self._leads():
             return None
         started = time.monotonic()
-        counts = {"submitted": 0, "refused": 0, "released": 0, "errors": 0}
+        chosen: list[tuple[WorkloadAction, JsonObject]] = []
+        submissions = 0
         for workload in self._store.workloads():
-            if not self._leads():
-                return None
             try:
                 record = self._store.record(workload)
             except ValueError as error:
@@ -131,22 +131,39 @@ class WorkloadOperator:
             action = next_action(workload, record)
             if action is WorkloadAction.NOTHING:
                 continue
-            if action is WorkloadAction.SUBMIT and (
-                counts["submitted"] + counts["refused"] >= self._submissions_per_round
-            ):
-                continue  # its turn comes next round
-            try:
-                counts[self._act(action, workload)] += 1
-            except (StaleRevisionError, TaskExistsError, TaskNotFoundError):
-                continue  # it changed meanwhile: the next round decides on a fresh read
-            except TaskStoreError as error:
-                counts["errors"] += 1
-                logger.warning("%s: %s", _describe(workload), error)
-            except Exception:  # a defect for one Workload must not stop the others' rounds
-                counts["errors"] += 1
-                logger.exception("%s: could not be handled", _describe(workload))
+            if action is WorkloadAction.SUBMIT:
+                if submissions >= self._submissions_per_round:
+                    continue  # its turn comes next round
+                submissions += 1
+            chosen.append((action, workload))
+        if not self._leads():
+            return None
+        # Each Workload's writes (its finalizer, then its record) wait for the API server: the
+        # executor's workers make them for many Workloads at once.
+        outcomes = self._executor.in_parallel(self._act_safely, chosen)
+        if not self._leads():
+            return None  # lost meanwhile: the Workloads not yet reached were left alone
+        counts = Counter({"submitted": 0, "refused": 0, "released": 0, "errors": 0})
+        counts.update(outcome for outcome in outcomes if outcome)
         tasks = self._executor.run_round()
         return OperatorRound(tasks=tasks, seconds=time.monotonic() - started, **counts)
+
+    def _act_safely(self, chosen: tuple[WorkloadAction, JsonObject]) -> str:
+        """What :meth:`_act` did ("submitted", "refused", "released", "errors"; "" when the
+        Workload changed meanwhile: the next round decides on a fresh read)."""
+        action, workload = chosen
+        if not self._leads():
+            return ""
+        try:
+            return self._act(action, workload)
+        except (StaleRevisionError, TaskExistsError, TaskNotFoundError):
+            return ""
+        except TaskStoreError as error:
+            logger.warning("%s: %s", _describe(workload), error)
+            return "errors"
+        except Exception:  # a defect for one Workload must not stop the others' rounds
+            logger.exception("%s: could not be handled", _describe(workload))
+            return "errors"
 
     def _act(self, action: WorkloadAction, workload: JsonObject) -> str:
         if action is WorkloadAction.RELEASE:

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from podwright.core.lifecycle import Phase, PhaseInfo, PluginState
-from podwright.core.lifecycle.objects import integer, section
+from podwright.core.lifecycle.objects import integer, section, text
 from podwright.core.lifecycle.pod_status import pod_failed_at, pod_phase, preemption_ends_task
 from podwright.core.lifecycle.resource_status import (
     failed_at,
@@ -100,6 +100,20 @@ class JobPlugin(Plugin):
 
     def stopped(self, observed: JsonObject) -> bool:
         return job_stopped(observed)
+
+    def trim(self, observed: JsonObject) -> dict[str, Any]:
+        # A cached Job is read for its status and its spec's counts and limits; its pod
+        # template, most of its size, only for the pods' restartPolicy (what a Job's failing
+        # container does).
+        spec = dict(section(observed, "spec"))
+        template = spec.pop("template", None)
+        restart_policy = text(section(template or {}, "spec"), "restartPolicy")
+        if restart_policy:
+            spec["template"] = {"spec": {"restartPolicy": restart_policy}}
+        return {
+            **super().trim(observed),
+            "spec": spec,
+        }
 
 
 class KubeflowJobPlugin(Plugin):

@@ -3,8 +3,9 @@
 A :class:`Reflector` lists the selected objects, then watches from the list's resourceVersion,
 resuming from the last version it saw whenever the stream ends or breaks, and re-listing when the
 server answers 410 Gone (the version was compacted away). Its handler receives the listing and every
-change: :class:`WatchCache` keeps the objects (trimmed by the plugin, so thousands of pods stay
-small), :class:`EventWatcher` feeds Kubernetes events into the engine's ``EventIndex``.
+change: :class:`WatchCache` keeps the objects (trimmed by the plugin, and with their strings
+shared, :func:`shared_strings`, so thousands of pods stay small), :class:`EventWatcher` feeds
+Kubernetes events into the engine's ``EventIndex``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
+import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -25,6 +28,9 @@ from podwright.engine.event_index import EventIndex, EventKey, ObjectEvent
 from podwright.engine.kubernetes_port import GoneError, KubernetesError, ThrottledError
 
 logger = logging.getLogger(__name__)
+
+_STOP_SECONDS = 10.0
+"""The longest :meth:`Reflector.stop` waits for the watch's thread."""
 
 
 class ReflectorHandler(Protocol):
@@ -81,14 +87,22 @@ class Reflector:
         return self._synced.wait(timeout)
 
     def stop(self) -> None:
+        """Stop watching, and wait (at most ``_STOP_SECONDS``) for the watch's thread to end."""
         self._stop.set()
-        for stream in list(self._streams):
-            # A stream already closed, or whose connection went back to the pool, has nothing
-            # left to shut down (urllib3 says so with a ValueError or a RuntimeError).
-            with contextlib.suppress(ValueError, RuntimeError, OSError):
-                stream.shutdown()
-        if self._thread.ident is not None:  # started
-            self._thread.join(timeout=10)
+        if self._thread.ident is None:  # never started
+            return
+        deadline = time.monotonic() + _STOP_SECONDS
+        while True:
+            # Again until the thread ends: a watch whose request was on its way when the stop
+            # came registers its stream only once answered, then waits on it for the next event.
+            for stream in list(self._streams):
+                # A stream already closed, or whose connection went back to the pool, has
+                # nothing left to shut down (urllib3 says so with a ValueError or RuntimeError).
+                with contextlib.suppress(ValueError, RuntimeError, OSError):
+                    stream.shutdown()
+            self._thread.join(timeout=0.05)
+            if not self._thread.is_alive() or time.monotonic() >= deadline:
+                return
 
     def _run(self) -> None:
         failures = 0
@@ -183,7 +197,7 @@ class WatchCache:
             return list(self._objects.values())
 
     def replace(self, objects: list[dict[str, Any]]) -> None:
-        fresh = {_key(obj): self._trim(obj) for obj in objects}
+        fresh = {_key(obj): shared_strings(self._trim(obj)) for obj in objects}
         with self._lock:
             self._objects = fresh
 
@@ -193,9 +207,29 @@ class WatchCache:
             with self._lock:
                 self._objects.pop(key, None)
             return
-        trimmed = self._trim(obj)
+        trimmed = shared_strings(self._trim(obj))
         with self._lock:
             self._objects[key] = trimmed
+
+
+SHARED_STRING_LENGTH = 64
+"""Strings up to this long are shared: field names, and values such as kinds, phases, reasons,
+names and times; longer ones (messages, manifests' commands) are rarely repeated."""
+
+
+def shared_strings(value: Any) -> Any:
+    """``value`` (decoded JSON) with every dict key and every short string interned.
+
+    A watch cache holds thousands of objects of the same shape: decoded one by one, each has
+    its own copy of every field name and of every repeated value, which is half of its memory.
+    Interned, they share one. Numbers, booleans and None are shared by Python already."""
+    if isinstance(value, dict):
+        return {sys.intern(key): shared_strings(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [shared_strings(item) for item in value]
+    if isinstance(value, str) and len(value) <= SHARED_STRING_LENGTH:
+        return sys.intern(value)
+    return value
 
 
 class NotifyingCache:

@@ -25,6 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from podwright.adapters.kubernetes.client import KubernetesClient
+from podwright.adapters.kubernetes.reflector import shared_strings
 from podwright.core.cluster_resources import API_VERSION, WORKLOAD_KIND
 from podwright.core.lifecycle.objects import JsonObject, rfc3339, section, text
 from podwright.core.lifecycle.phases import PhaseInfo
@@ -149,7 +150,7 @@ class WorkloadCache:
     def _store(self, obj: dict[str, Any]) -> None:
         key = _key(obj)
         self._drop(key)
-        self._objects[key] = _trimmed(obj)
+        self._objects[key] = shared_strings(_trimmed(obj))
         if is_submitted(obj) and text(section(obj, "metadata"), "uid"):
             self._by_task[task_id_of(obj)] = key
 
