@@ -11,7 +11,7 @@ import contextlib
 import dataclasses
 import tempfile
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -29,24 +29,13 @@ from podwright.engine.kubernetes_port import ObjectRef, PatchType, ServerError
 from podwright.engine.plugin import TaskContext
 from podwright.engine.plugin_manager import PluginManager, Transition
 from podwright.engine.task_store import NewTask, TaskRecord
-from tests.engine.conftest import NAMESPACE
+from tests.engine.conftest import NAMESPACE, Clock
 from tests.engine.fake_kubernetes import FakeKubernetes
 
 BACKEND = "kubernetes/test"
 RESYNC = timedelta(seconds=5)
 POD = ObjectRef("v1", "Pod", NAMESPACE, "t1")
 POD_EVENTS = EventKey(NAMESPACE, "Pod", "t1")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
 
 
 class ReportingStore(SQLiteTaskStore):

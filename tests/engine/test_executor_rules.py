@@ -6,7 +6,7 @@ long a task's pods may take to stop."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,21 +21,10 @@ from podwright.engine.executor import Executor, ExecutorConfig, stop_grace
 from podwright.engine.kubernetes_port import ApiConnectionError, ObjectRef
 from podwright.engine.plugins import default_plugins
 from podwright.engine.task_store import NewTask
-from tests.engine.conftest import NAMESPACE
+from tests.engine.conftest import NAMESPACE, Clock
 from tests.engine.fake_kubernetes import FakeKubernetes
 
 SERVER = "https://10.0.0.1:6443"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
 
 
 @pytest.fixture
