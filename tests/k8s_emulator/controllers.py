@@ -201,9 +201,6 @@ class View:
         """The kept objects naming ``uid`` as an owner, in a stable order."""
         return [self.objects[key] for key in sorted(self.dependents.get(uid, ()), key=_order)]
 
-    def of_kind(self, resource: ResourceType) -> list[Obj]:
-        return [obj for kind, obj in self.objects.values() if kind == resource]
-
 
 def _order(key: ObjectKey) -> tuple[str, str, str]:
     return (key[0].plural, key[1], key[2])
@@ -493,9 +490,11 @@ def _job_owners(pod: Obj) -> list[str]:
 
 @dataclass
 class _JobProgress:
-    """What the controller remembers of a Job between passes (the real one: its back-off
-    store): the failures it has seen, and when it saw the last."""
+    """What the controller remembers of a Job between syncs (the real one: its back-off
+    store): the failures it has seen, and when it saw the last; for the Job of this uid (one
+    made again under the same name starts afresh)."""
 
+    uid: str
     failures: int = 0
     last_failure: datetime | None = None
 
@@ -506,7 +505,7 @@ class JobController:
     def __init__(self, store: ApiStore, backoff: JobBackoff) -> None:
         self._store = store
         self._backoff = backoff
-        self._progress: dict[str, _JobProgress] = {}
+        self._progress: dict[ObjectKey, _JobProgress] = {}
 
     def keeps(self, resource: ResourceType, obj: Obj) -> bool:
         """The Jobs, and the pods a Job controls or tracks."""
@@ -532,8 +531,7 @@ class JobController:
     def sync(self, view: View, key: ObjectKey, now: datetime) -> float | None:
         found = view.objects.get(key)
         if found is None:
-            if key[0] == JOBS:
-                self._progress = {uid: p for uid, p in self._progress.items() if uid in view.by_uid}
+            self._progress.pop(key, None)  # a Job gone: what it went through is forgotten
             return None
         resource, obj = found
         if resource == PODS:
@@ -556,7 +554,10 @@ class JobController:
         """``syncJob`` for a NonIndexed Job."""
         spec = job["spec"]
         uid = job["metadata"]["uid"]
-        progress = self._progress.setdefault(uid, _JobProgress())
+        key = _object_key(JOBS, job)
+        progress = self._progress.get(key)
+        if progress is None or progress.uid != uid:
+            progress = self._progress[key] = _JobProgress(uid)
         status = json_copy(job.get("status") or {})
         written = json_copy(status)
         uncounted = status.setdefault("uncountedTerminatedPods", {})
