@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tests.k8s_emulator.errors import ApiError
+from tests.k8s_emulator.json_values import json_copy
 from tests.k8s_emulator.openapi_schema import (
     FieldError,
     apply_defaults,
@@ -233,8 +234,9 @@ class CustomResourceRegistry:
 
 
 def shape_custom_object(served: ServedVersion, obj: Obj) -> Obj:
-    """``obj`` pruned and defaulted by its version's schema, as the API server decodes a request
-    (mutating webhooks see it so), and again after mutating admission."""
+    """``obj`` pruned and defaulted by its version's schema, as the API server shapes it again
+    after mutating admission (decoding a request did so first: ``field_validation.decoded``
+    prunes, ``ApiStore._decoded`` defaults)."""
     shaped: Obj = apply_defaults(prune(obj, served.schema), served.schema)
     return shaped
 
@@ -251,16 +253,19 @@ def admit_custom_object(served: ServedVersion, obj: Obj) -> Obj:
 def status_update(resource: ResourceType, current: Obj, given: Obj) -> Obj:
     """What a write to ``/status`` keeps of ``given``, by kind (see the module's docstring)."""
     if resource.custom:
-        updated = copy.deepcopy(current)
+        # Both objects are the request's own (``current`` a copy of the stored one), so the
+        # result shares their parts; only its metadata, which the store then writes, is new.
+        updated = dict(current)
+        updated["metadata"] = dict(current["metadata"])
         managed = (given.get("metadata") or {}).get("managedFields")
         if managed is not None:
             updated["metadata"]["managedFields"] = managed
         if "status" in given:
-            updated["status"] = copy.deepcopy(given["status"])
+            updated["status"] = given["status"]
         else:
             updated.pop("status", None)
         return updated
-    updated = copy.deepcopy(given)
+    updated = json_copy(given)
     _keep(updated, current, "spec")
     if resource.kind == "Pod" and resource.group == "":
         _keep(updated.setdefault("metadata", {}), current["metadata"], "ownerReferences")
@@ -276,7 +281,7 @@ def main_update_keeps_status(resource: ResourceType, current: Obj, updated: Obj)
     if resource.custom:
         _keep(updated, current, "status")
     else:
-        updated["status"] = copy.deepcopy(current.get("status", {}))
+        updated["status"] = json_copy(current.get("status", {}))
 
 
 def generation_changes(resource: ResourceType, current: Obj, updated: Obj) -> bool:
@@ -293,6 +298,6 @@ def _outside_metadata(obj: Obj) -> Obj:
 
 def _keep(target: Obj, source: Obj, key: str) -> None:
     if key in source:
-        target[key] = copy.deepcopy(source[key])
+        target[key] = json_copy(source[key])
     else:
         target.pop(key, None)

@@ -103,7 +103,7 @@ def decoded(resource: ResourceType, obj: Obj, custom_schema: Schema | None) -> O
     if schema is None:
         return obj
     walk = _Walk(custom=custom_schema is not None)
-    kept = walk.value(obj, schema, "", closed, root=True)
+    kept = walk.value(obj, schema, None, closed, root=True)
     unknown = sorted(walk.unknown) if custom_schema is not None else walk.unknown
     if unknown:
         _report(resource, obj, kept, unknown)
@@ -154,6 +154,12 @@ def _report(resource: ResourceType, given: Obj, kept: Obj, unknown: list[str]) -
     )
 
 
+_Path = tuple[Any, str | int] | None
+"""Where a value is, as (the path of its parent, its key or index): made into text only for an
+unknown field, since most fields are known and a string per field was most of a walk's time."""
+_SCALARS = (str, int, float, bool, type(None))
+
+
 class _Walk:
     """One walk over an object and its schema: the object without the fields the schema does not
     know, and their paths (``unknown``)."""
@@ -166,41 +172,68 @@ class _Walk:
         self,
         value: Any,
         schema: Schema,
-        path: str,
+        path: _Path,
         closed: Callable[[Schema], bool],
         *,
         root: bool = False,
     ) -> Any:
         """``value`` without what ``schema`` does not know; ``closed`` tells which objects of
         the schema keep only the fields they name."""
-        schema = _resolved(schema)
-        if isinstance(value, list):
+        if "$ref" in schema:
+            schema = _resolved(schema)
+        kind = type(value)
+        if kind is list:
             items = schema.get("items")
             if not isinstance(items, dict):
                 return value
-            return [self.value(item, items, f"{path}[{i}]", closed) for i, item in enumerate(value)]
-        if not isinstance(value, dict):
+            return [
+                item if type(item) in _SCALARS else self.value(item, items, (path, i), closed)
+                for i, item in enumerate(value)
+            ]
+        if kind is not dict:
             return value
         resource = root or (self._custom and bool(schema.get("x-kubernetes-embedded-resource")))
         properties: dict[str, Schema] = schema.get("properties") or {}
         additional = schema.get("additionalProperties")
         kept: dict[str, Any] = {}
         for key, item in value.items():
-            where = f"{path}.{key}" if path else key
             if resource and key == "metadata":
                 meta = _builtin_definitions()[OBJECT_META]
-                kept[key] = self.value(item, meta, where, _closed_builtin)
+                kept[key] = self.value(item, meta, (path, key), _closed_builtin)
             elif resource and key in ("apiVersion", "kind"):
                 kept[key] = item
             elif key in properties:
-                kept[key] = self.value(item, properties[key], where, closed)
+                kept[key] = (
+                    item
+                    if type(item) in _SCALARS
+                    else self.value(item, properties[key], (path, key), closed)
+                )
             elif isinstance(additional, dict):
-                kept[key] = self.value(item, additional, where, closed)
+                kept[key] = (
+                    item
+                    if type(item) in _SCALARS
+                    else self.value(item, additional, (path, key), closed)
+                )
             elif closed(schema):
-                self.unknown.append(where)
+                self.unknown.append(_written((path, key)))
             else:
                 kept[key] = item
         return kept
+
+
+def _written(path: _Path) -> str:
+    """A path as the server writes it: ``spec.containers[0].foo``."""
+    parts: list[str | int] = []
+    while path is not None:
+        path, part = path
+        parts.append(part)
+    text = ""
+    for part in reversed(parts):
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text = f"{text}.{part}" if text else part
+    return text
 
 
 def _closed_structural(schema: Schema) -> bool:

@@ -197,8 +197,8 @@ class Emulator:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    # Headers and body go out in separate writes: without this, Nagle and delayed ACKs add
-    # 40 ms to every answer on a kept-alive connection.
+    # A watch's headers and its events go out in separate writes: without this, Nagle and
+    # delayed ACKs add 40 ms to each on a kept-alive connection.
     disable_nagle_algorithm = True
     store: ApiStore
     controls: Controls
@@ -554,8 +554,10 @@ class _Handler(BaseHTTPRequestHandler):
         for text in self.warnings:
             # Go writes the text's UTF-8 bytes as they are; http.server encodes headers in latin-1.
             self.send_header("Warning", warning_header(text).encode().decode("latin-1"))
-        self.end_headers()
-        self.wfile.write(data)
+        # Headers and body in one write (http.server's end_headers would send the headers
+        # alone): a system call, and a thread switch, fewer per answer.
+        self._headers_buffer.append(b"\r\n" + data)  # type: ignore[attr-defined]
+        self.flush_headers()
 
 
 def _served_as(resource: ResourceType, payload: Any) -> Any:

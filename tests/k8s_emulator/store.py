@@ -53,12 +53,13 @@ from tests.k8s_emulator.custom_resources import (
     definition_status,
     generation_changes,
     main_update_keeps_status,
-    shape_custom_object,
     status_update,
 )
 from tests.k8s_emulator.errors import ApiError
 from tests.k8s_emulator.field_validation import decoded
+from tests.k8s_emulator.json_values import json_copy
 from tests.k8s_emulator.leases import validate_lease
+from tests.k8s_emulator.openapi_schema import apply_defaults
 from tests.k8s_emulator.resource_types import ResourceType
 from tests.k8s_emulator.selectors import field_selector, label_selector
 from tests.k8s_emulator.strategies import (
@@ -148,17 +149,6 @@ INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease"
 """The namespaces a cluster starts with (the apiserver's system namespaces controller)."""
 
 
-def json_copy(value: Any) -> Any:
-    """A deep copy of decoded JSON (dicts, lists and scalars: what the store holds), twice
-    as quick as ``copy.deepcopy``, and every write makes a few."""
-    kind = type(value)
-    if kind is dict:
-        return {key: json_copy(item) for key, item in value.items()}
-    if kind is list:
-        return [json_copy(item) for item in value]
-    return value
-
-
 def rfc3339(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -192,7 +182,14 @@ class ApiStore:
         # Versions before the store began are compacted, as on any API server that has run a while.
         self._revision = 1000
         self._compacted = 1000
-        self._changed = threading.Condition()
+        self._lock = threading.RLock()
+        """Guards everything the store holds."""
+        self._changed = threading.Condition(self._lock)
+        """Signalled at every change (the control plane follows them all)."""
+        self._kind_changed: dict[ResourceType, threading.Condition] = {}
+        """Signalled at a change of one kind, over the same lock: a watch wakes for its own kind
+        only, as the watch cache of each resource has its own watchers. Waking every watch at
+        every write cost more than the writes at thousands of objects."""
         self._clock = clock or (lambda: datetime.now(UTC))
         self._random = random.Random()
         self.custom_resources = CustomResourceRegistry()
@@ -208,7 +205,7 @@ class ApiStore:
     def served(self, group: str, version: str, plural: str) -> ResourceType:
         """The resource served at ``/apis/<group>/<version>/<plural>`` (``/api/v1/<plural>`` for
         the core group): a built-in kind, or a custom one whose CRD exists; else 404."""
-        with self._changed:
+        with self._lock:
             custom = self.custom_resources.lookup(group, version, plural)
         if custom is not None:
             return custom.resource
@@ -230,7 +227,7 @@ class ApiStore:
 
     def served_resources(self) -> list[ResourceType]:
         """Every resource served now: the built-in kinds, then the custom ones."""
-        with self._changed:
+        with self._lock:
             return [*RESOURCE_TYPES, *(served.resource for served in self.custom_resources)]
 
     def now(self) -> datetime:
@@ -257,13 +254,13 @@ class ApiStore:
 
     @property
     def resource_version(self) -> int:
-        with self._changed:
+        with self._lock:
             return self._revision
 
     def wait_for_change(self, after: int, stop: threading.Event, timeout: float | None) -> int:
         """Block until the resourceVersion passes ``after``, ``stop`` is set (and the watchers
         woken) or ``timeout`` seconds passed; the current resourceVersion."""
-        with self._changed:
+        with self._lock:
             self._changed.wait_for(lambda: self._revision > after or stop.is_set(), timeout)
             return self._revision
 
@@ -273,7 +270,7 @@ class ApiStore:
         """Every stored object (in ``namespace`` only, if given) and the resourceVersion they are
         at, for the controllers. The objects are the store's own: read them, never change them
         (a write replaces an object, it never changes one in place)."""
-        with self._changed:
+        with self._lock:
             found = [
                 (resource, obj)
                 for resource, objects in self._objects.items()
@@ -287,12 +284,12 @@ class ApiStore:
         controller keeping its own view up to date (as an informer does from a watch); None if
         the history no longer reaches back to ``since`` (read a :meth:`snapshot` again). The
         events' objects are copies: read them, never change them."""
-        with self._changed:
+        with self._lock:
             after = self._history_after(since)
             return None if after is None else (after, self._revision)
 
     def get(self, resource: ResourceType, namespace: str, name: str) -> Obj:
-        with self._changed:
+        with self._lock:
             return json_copy(self._existing(resource, namespace, name))
 
     def list(
@@ -303,7 +300,7 @@ class ApiStore:
         fields: str | None = None,
     ) -> tuple[list[Obj], int]:
         selects = self.selector(resource, labels, fields)
-        with self._changed:
+        with self._lock:
             found = [
                 json_copy(obj)
                 for (ns, _name), obj in sorted(self._of_kind(resource).items())
@@ -339,7 +336,7 @@ class ApiStore:
                     "the request",
                 )
             metadata["namespace"] = namespace
-        with self._changed:
+        with self._lock:
             self._require_namespace(resource, namespace, metadata.get("name") or "")
         obj = self._decoded(resource, obj)
         obj = self.admission.mutate(
@@ -375,12 +372,12 @@ class ApiStore:
             default_job(obj)
         if resource.kind == "Namespace":
             prepare_namespace(obj)
-        with self._changed:
+        with self._lock:
             obj = self._admitted(resource, obj, None)
         self.admission.validate(
             Attributes(resource, "CREATE", namespace, name, obj, dry_run=self.in_dry_run)
         )
-        with self._changed:
+        with self._lock:
             self._require_namespace(resource, namespace, name)
             self._require_served(resource)
             key = (resource, namespace if resource.namespaced else "", name)
@@ -481,7 +478,7 @@ class ApiStore:
         metadata.setdefault("name", name)
         key = (resource, namespace if resource.namespaced else "", name)
         while True:
-            with self._changed:
+            with self._lock:
                 current = json_copy(self._lookup(key))
             entries = [
                 entry
@@ -545,7 +542,7 @@ class ApiStore:
             "propagationPolicy": propagation,
         }
         while True:
-            with self._changed:
+            with self._lock:
                 seen = json_copy(self._existing(resource, namespace, name))
             self.admission.admit_delete(
                 Attributes(
@@ -559,7 +556,7 @@ class ApiStore:
                     dry_run=self.in_dry_run,
                 )
             )
-            with self._changed:
+            with self._lock:
                 current = self._existing(resource, namespace, name)
                 if current["metadata"]["resourceVersion"] == seen["metadata"]["resourceVersion"]:
                     return self._delete_admitted(
@@ -652,7 +649,7 @@ class ApiStore:
         if not node:
             raise ApiError(422, "Invalid", "Binding.target.name: Required value")
         resource = resource_type("", "pods")
-        with self._changed:
+        with self._lock:
             current = self._existing(resource, namespace, name)
             spec = current.get("spec") or {}
             refused = f'Operation cannot be fulfilled on pods/binding "{name}": pod {name}'
@@ -708,7 +705,7 @@ class ApiStore:
         Each event's object is a shallow copy of the stored one, shared with every other
         watcher below its top level: the server sets its ``apiVersion`` and serializes it, and
         copying thousands of objects whole for each watcher was most of a watch's cost."""
-        with self._changed:
+        with self._lock:
             if since is None:
                 initial = [
                     {"type": "ADDED", "object": dict(obj)}
@@ -728,7 +725,7 @@ class ApiStore:
         yield from initial
         while not stop.is_set():
             bookmark: Obj | None = None
-            with self._changed:
+            with self._lock:
                 after = self._history_after(position)
                 if after is None:
                     # The history this watch had still to send was compacted (it read too
@@ -739,7 +736,7 @@ class ApiStore:
                 if not pending:
                     if deadline is not None and datetime.now(UTC) >= deadline:
                         return
-                    signalled = self._changed.wait(timeout=bookmark_every or 0.2)
+                    signalled = self._kind_condition(resource).wait(timeout=bookmark_every or 0.2)
                     # A write may have slipped in between the wait's timeout and its taking the
                     # lock back: a bookmark past it would skip its event for good.
                     quiet = self._history_after(position) == []
@@ -776,14 +773,16 @@ class ApiStore:
 
     def compact(self) -> int:
         """Forget the watch history up to now: resuming from an older version answers 410."""
-        with self._changed:
+        with self._lock:
             self._compacted = self._revision
             self._history.clear()
             return self._compacted
 
     def wake_watchers(self) -> None:
-        with self._changed:
+        with self._lock:
             self._changed.notify_all()
+            for condition in self._kind_changed.values():
+                condition.notify_all()
 
     # Internals ----------------------------------------------------------------------------
 
@@ -799,7 +798,7 @@ class ApiStore:
         """The stored webhook configurations of one kind, for admission to read (never change):
         every write asks for them, and a copy of each for every request cost more than the rest
         of admission."""
-        with self._changed:
+        with self._lock:
             return list(
                 self._of_kind(resource_type("admissionregistration.k8s.io", plural)).values()
             )
@@ -830,10 +829,12 @@ class ApiStore:
         fields its kind does not know (``field_validation``), and a custom object defaulted by
         its schema (apiextensions-apiserver's decoding; "Defaulting" in the
         CustomResourceDefinition docs)."""
-        with self._changed:
+        with self._lock:
             served = self._require_served(resource)
         obj = decoded(resource, obj, None if served is None else served.schema)
-        return obj if served is None else shape_custom_object(served, obj)
+        # Decoding pruned a custom object already (its walk drops what the schema does not
+        # name, as pruning does): what is left is defaulting.
+        return obj if served is None else apply_defaults(obj, served.schema)
 
     def _require_served(self, resource: ResourceType) -> ServedVersion | None:
         """A custom kind's served version (None for a built-in kind); 404 if its CRD went away
@@ -917,8 +918,10 @@ class ApiStore:
         not change meanwhile, else all starts over from the changed object (as the registry
         retries on a conflict: a resourceVersion precondition then fails in ``proposed``)."""
         while True:
-            with self._changed:
-                current = json_copy(self._existing(resource, namespace, name))
+            with self._lock:
+                # Not copied: a stored object is never changed in place, and everything below
+                # that derives the update from it copies what it changes.
+                current = self._existing(resource, namespace, name)
             given = self.admission.mutate(
                 Attributes(
                     resource,
@@ -931,7 +934,7 @@ class ApiStore:
                     dry_run=self.in_dry_run,
                 )
             )
-            with self._changed:
+            with self._lock:
                 updated = self._updated(resource, current, given, subresource)
             self.admission.validate(
                 Attributes(
@@ -945,7 +948,7 @@ class ApiStore:
                     dry_run=self.in_dry_run,
                 )
             )
-            with self._changed:
+            with self._lock:
                 stored = self._existing(resource, namespace, name)
                 if stored["metadata"]["resourceVersion"] == current["metadata"]["resourceVersion"]:
                     return self._commit_update(resource, current, updated)
@@ -1084,6 +1087,17 @@ class ApiStore:
             self._compacted = dropped[-1].resource_version
             del self._history[: self._history_limit]
         self._changed.notify_all()
+        watched = self._kind_changed.get(event.resource)
+        if watched is not None:
+            watched.notify_all()
+
+    def _kind_condition(self, resource: ResourceType) -> threading.Condition:
+        """The condition a watch of ``resource`` waits on; callers hold the lock."""
+        condition = self._kind_changed.get(resource)
+        if condition is None:
+            condition = threading.Condition(self._lock)
+            self._kind_changed[resource] = condition
+        return condition
 
     def _admit_pod(self, namespace: str, pod: Obj) -> None:
         """Priority admission (see ``strategies.admit_pod_priority``), then ResourceQuota

@@ -7,6 +7,7 @@ rather than skip events. Emulator internals: there is no real server to hold the
 
 from __future__ import annotations
 
+import copy
 import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -22,6 +23,7 @@ from tests.k8s_emulator.controllers import (
     View,
 )
 from tests.k8s_emulator.errors import ApiError
+from tests.k8s_emulator.openapi_schema import apply_defaults
 from tests.k8s_emulator.store import ApiStore, resource_type
 
 PODS = resource_type("", "pods")
@@ -173,12 +175,12 @@ def test_a_watch_that_falls_behind_the_history_ends_rather_than_skip_events() ->
 
 
 class _WriteAsTheWaitTimesOut(threading.Condition):
-    """The store's condition, but the first timed-out wait finds a write made between its
-    timeout and its taking the lock back (here: made while it holds the lock again, which is
-    what the watch sees either way)."""
+    """The condition a watch of one kind waits on (over the store's lock), but the first
+    timed-out wait finds a write made between its timeout and its taking the lock back (here:
+    made while it holds the lock again, which is what the watch sees either way)."""
 
-    def __init__(self, write: Any) -> None:
-        super().__init__(threading.RLock())
+    def __init__(self, lock: Any, write: Any) -> None:
+        super().__init__(lock)
         self._write = write
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -195,8 +197,9 @@ def test_a_watch_that_times_out_as_a_write_comes_in_sends_the_write_not_a_bookma
     store = ApiStore()
     store.create(CONFIG_MAPS, "default", {"metadata": {"name": "before"}})
     since = store.resource_version
-    store._changed = _WriteAsTheWaitTimesOut(  # type: ignore[assignment]
-        lambda: store.create(CONFIG_MAPS, "default", {"metadata": {"name": "slipped-in"}})
+    store._kind_changed[CONFIG_MAPS] = _WriteAsTheWaitTimesOut(
+        store._lock,
+        lambda: store.create(CONFIG_MAPS, "default", {"metadata": {"name": "slipped-in"}}),
     )
     stop = threading.Event()
     events = store.watch(
@@ -211,3 +214,119 @@ def test_a_watch_that_times_out_as_a_write_comes_in_sends_the_write_not_a_bookma
     first = next(events)
     stop.set()
     assert (first["type"], first["object"]["metadata"]["name"]) == ("ADDED", "slipped-in")
+
+
+class _CountingCondition(threading.Condition):
+    """A kind's condition that counts how often its watchers are woken."""
+
+    def __init__(self, lock: Any) -> None:
+        super().__init__(lock)
+        self.wakings = 0
+
+    def notify_all(self) -> None:
+        self.wakings += 1
+        super().notify_all()
+
+
+def test_a_write_wakes_the_watches_of_its_own_kind_only() -> None:
+    store = ApiStore()
+    config_map_watchers = _CountingCondition(store._lock)
+    pod_watchers = _CountingCondition(store._lock)
+    store._kind_changed[CONFIG_MAPS] = config_map_watchers
+    store._kind_changed[PODS] = pod_watchers
+    for number in range(3):
+        store.create(PODS, "default", _pod(f"pod-{number}"))
+    store.create(CONFIG_MAPS, "default", {"metadata": {"name": "settings"}})
+    assert (pod_watchers.wakings, config_map_watchers.wakings) == (3, 1)
+    store.wake_watchers()
+    assert (pod_watchers.wakings, config_map_watchers.wakings) == (4, 2)
+
+
+_DEFAULTING_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "spec": {
+            "type": "object",
+            "properties": {
+                "replicas": {"type": "integer", "default": 1},
+                "mode": {"type": "string", "default": "auto", "nullable": True},
+                "note": {"type": "string"},
+                "limits": {
+                    "type": "object",
+                    "default": {"cpu": "1"},
+                    "additionalProperties": {
+                        "type": "object",
+                        "properties": {"unit": {"type": "string", "default": "core"}},
+                    },
+                },
+                "steps": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "retries": {"type": "integer", "default": 0},
+                            "name": {"type": "string"},
+                        },
+                    },
+                },
+            },
+        },
+    },
+}
+_LEAVES = st.one_of(st.none(), st.integers(0, 3), st.sampled_from(["a", "b"]))
+_STEP = st.dictionaries(st.sampled_from(["retries", "name", "extra"]), _LEAVES, max_size=3)
+_SPEC = st.dictionaries(
+    st.sampled_from(["replicas", "mode", "note", "limits", "steps"]),
+    st.one_of(
+        _LEAVES,
+        st.lists(st.one_of(_STEP, _LEAVES), max_size=3),
+        st.dictionaries(
+            st.sampled_from(["cpu", "gpu"]),
+            st.one_of(_LEAVES, st.dictionaries(st.sampled_from(["unit"]), _LEAVES)),
+            max_size=2,
+        ),
+    ),
+    max_size=5,
+)
+
+
+def _defaulted_in_a_copy(value: Any, schema: dict[str, Any]) -> Any:
+    """The defaulting algorithm as apiextensions-apiserver writes it (``defaulting.Default``, then
+    ``PruneNonNullableNullsWithoutDefaults``) over a whole copy: the oracle."""
+    value = copy.deepcopy(value)
+
+    def default(item: Any, item_schema: dict[str, Any]) -> None:
+        if isinstance(item, list):
+            if isinstance(item_schema.get("items"), dict):
+                for element in item:
+                    default(element, item_schema["items"])
+            return
+        if not isinstance(item, dict):
+            return
+        properties = item_schema.get("properties") or {}
+        for key, property_schema in properties.items():
+            if "default" in property_schema and (
+                key not in item or (item[key] is None and not property_schema.get("nullable"))
+            ):
+                item[key] = copy.deepcopy(property_schema["default"])
+        for key in list(item):
+            child = properties.get(key, item_schema.get("additionalProperties"))
+            if not isinstance(child, dict):
+                continue
+            if item[key] is None and not child.get("nullable"):
+                del item[key]
+            else:
+                default(item[key], child)
+
+    default(value, schema)
+    return value
+
+
+@settings(max_examples=200, deadline=None)
+@given(spec=st.one_of(_SPEC, _LEAVES))
+def test_defaulting_copies_only_what_it_changes_and_leaves_its_input_alone(spec: Any) -> None:
+    obj = {"spec": spec}
+    before = copy.deepcopy(obj)
+    defaulted = apply_defaults(obj, _DEFAULTING_SCHEMA)
+    assert defaulted == _defaulted_in_a_copy(before, _DEFAULTING_SCHEMA)
+    assert obj == before
