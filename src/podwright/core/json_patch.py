@@ -29,12 +29,23 @@ def apply_merge_patch(target: Any, patch: Any) -> Any:
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
     result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    _merge_into(result, patch)
+    return result
+
+
+def _merge_into(result: dict[str, Any], patch: dict[str, Any]) -> None:
+    """Merge ``patch`` into ``result``, which is already a copy (copying again at every level
+    made a patch quadratic in the document's depth)."""
     for key, value in patch.items():
         if value is None:
             result.pop(key, None)
+        elif isinstance(value, dict):
+            existing = result.get(key)
+            merged = existing if isinstance(existing, dict) else {}
+            _merge_into(merged, value)
+            result[key] = merged
         else:
-            result[key] = apply_merge_patch(result.get(key), value)
-    return result
+            result[key] = copy.deepcopy(value)
 
 
 def apply_json_patch(target: Any, operations: Any) -> Any:
