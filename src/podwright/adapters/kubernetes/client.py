@@ -19,7 +19,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import urllib3
 from kubernetes import client as k8s_client
@@ -89,7 +89,53 @@ def connect(
         raise KubernetesConfigError(
             f"cannot configure a Kubernetes client from {source}: {exc}"
         ) from exc
+    throttle_credential_refresh(configuration)
     return _api_client(configuration, pool_size)
+
+
+CREDENTIAL_CHECK_SECONDS = 10.0
+
+
+def throttle_credential_refresh(
+    configuration: k8s_client.Configuration,
+    interval: float = CREDENTIAL_CHECK_SECONDS,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Check the credentials for renewal at most once every ``interval`` seconds.
+
+    The kubeconfig and in-cluster loaders install a hook the client calls before every request:
+    it renews an expiring token and writes the whole connection configuration again, which was
+    a twentieth of every request's time. Tokens are renewed long before they expire (the
+    kubeconfig loader's five minutes of skew; a service account's token file is re-read every
+    minute), so checking every few seconds renews them as surely."""
+    first = _renewal_hook(configuration)
+    if first is None:
+        return
+    hook = [first]
+    checked: list[float] = []
+
+    def throttled(config: k8s_client.Configuration) -> None:
+        now = clock()
+        if checked and now - checked[0] < interval:
+            return
+        checked[:] = [now]
+        hook[0](config)
+        # The loader's hook installs itself again as it runs: it stays behind the throttle.
+        installed = _renewal_hook(config)
+        if installed is not None and installed is not throttled:
+            hook[0] = installed
+            config.refresh_api_key_hook = throttled  # type: ignore[assignment]  # see _renewal_hook
+
+    configuration.refresh_api_key_hook = throttled  # type: ignore[assignment]
+
+
+def _renewal_hook(
+    configuration: k8s_client.Configuration,
+) -> Callable[[k8s_client.Configuration], None] | None:
+    """The hook a loader installed (the client's stubs type the attribute as always None)."""
+    return cast(
+        "Callable[[k8s_client.Configuration], None] | None", configuration.refresh_api_key_hook
+    )
 
 
 def _api_client(configuration: k8s_client.Configuration, pool_size: int) -> k8s_client.ApiClient:
@@ -401,12 +447,13 @@ class KubernetesClient:
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type
-        method, url, headers, body, _post = self._api.param_serialize(
+        # The body goes to call_api as it is, not through param_serialize: it is plain JSON
+        # already, which the client's sanitize_for_serialization would only copy whole.
+        method, url, headers, _body, _post = self._api.param_serialize(
             method=method,
             resource_path=path,
             query_params=list((query or {}).items()),
             header_params=headers,
-            body=body,
             auth_settings=["BearerToken"],
         )
         try:
