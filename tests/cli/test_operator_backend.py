@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import re
 import signal
@@ -25,6 +26,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from podwright.adapters.kubernetes import KubernetesClient, connect
+from podwright.cli import backends
 from podwright.cli.main import cli
 from podwright.core.cluster_resources import API_VERSION, WORKLOAD_KIND
 from podwright.core.crds import custom_resource_definitions
@@ -429,6 +431,54 @@ def test_a_context_the_kubeconfig_lacks_is_bad_input(cluster: Cluster, tmp_path:
         f"podwright: error: --context nope: --kubeconfig {cluster.kubeconfig} has no such "
         "context (it has: emu)\n"
     )
+
+
+def _with_context_namespace(cluster: Cluster, tmp_path: Path, namespace: str) -> str:
+    """A copy of the cluster's kubeconfig whose context names ``namespace``, as ``kubectl config
+    set-context --current --namespace`` writes it."""
+    config = json.loads(Path(cluster.kubeconfig).read_text())
+    config["contexts"][0]["context"]["namespace"] = namespace
+    path = tmp_path / "kubeconfig-with-namespace"
+    path.write_text(json.dumps(config))
+    return str(path)
+
+
+def test_without_namespace_the_contexts_namespace_is_used_as_kubectl_does(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    kubeconfig = _with_context_namespace(cluster, tmp_path, NAMESPACE)
+
+    def podwright(*args: str) -> Result:
+        return CliRunner().invoke(cli, [*args, "--backend", "operator", "--kubeconfig", kubeconfig])
+
+    result = podwright("run", "--workload", workload_file(tmp_path, "here"), "--detach")
+    assert result.exit_code == 0, result.output
+    task_id = task_id_of(cluster.workload("here"))
+    again = f" --backend operator --kubeconfig {kubeconfig}"  # no -n: the context's is the one
+    assert result.stdout.splitlines()[1:] == [
+        f"task {task_id} left to the operator (Workload {NAMESPACE}/here)",
+        f"  follow it: podwright status {task_id}{again}; podwright logs {task_id} -f{again}",
+    ]
+    status = podwright("status", task_id)
+    assert status.exit_code == 0, status.output
+    assert f"workload:  here (training), namespace {NAMESPACE}" in status.stdout
+    elsewhere = podwright(
+        "run", "--workload", workload_file(tmp_path, "there"), "-n", "default", "--detach"
+    )
+    assert elsewhere.exit_code == 0, elsewhere.output
+    assert " --backend operator -n default --kubeconfig" in elsewhere.stdout
+
+
+def test_in_a_pod_without_a_kubeconfig_the_pods_namespace_is_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    namespace_file = tmp_path / "namespace"
+    namespace_file.write_text("ml-team\n")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    monkeypatch.setattr(backends, "SERVICE_ACCOUNT_NAMESPACE", namespace_file)
+    assert backends.context_namespace(backends.ClusterAccess()) == "ml-team"
+    namespace_file.unlink()
+    assert backends.context_namespace(backends.ClusterAccess()) == "default"
 
 
 def test_a_namespace_that_does_not_exist_is_bad_input(cluster: Cluster, tmp_path: Path) -> None:

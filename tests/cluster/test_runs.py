@@ -21,7 +21,7 @@ import yaml
 
 from podwright.engine.config import FINALIZER
 from tests.cluster.nodes import RUNS_UNTIL_DELETED, PodOutcome
-from tests.cluster.support import EXAMPLES, ClusterUnderTest, task_id_of
+from tests.cluster.support import EXAMPLES, ClusterUnderTest, podwright_command, task_id_of
 from tests.kube.support import eventually
 
 WORKSPACE = "workload-workspace.yaml"
@@ -121,6 +121,30 @@ def test_a_training_job_runs_to_success(kube_cluster: ClusterUnderTest) -> None:
     (job,) = kube_cluster.task_objects(task_id, "Job", "batch/v1")
     assert job["metadata"]["name"] == task_id
     assert FINALIZER not in (job["metadata"].get("finalizers") or [])
+
+
+def test_without_namespace_a_run_goes_to_the_kubeconfig_contexts_namespace(
+    kube_cluster: ClusterUnderTest,
+) -> None:
+    """As kubectl chooses it: the current context's namespace (what ``kubectl config set-context
+    --current --namespace`` writes), in a copy of the test's kubeconfig."""
+    config = yaml.safe_load(kube_cluster.podwright.kubeconfig.read_text())
+    for context in config["contexts"]:
+        if context["name"] == config["current-context"]:
+            context["context"]["namespace"] = kube_cluster.namespace
+    kubeconfig = kube_cluster.directory / "kubeconfig-with-namespace"
+    kubeconfig.write_text(yaml.safe_dump(config))
+    example = kube_cluster.workload("workload-training.yaml", image="busybox:1", compute=SMALL)
+    kube_cluster.installs.priority_classes(kube_cluster.profile)
+    result = podwright_command(
+        *("run", "--workload", str(example), "--backend", "kubernetes"),
+        *("--kubeconfig", str(kubeconfig), "--home", str(kube_cluster.podwright.home)),
+        *("--profile", str(kube_cluster.profile)),
+        cwd=kube_cluster.directory,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    (job,) = kube_cluster.task_objects(task_id_of(result.stdout), "Job", "batch/v1")
+    assert job["metadata"]["namespace"] == kube_cluster.namespace
 
 
 @pytest.mark.parametrize(

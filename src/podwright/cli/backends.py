@@ -291,6 +291,29 @@ def cluster_name(access: ClusterAccess) -> str:
     cluster's name in the scope tree unless told otherwise."""
     if access.kubeconfig is None and access.context is None and _in_pod():
         return IN_CLUSTER
+    chosen = _chosen_context(access)
+    return str((chosen.get("context") or {}).get("cluster") or chosen.get("name"))
+
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+FALLBACK_NAMESPACE = "default"
+
+
+def context_namespace(access: ClusterAccess) -> str:
+    """The namespace a command without ``-n`` works in, as kubectl chooses it: the kubeconfig
+    context's ``namespace``; in a pod without a kubeconfig, the pod's own (its service account's
+    namespace file); else ``default``."""
+    if access.kubeconfig is None and access.context is None and _in_pod():
+        try:
+            return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or FALLBACK_NAMESPACE
+        except OSError:
+            return FALLBACK_NAMESPACE
+    chosen = _chosen_context(access)
+    return str((chosen.get("context") or {}).get("namespace") or FALLBACK_NAMESPACE)
+
+
+def _chosen_context(access: ClusterAccess) -> dict[str, Any]:
+    """The kubeconfig context ``access`` names (its current one if none)."""
     contexts, active = _read_contexts(access)
     chosen = active if access.context is None else None
     for context in contexts:
@@ -300,7 +323,7 @@ def cluster_name(access: ClusterAccess) -> str:
         raise BadInput(
             f"--context {access.context}: {_kubeconfig_source(access)} has no such context"
         )
-    return str((chosen.get("context") or {}).get("cluster") or chosen.get("name"))
+    return chosen
 
 
 def _kubeconfig_source(access: ClusterAccess) -> str:

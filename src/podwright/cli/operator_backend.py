@@ -54,6 +54,7 @@ from podwright.cli.backends import (
     OPERATOR,
     ClusterAccess,
     cluster_client,
+    context_namespace,
     context_of,
     resolve_backend,
 )
@@ -95,7 +96,6 @@ from podwright.engine.workload_tasks import (
 
 F = TypeVar("F", bound=Callable[..., object])
 
-DEFAULT_NAMESPACE = "default"
 WAITING = "waiting for the operator"
 """The reason of a Workload's task before the operator recorded it."""
 
@@ -119,7 +119,8 @@ def operator_options(command: F) -> F:
         "-n",
         "--namespace",
         default=None,
-        help=f"With --backend operator: the Workloads' namespace (default: {DEFAULT_NAMESPACE}).",
+        help="With --backend operator: the Workloads' namespace (default: the kubeconfig "
+        "context's namespace, else default).",
     )(command)
     return click.option(
         "--backend",
@@ -156,7 +157,7 @@ def refuse_without_operator(**given: object) -> None:
 
 
 def refuse_for_operator(
-    preparation: Preparation, lifecycle_config: str | None, namespace: str
+    preparation: Preparation, lifecycle_config: str | None, namespace: str | None
 ) -> None:
     """:class:`BadInput` for the options of ``run`` that mean nothing to the operator."""
     given = (
@@ -165,11 +166,12 @@ def refuse_for_operator(
         ("--assets", preparation.assets_file is not None),
         ("--profile", preparation.profile_file is not None),
     )
+    namespace_option = "" if namespace is None else f" -n {namespace}"
     for flag, present in given:
         if present:
             raise BadInput(
                 f"{flag}: with --backend operator the cluster's policies, assets and profile "
-                f"apply ('podwright policy effective -n {namespace} --type TYPE' shows its "
+                f"apply ('podwright policy effective{namespace_option} --type TYPE' shows its "
                 f"policies); leave {flag} out"
             )
     if lifecycle_config is not None:
@@ -187,12 +189,14 @@ class OperatorTarget:
     access: ClusterAccess
     cluster: str
     namespace: str | None
+    default_namespace: str
+    """The namespace of the kubeconfig's context (what a command without ``-n`` uses)."""
 
     def again(self, namespace: str | None = None) -> str:
         """The options a command needs to find the task again (``--backend operator -n x``)."""
         options = " --backend operator"
         chosen = namespace or self.namespace
-        if chosen and chosen != DEFAULT_NAMESPACE:
+        if chosen and chosen != self.default_namespace:
             options += f" -n {chosen}"
         if self.access.context is not None:
             options += f" --context {self.access.context}"
@@ -223,8 +227,12 @@ def operator_target(
         raise BadInput("--all-namespaces: give it or --namespace, not both")
     access = ClusterAccess(kubeconfig, context)
     cluster = context_of(resolve_backend(OPERATOR, access))
+    default_namespace = context_namespace(access)
     return OperatorTarget(
-        access, cluster, None if all_namespaces else (namespace or DEFAULT_NAMESPACE)
+        access,
+        cluster,
+        None if all_namespaces else (namespace or default_namespace),
+        default_namespace,
     )
 
 

@@ -52,12 +52,14 @@ import click
 from podwright.adapters.kubernetes import KubernetesClient, KubernetesConfigError, connect
 from podwright.adapters.local.cluster import RECORDED, RUNNABLE
 from podwright.cli.backends import (
+    FALLBACK_NAMESPACE,
     LOCAL,
     OPERATOR,
     ClusterAccess,
     access_for,
     check_reachable,
     cluster_client,
+    context_namespace,
     context_of,
     resolve_backend,
     submit_options,
@@ -121,7 +123,11 @@ and phases in its next round (a second by default), after the output they came b
 @click.command("run")
 @preparation_options
 @click.option(
-    "-n", "--namespace", default="default", show_default=True, help="The task's namespace."
+    "-n",
+    "--namespace",
+    default=None,
+    help="The task's namespace (default: the kubeconfig context's namespace, as kubectl "
+    "chooses it; else default).",
 )
 @submit_options
 @click.option(
@@ -135,7 +141,7 @@ and phases in its next round (a second by default), after the output they came b
 def run_command(
     *,
     preparation: Preparation,
-    namespace: str,
+    namespace: str | None,
     backend: str | None,
     kubeconfig: str | None,
     context: str | None,
@@ -155,6 +161,10 @@ def run_command(
             _run_on_operator(preparation, namespace, ClusterAccess(kubeconfig, context), detach)
         )
     key = resolve_backend(backend, ClusterAccess(kubeconfig, context))
+    if namespace is None:
+        namespace = (
+            FALLBACK_NAMESPACE if key == LOCAL else context_namespace(access_for(key, kubeconfig))
+        )
     lifecycle = load_lifecycle_config(lifecycle_config)
     prepared = prepare_workload(preparation, namespace)
     manifests: Sequence[Mapping[str, Any]] = prepared.rendering.manifests
@@ -207,11 +217,12 @@ def run_command(
 
 
 def _run_on_operator(
-    preparation: Preparation, namespace: str, access: ClusterAccess, detach: bool
+    preparation: Preparation, namespace: str | None, access: ClusterAccess, detach: bool
 ) -> int:
     """Create the workload's Workload, then follow its task (unless ``detach``) until the
     operator finalized it; the exit status. Ctrl-C stops following: the operator runs it on."""
     target = operator_target(access.kubeconfig, access.context, namespace)
+    namespace = str(target.namespace)
     workload = workload_object(preparation, namespace)
     name, workload_type = workload["metadata"]["name"], workload["spec"]["type"]
     with cluster_client(target.access) as client, Signals() as signals:
