@@ -27,7 +27,9 @@ from click.testing import CliRunner, Result
 
 from podwright.adapters.kubernetes import KubernetesClient, connect
 from podwright.cli import backends
+from podwright.cli.common import BadInput
 from podwright.cli.main import cli
+from podwright.cli.operator_backend import WorkloadTasks, operator_target
 from podwright.core.cluster_resources import API_VERSION, WORKLOAD_KIND
 from podwright.core.crds import custom_resource_definitions
 from podwright.core.lifecycle.phases import (
@@ -610,6 +612,32 @@ def test_abort_sets_the_annotation_and_the_workload_stays(cluster: Cluster, tmp_
     cluster.advance("hello", PhaseInfo(Phase.ABORTED, 2, "aborted", occurred_at=now()))
     again = cluster.podwright("abort", "hello", "-n", NAMESPACE)
     assert again.stdout == f"task {task_id} already ended: Aborted\n"
+
+
+def test_abort_and_delete_act_on_the_workload_read_and_on_no_other_of_its_name(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """The task commands read the Workloads, then write: a Workload deleted and made again under
+    the same name in between is another task's, and neither its abort nor its deletion
+    happens (the uid is the write's precondition)."""
+    task_id = submitted(cluster, tmp_path)
+    read = [cluster.workload("hello")]
+    cluster.client.delete(ref("hello"))
+    submitted(cluster, tmp_path)  # a new Workload named hello, another task
+    newer = cluster.workload("hello")
+    target = operator_target(cluster.kubeconfig, None, NAMESPACE)
+    tasks = WorkloadTasks(cluster.client, target, read)
+    record = tasks.find(task_id)
+    with pytest.raises(BadInput, match=f"task {task_id}: Workload {NAMESPACE}/hello is gone"):
+        tasks.abort(record)
+    assert tasks.delete(record) == (
+        f"task {task_id} deleted (Workload {NAMESPACE}/hello was gone already; the Workload of "
+        "that name now is another task's, left alone)"
+    )
+    untouched = cluster.workload("hello")
+    assert untouched["metadata"]["uid"] == newer["metadata"]["uid"]
+    assert ABORT_ANNOTATION not in (untouched["metadata"].get("annotations") or {})
+    assert not untouched["metadata"].get("deletionTimestamp")
 
 
 def test_delete_deletes_the_workload_and_waits_for_the_operator(

@@ -971,6 +971,18 @@ class ApiStore:
             if resource.status_subresource:
                 main_update_keeps_status(resource, current, updated)
         new_metadata = updated.setdefault("metadata", {})
+        given_uid = new_metadata.get("uid")
+        if given_uid and given_uid != metadata.get("uid"):
+            # rest.BeforeUpdate keeps the stored uid only when none is given, then validates the
+            # update (ValidateObjectMetaAccessorUpdate): a different one is immutable. Clients
+            # send it as a precondition of a patch.
+            raise ApiError(
+                422,
+                "Invalid",
+                f'{resource.kind} "{metadata["name"]}" is invalid: metadata.uid: Invalid value: '
+                f'"{given_uid}": field is immutable',
+                details={"name": metadata["name"], "kind": resource.kind},
+            )
         for immutable in (
             "name",
             "namespace",

@@ -103,6 +103,31 @@ def test_resource_version_is_a_precondition_of_replace_patch_and_delete(api: Api
         api.client.get(ref)
 
 
+def test_a_uid_is_a_precondition_of_patch_and_delete(api: ApiServer) -> None:
+    """An update that gives another uid is invalid (``rest.BeforeUpdate`` keeps the stored one
+    only when none is given, then ``ValidateObjectMetaAccessorUpdate`` finds it changed); a
+    delete whose ``preconditions.uid`` is another's is a Conflict (storage's
+    ``Preconditions.Check``). So a client can act on the object it read and on no other of
+    the same name."""
+    ref = api.ref("ConfigMap", "a")
+    first = api.client.create(config_map("a", api.namespace))
+    api.client.delete(ref)
+    again = api.client.create(config_map("a", api.namespace))
+    old_uid, uid = first["metadata"]["uid"], again["metadata"]["uid"]
+    with pytest.raises(InvalidError) as caught:
+        api.client.patch(ref, {"metadata": {"uid": old_uid}, "data": {"k": "x"}}, PatchType.MERGE)
+    assert caught.value.status == 422
+    assert "metadata.uid: Invalid value" in caught.value.message
+    assert "field is immutable" in caught.value.message
+    with pytest.raises(ConflictError):
+        api.client.delete(ref, uid=old_uid)
+    patched = api.client.patch(ref, {"metadata": {"uid": uid}, "data": {"k": "y"}}, PatchType.MERGE)
+    assert patched["data"] == {"key": "value", "k": "y"}
+    api.client.delete(ref, uid=uid)
+    with pytest.raises(NotFoundError):
+        api.client.get(ref)
+
+
 def test_json_patch_applies_operations_and_a_failed_test_is_422(api: ApiServer) -> None:
     ref = api.ref("ConfigMap", "a")
     created = api.client.create(config_map("a", api.namespace))

@@ -71,6 +71,7 @@ from podwright.engine.executor import resource_ref
 from podwright.engine.kubernetes_port import (
     AlreadyExistsError,
     ApiConnectionError,
+    ConflictError,
     ForbiddenError,
     InvalidError,
     KubernetesError,
@@ -428,8 +429,11 @@ class WorkloadTasks:
         if record.phase.is_terminal or record.finalized:
             return f"task {task_id} already ended: {record.phase.value}"
         where = f"Workload {record.task.namespace}/{record.task.name}"
+        workload = self.workload(record)
+        if workload is None:
+            raise BadInput(f"task {task_id}: {where} is gone")
         try:
-            request_abort_annotation(self._client, workload_ref(record), utc_now())
+            request_abort_annotation(self._client, workload_ref(record), _uid(workload), utc_now())
         except NotFoundError as error:
             raise BadInput(f"task {task_id}: {where} is gone") from error
         return (
@@ -441,10 +445,19 @@ class WorkloadTasks:
         """Delete the task's Workload; what was done, in one line."""
         task_id = record.task_id
         where = f"Workload {record.task.namespace}/{record.task.name}"
+        workload = self.workload(record)
+        if workload is None:
+            return f"task {task_id} deleted ({where} was gone already)"
         try:
-            self._client.delete(workload_ref(record))
+            # Only the Workload that was read: one made again under its name is another task.
+            self._client.delete(workload_ref(record), uid=_uid(workload) or None)
         except NotFoundError:
             return f"task {task_id} deleted ({where} was gone already)"
+        except ConflictError:
+            return (
+                f"task {task_id} deleted ({where} was gone already; the Workload of that name "
+                "now is another task's, left alone)"
+            )
         except ApiConnectionError as error:
             raise Unreachable(f"task {task_id}: {error.message}") from error
         except KubernetesError as error:
@@ -622,7 +635,7 @@ class WorkloadView:
     def request_abort(self, task_id: str, now: datetime) -> TaskRecord:
         """The abort annotation (the operator records the request)."""
         ref = ObjectRef(API_VERSION, WORKLOAD_KIND, self._namespace, self._name)
-        request_abort_annotation(self._client, ref, now)
+        request_abort_annotation(self._client, ref, self._uid, now)
         return self.get(task_id)
 
 

@@ -284,15 +284,23 @@ class KubernetesClient:
         *,
         propagation: str = "Background",
         resource_version: str | None = None,
+        uid: str | None = None,
         grace_period_seconds: int | None = None,
     ) -> None:
+        """Delete the object at ``ref``; with ``resource_version`` or ``uid``, only if it is
+        still at that version, or still that object (a Conflict otherwise)."""
         options: dict[str, Any] = {
             "kind": "DeleteOptions",
             "apiVersion": "v1",
             "propagationPolicy": propagation,
         }
-        if resource_version is not None:
-            options["preconditions"] = {"resourceVersion": resource_version}
+        preconditions = {
+            key: value
+            for key, value in (("resourceVersion", resource_version), ("uid", uid))
+            if value is not None
+        }
+        if preconditions:
+            options["preconditions"] = preconditions
         if grace_period_seconds is not None:
             options["gracePeriodSeconds"] = grace_period_seconds
         self._json("DELETE", self._path(ref), "delete", body=options)

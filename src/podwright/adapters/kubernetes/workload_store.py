@@ -32,6 +32,7 @@ from podwright.core.lifecycle.phases import PhaseInfo
 from podwright.engine.kubernetes_port import (
     ApiConnectionError,
     ConflictError,
+    InvalidError,
     KubernetesError,
     NotFoundError,
     ObjectRef,
@@ -346,10 +347,22 @@ class WorkloadTaskStore:
         return stored
 
 
-def request_abort_annotation(client: KubernetesClient, ref: ObjectRef, now: datetime) -> None:
-    """Ask the operator to abort the task of the Workload at ``ref`` (``podwright abort``)."""
-    body = {"metadata": {"annotations": {ABORT_ANNOTATION: rfc3339(now)}}}
-    client.patch(ref, body, PatchType.MERGE)
+def request_abort_annotation(
+    client: KubernetesClient, ref: ObjectRef, uid: str, now: datetime
+) -> None:
+    """Ask the operator to abort the task of the Workload at ``ref`` whose uid is ``uid``
+    (``podwright abort``). The uid in the patch is its precondition: a Workload made again
+    under that name since is another task's, and the API server refuses the patch (422, the
+    uid is immutable) rather than abort it. :class:`NotFoundError` in both cases."""
+    body = {"metadata": {"uid": uid, "annotations": {ABORT_ANNOTATION: rfc3339(now)}}}
+    try:
+        client.patch(ref, body, PatchType.MERGE)
+    except InvalidError as error:
+        if "metadata.uid" not in error.message:
+            raise
+        raise NotFoundError(
+            f"{ref.kind} {ref.namespace}/{ref.name} of uid {uid} is gone: {error.message}"
+        ) from error
 
 
 def _ref(workload: JsonObject) -> ObjectRef:
