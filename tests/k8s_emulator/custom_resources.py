@@ -188,14 +188,17 @@ def definition_status(crd: Obj, now: str, previous: Obj | None) -> Obj:
 
 
 class CustomResourceRegistry:
-    """The custom resources a store serves, by group, version and plural."""
+    """The custom resources a store serves, by group, version and plural.
+
+    A change builds a new map and puts it in place in one step, so a lookup (every request
+    makes one) needs no lock and never sees a CRD's kind half replaced."""
 
     def __init__(self) -> None:
         self._served: dict[tuple[str, str, str], ServedVersion] = {}
 
     def serve(self, crd: Obj) -> None:
         """Serve the CRD's served versions (replacing what an older revision of it served)."""
-        self.stop(crd)
+        served = self._without(crd)
         spec = crd["spec"]
         names = spec["names"]
         for version in spec["versions"]:
@@ -214,17 +217,27 @@ class CustomResourceRegistry:
                 custom=True,
             )
             schema = version["schema"]["openAPIV3Schema"]
-            self._served[(resource.group, resource.version, resource.plural)] = ServedVersion(
+            served[(resource.group, resource.version, resource.plural)] = ServedVersion(
                 resource, schema, tuple(version.get("additionalPrinterColumns") or ())
             )
+        self._served = served
 
     def stop(self, crd: Obj) -> ResourceType | None:
         """Stop serving the CRD's kind; the resource whose objects are to go, if it was served."""
+        served = self._without(crd)
+        gone = [version.resource for key, version in self._served.items() if key not in served]
+        self._served = served
+        return gone[0] if gone else None
+
+    def _without(self, crd: Obj) -> dict[tuple[str, str, str], ServedVersion]:
+        """What is served but the CRD's kind."""
         spec = crd.get("spec") or {}
         group, plural = spec.get("group"), (spec.get("names") or {}).get("plural")
-        gone = [key for key in self._served if key[0] == group and key[2] == plural]
-        resources = [self._served.pop(key).resource for key in gone]
-        return resources[0] if resources else None
+        return {
+            key: version
+            for key, version in self._served.items()
+            if not (key[0] == group and key[2] == plural)
+        }
 
     def lookup(self, group: str, version: str, plural: str) -> ServedVersion | None:
         return self._served.get((group, version, plural))

@@ -205,8 +205,7 @@ class ApiStore:
     def served(self, group: str, version: str, plural: str) -> ResourceType:
         """The resource served at ``/apis/<group>/<version>/<plural>`` (``/api/v1/<plural>`` for
         the core group): a built-in kind, or a custom one whose CRD exists; else 404."""
-        with self._lock:
-            custom = self.custom_resources.lookup(group, version, plural)
+        custom = self.custom_resources.lookup(group, version, plural)
         if custom is not None:
             return custom.resource
         for resource in RESOURCE_TYPES:
