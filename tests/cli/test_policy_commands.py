@@ -352,3 +352,20 @@ def test_evaluate_audit_mode_is_silent_unless_asked(tmp_path: Path) -> None:
         'podwright: audit: nodePools: item 1, \'v100\', of ["a100", "v100"] (submission) '
         "is not among the options"
     )
+
+
+def test_no_policy_of_the_workloads_type_means_no_rules_apply() -> None:
+    """As in Run:ai: policies exist for other types only, so the submission is the effective
+    workload, every value from the submission; a note says why."""
+    inference = str(EXAMPLES / "workload-inference.yaml")
+    result = run("policy", "evaluate", "--workload", inference, "-o", "json", *POLICIES)
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    submitted = yaml.safe_load(Path(inference).read_text())["spec"]
+    assert data["workload"] == submitted
+    assert set(data["sources"].values()) == {"submission"}
+    assert result.stderr == (
+        "podwright: note: no inference policy among the files given, so no rules apply\n"
+    )
+    scoped = run("policy", "evaluate", "--workload", inference, "--scope", VISION, *POLICIES)
+    assert scoped.exit_code == 0, scoped.stderr

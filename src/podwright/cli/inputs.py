@@ -32,13 +32,14 @@ T = TypeVar("T")
 
 
 def deepest_scope(policies: Sequence[Policy], workload_type: WorkloadType) -> Scope:
-    """The deepest scope of the policies of ``workload_type``, when they lie on one branch."""
+    """The deepest scope of the policies of ``workload_type``, when they lie on one branch; the
+    tenant when none is of that type (no rules apply then, as in Run:ai)."""
     scopes = sorted(
         {policy.scope for policy in policies if policy.workload_type is workload_type},
         key=lambda s: len(s.names),
     )
     if not scopes:
-        raise BadInput(f"no {workload_type.value} policy among the files given")
+        return Scope(())
     deepest = scopes[-1]
     for scope in scopes:
         if not scope.contains(deepest):
@@ -222,6 +223,14 @@ def evaluate_workload(
     """Read the workload, policies and catalogue; evaluate; print warnings on standard error."""
     documents, policies = load_policies(policy_files)
     document, submission = read_submission(workload_file, workload_type, documents)
+    if policies and all(
+        policy.workload_type is not submission.workload_type for policy in policies
+    ):
+        kind = submission.workload_type.value
+        click.echo(
+            f"podwright: note: no {kind} policy among the files given, so no rules apply",
+            err=True,
+        )
     if scope is None:
         scope = deepest_scope(policies, submission.workload_type)
     catalogue = load_catalogue(assets_file, documents) if assets_file else EMPTY_CATALOGUE
