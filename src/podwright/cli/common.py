@@ -53,6 +53,28 @@ class ExitCode(IntEnum):
     """``run`` got SIGTERM and stopped following; the task goes on with the executor."""
 
 
+EXIT_STATUSES: dict[ExitCode, str] = {
+    ExitCode.OK: "done (run: the task succeeded, or was left to run with --detach)",
+    ExitCode.VIOLATIONS: "the input breaks enforced policy rules (each violation listed)",
+    ExitCode.BAD_INPUT: "bad input or usage (the argument, or file:line:column, named)",
+    ExitCode.TASK_FAILED: "the task ran and failed (run)",
+    ExitCode.ABORTED: "the task was aborted (run)",
+    ExitCode.UNAVAILABLE: "podwright could not do its part (task store, executor, backend)",
+    ExitCode.UNREACHABLE: "the Kubernetes API server gave no answer, after retries",
+    ExitCode.HANGUP: "run lost its terminal (SIGHUP); the task goes on",
+    ExitCode.INTERRUPTED: "Ctrl-C before anything that lasts was done",
+    ExitCode.OUTPUT_CLOSED: "the standard output was closed (| head); a task goes on",
+    ExitCode.TERMINATED: "run got SIGTERM; the task goes on",
+}
+"""Every exit status, in one line each: ``podwright --help`` and the README's table show these."""
+
+
+def exit_status_help() -> str:
+    """The exit statuses as the top-level help's epilog (``\b``: click keeps the lines)."""
+    lines = [f"  {code.value:>3}  {meaning}" for code, meaning in EXIT_STATUSES.items()]
+    return "\b\nExit statuses:\n" + "\n".join(lines)
+
+
 class BadInput(click.ClickException):
     """Input the command cannot use; reported on one line, exit status 2."""
 

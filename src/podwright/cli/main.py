@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 import click
 
 from podwright._version import __version__
-from podwright.cli.common import ExitCode, point_output_at_devnull
+from podwright.cli.common import ExitCode, exit_status_help, point_output_at_devnull
 
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "abort": (
@@ -170,7 +170,10 @@ def _fail(message: str, code: int) -> NoReturn:
 
 
 @click.group(
-    name="podwright", cls=PodwrightGroup, context_settings={"help_option_names": ["-h", "--help"]}
+    name="podwright",
+    cls=PodwrightGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=exit_status_help(),
 )
 @click.version_option(__version__, "-V", "--version", prog_name="podwright")
 def cli() -> None:
