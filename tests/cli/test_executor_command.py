@@ -124,7 +124,10 @@ def test_concurrent_submissions_start_one_executor_and_every_task_succeeds(
     ]
     start.touch()  # every process has imported podwright by the time it sees the file
     results = [run.communicate(timeout=60) for run in runs]
-    assert [run.returncode for run in runs] == [0] * 4, results
+    assert [run.returncode for run in runs] == [0] * 4, "\n".join(
+        f"run {n}: exit {run.returncode}\n{out}{err}"
+        for n, (run, (out, err)) in enumerate(zip(runs, results, strict=True))
+    )
     pids = {int(re.findall(r"executor \(pid (\d+)\)", out)[0]) for out, _ in results}
     task_ids = [task_id_of(out) for out, _ in results]
     assert len(pids) == 1, results
