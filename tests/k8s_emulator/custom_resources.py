@@ -266,8 +266,9 @@ def admit_custom_object(served: ServedVersion, obj: Obj) -> Obj:
 def status_update(resource: ResourceType, current: Obj, given: Obj) -> Obj:
     """What a write to ``/status`` keeps of ``given``, by kind (see the module's docstring)."""
     if resource.custom:
-        # Both objects are the request's own (``current`` a copy of the stored one), so the
-        # result shares their parts; only its metadata, which the store then writes, is new.
+        # ``current`` is the stored object, never changed in place, and ``given`` the request's
+        # own: the result shares their parts; only its metadata, which the store then writes,
+        # is new.
         updated = dict(current)
         updated["metadata"] = dict(current["metadata"])
         managed = (given.get("metadata") or {}).get("managedFields")
