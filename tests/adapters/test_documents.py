@@ -12,9 +12,12 @@ from podwright.adapters.documents import (
     DocumentError,
     InvalidDocumentError,
     UnreadableDocumentError,
+    document_files,
     dump_yaml,
     parse_document,
+    parse_documents,
     read_document,
+    read_documents,
 )
 
 
@@ -33,6 +36,46 @@ def test_standard_input_is_read_for_dash() -> None:
     document = read_document("-", io.StringIO('{"containers": [{"name": "a"}]}'))
     assert document.source == "<stdin>"
     assert document.data == {"containers": [{"name": "a"}]}
+
+
+def test_every_document_of_a_stream_is_read_with_its_lines_counted_in_the_file() -> None:
+    text = "---\na: 1\n---\n# only a comment\n---\nb:\n  c: 2\n"
+    first, second = parse_documents(text, "f.yaml")
+    assert (first.source, first.file, first.data) == ("f.yaml#1", "f.yaml", {"a": 1})
+    assert (second.source, second.data) == ("f.yaml#3", {"b": {"c": 2}})
+    assert second.locate(("b", "c")) == "f.yaml:7:3"
+    assert second.locate(()) == "f.yaml#3"
+    (only,) = parse_documents("a: 1\n", "g.yaml")
+    assert (only.source, only.file, only.locate(("a",))) == ("g.yaml", None, "g.yaml:1:1")
+
+
+def test_a_stream_without_documents_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "empty.yaml"
+    path.write_text("---\n# nothing\n---\n")
+    with pytest.raises(InvalidDocumentError, match=r"empty\.yaml: no document in it"):
+        read_documents(str(path), io.StringIO())
+    assert [d.data for d in read_documents("-", io.StringIO("a: 1\n---\nb: 2"))] == [
+        {"a": 1},
+        {"b": 2},
+    ]
+
+
+def test_a_directory_is_its_yaml_and_json_files_in_order(tmp_path: Path) -> None:
+    for name in ("b.yaml", "a.json", "c.yml", "notes.txt"):
+        (tmp_path / name).write_text("{}")
+    (tmp_path / "sub.yaml").mkdir()
+    (tmp_path / "sub.yaml" / "d.yaml").write_text("{}")
+    (tmp_path / "notes-only").mkdir()
+    (tmp_path / "notes-only" / "README").write_text("")
+    assert document_files([str(tmp_path), "-", "x.yaml"]) == [
+        str(tmp_path / "a.json"),
+        str(tmp_path / "b.yaml"),
+        str(tmp_path / "c.yml"),
+        "-",
+        "x.yaml",
+    ]
+    with pytest.raises(UnreadableDocumentError, match="a directory without .json, .yaml, .yml"):
+        document_files([str(tmp_path / "notes-only")])
 
 
 def test_json_with_tabs() -> None:

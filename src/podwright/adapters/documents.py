@@ -10,8 +10,12 @@ overwrite. It is written with PyYAML, whose YAML 1.1 quoting is what kubectl nee
 Exceptions::
 
     DocumentError                 anything that stops a document from being read
-    ├── UnreadableDocumentError   the file cannot be opened, read or decoded as UTF-8
-    └── InvalidDocumentError      not exactly one well-formed YAML or JSON document
+    ├── UnreadableDocumentError   the file or directory cannot be opened, read or decoded as UTF-8
+    └── InvalidDocumentError      not well-formed YAML or JSON (or not the one document expected)
+
+Like ``kubectl apply -f``, :func:`read_documents` reads every document of a multi-document
+YAML stream, and :func:`document_files` expands a directory into its ``.yaml``, ``.yml`` and
+``.json`` files.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -59,41 +63,120 @@ class InvalidDocumentError(DocumentError):
     """The text is not exactly one well-formed YAML or JSON document."""
 
 
+DOCUMENT_SUFFIXES = (".json", ".yaml", ".yml")
+"""The files of a directory that are read, as ``kubectl apply -f DIR`` reads them."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Document:
-    """Plain data read from ``source``, and the 1-based (line, column) of each field path."""
+    """Plain data read from ``source``, and the 1-based (line, column) of each field path.
+
+    ``source`` identifies the document (problems name it); for one document of several in a
+    file it is ``file#N``, and ``file`` is the file itself, which :meth:`locate` names with
+    the line, counted in the whole file."""
 
     source: str
     data: object
     positions: Mapping[FieldPath, tuple[int, int]]
+    file: str | None = None
 
     def locate(self, path: FieldPath) -> str:
-        """``source:line:column`` of ``path``, or of its nearest ancestor that was written."""
+        """``file:line:column`` of ``path``, or of its nearest ancestor that was written."""
+        name = self.file or self.source
         for length in range(len(path), 0, -1):
             position = self.positions.get(path[:length])
             if position is not None:
-                return f"{self.source}:{position[0]}:{position[1]}"
+                return f"{name}:{position[0]}:{position[1]}"
         return self.source
 
 
 def read_document(source: str, stdin: TextIO) -> Document:
     """Read exactly one document from the file ``source``, or from ``stdin`` when it is ``-``."""
     name = STDIN_NAME if source == STDIN else source
+    return parse_document(_read_text(source, stdin), name)
+
+
+def read_documents(source: str, stdin: TextIO) -> list[Document]:
+    """Every document of the file ``source`` (``-``: ``stdin``), empty ones left out, as
+    ``kubectl apply -f`` reads a multi-document stream; a file with none is an error."""
+    name = STDIN_NAME if source == STDIN else source
+    documents = parse_documents(_read_text(source, stdin), name)
+    if not documents:
+        raise InvalidDocumentError(name, "no document in it")
+    return documents
+
+
+def document_files(names: Sequence[str]) -> list[str]:
+    """``names`` with each directory replaced by its files ending in ``.json``, ``.yaml`` or
+    ``.yml``, sorted by name (not its subdirectories), as ``kubectl apply -f DIR`` does; a
+    directory without any is an error, since nothing in it would be read."""
+    files: list[str] = []
+    for name in names:
+        path = Path(name)
+        if name == STDIN or not path.is_dir():
+            files.append(name)
+            continue
+        try:
+            found = sorted(
+                str(child)
+                for child in path.iterdir()
+                if child.suffix in DOCUMENT_SUFFIXES and not child.is_dir()
+            )
+        except OSError as error:
+            raise UnreadableDocumentError(name, error.strerror or str(error)) from error
+        if not found:
+            raise UnreadableDocumentError(
+                name, f"a directory without {', '.join(DOCUMENT_SUFFIXES)} files"
+            )
+        files.extend(found)
+    return files
+
+
+def parse_document(text: str, source: str) -> Document:
+    """Parse ``text`` as exactly one YAML or JSON document."""
+    nodes = [node for node in _nodes(text, source) if node is not None]
+    if len(nodes) != 1:
+        found = "no document" if not nodes else f"{len(nodes)} documents"
+        raise InvalidDocumentError(source, f"expected one document, found {found}")
+    positions: dict[FieldPath, tuple[int, int]] = {}
+    return Document(source, _plain(nodes[0], (), positions), positions)
+
+
+def parse_documents(text: str, source: str) -> list[Document]:
+    """Parse ``text`` as a stream of YAML or JSON documents, empty ones left out. When there
+    are several, each one's ``source`` is ``source#N`` (N counts from 1) and its ``file``
+    is ``source`` (empty documents are counted, as a reader counts the ``---`` lines)."""
+    nodes = _nodes(text, source)
+    several = sum(node is not None for node in nodes) > 1
+    documents = []
+    for index, node in enumerate(nodes, start=1):
+        if node is None:
+            continue
+        positions: dict[FieldPath, tuple[int, int]] = {}
+        data = _plain(node, (), positions)
+        if not several:
+            documents.append(Document(source, data, positions))
+        else:
+            documents.append(Document(f"{source}#{index}", data, positions, file=source))
+    return documents
+
+
+def _read_text(source: str, stdin: TextIO) -> str:
+    name = STDIN_NAME if source == STDIN else source
     try:
-        text = stdin.read() if source == STDIN else Path(source).read_text(encoding="utf-8")
+        return stdin.read() if source == STDIN else Path(source).read_text(encoding="utf-8")
     except UnicodeDecodeError as error:
         raise UnreadableDocumentError(
             name, f"not UTF-8 text ({error.reason} at byte {error.start})"
         ) from error
     except OSError as error:
         raise UnreadableDocumentError(name, error.strerror or str(error)) from error
-    return parse_document(text, name)
 
 
-def parse_document(text: str, source: str) -> Document:
-    """Parse ``text`` as exactly one YAML or JSON document."""
+def _nodes(text: str, source: str) -> list[object]:
+    """The documents of ``text``, as the YAML library's round-trip nodes (None: empty)."""
     try:
-        documents = [node for node in _reader().load_all(text) if node is not None]
+        return list(_reader().load_all(text))
     except MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         message = " ".join(part for part in (error.context, error.problem) if part) or str(error)
@@ -104,11 +187,6 @@ def parse_document(text: str, source: str) -> Document:
         ) from error
     except YAMLError as error:
         raise InvalidDocumentError(source, f"invalid YAML: {error}") from error
-    if len(documents) != 1:
-        found = "no document" if not documents else f"{len(documents)} documents"
-        raise InvalidDocumentError(source, f"expected one document, found {found}")
-    positions: dict[FieldPath, tuple[int, int]] = {}
-    return Document(source, _plain(documents[0], (), positions), positions)
 
 
 def dump_yaml(data: object) -> str:
