@@ -74,7 +74,7 @@ def test_a_directory_is_its_yaml_and_json_files_in_order(tmp_path: Path) -> None
         "-",
         "x.yaml",
     ]
-    with pytest.raises(UnreadableDocumentError, match="a directory without .json, .yaml, .yml"):
+    with pytest.raises(UnreadableDocumentError, match=r"a directory without \.json, \.yaml, \.yml"):
         document_files([str(tmp_path / "notes-only")])
 
 
@@ -94,6 +94,16 @@ def test_json_with_tabs() -> None:
             "# nothing\n", r"^f\.yaml: expected one document, found no document", id="none"
         ),
         pytest.param('x: "\\q"', r"^f\.yaml:1:6: invalid YAML: .*escape", id="bad-escape"),
+        pytest.param(
+            "a:\n  b: 1\n  instances\n    - c: d\n      e: f\n",
+            r"^f\.yaml:3:3: invalid YAML: 'instances' is not followed by ':'$",
+            id="key-without-colon",
+        ),
+        pytest.param(
+            "a:\n  b: 1\n  two words  # a note\n    - c: d\n      e: f\n",
+            r"^f\.yaml:3:3: invalid YAML: 'two words' is not followed by ':'$",
+            id="key-without-colon-before-a-comment",
+        ),
     ],
 )
 def test_invalid_documents_carry_file_and_line(text: str, expected: str) -> None:

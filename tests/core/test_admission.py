@@ -290,6 +290,43 @@ def test_restating_the_original_submission_keeps_the_admitted_spec() -> None:
     ).allowed
 
 
+def test_a_workload_mutated_with_default_instances_is_admitted_as_mutated() -> None:
+    """The validating webhook judges the mutated object: default instances it now names,
+    locked ones with attribute defaults, and unnamed ones where no instance may be added
+    (the reference's NFS example), are the policy's own, not changes or additions."""
+    storage = cluster_policy(
+        "storage",
+        {
+            "defaults": {
+                "storage": {
+                    "nfs": {"instances": [{"server": "nfs", "path": "/x", "mountPath": "/x"}]},
+                    "hostPath": {
+                        "instances": [{"name": "home", "path": "/h", "mountPath": "/h"}],
+                        "attributes": {"readOnly": True},
+                    },
+                }
+            },
+            "rules": {
+                "storage": {
+                    "nfs": {"instances": {"canAdd": False}},
+                    "hostPath": {"instances": {"locked": ["home"]}},
+                }
+            },
+        },
+        scope="cluster",
+    )
+    policy_for = policies_of([read(storage)], VISION_SCOPE)
+    (patch,) = mutate_workload(
+        request(workload({"image": "pytorch"})), policy_for, EMPTY_CATALOGUE
+    ).patch
+    mutated = workload({key: value for key, value in patch["value"].items() if key != "type"})
+    (nfs,) = mutated["spec"]["storage"]["nfs"]
+    assert nfs["name"].startswith("unnamed-")
+    validation = validate_workload(request(mutated), VISION_SCOPE, policy_for, EMPTY_CATALOGUE)
+    assert validation == Decision(True)
+    assert mutate_workload(request(mutated), policy_for, EMPTY_CATALOGUE) == Decision(True)
+
+
 # Policies ---------------------------------------------------------------------------------------
 
 

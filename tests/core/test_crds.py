@@ -31,6 +31,7 @@ from podwright.core.cluster_resources import (
 from podwright.core.crds import custom_resource_definitions
 from podwright.core.policies import RULES_BY_TYPE, policy_from_data
 from podwright.core.render.profile import profile_from_data
+from podwright.core.workload_documents import read_workload_document
 from podwright.core.workload_fields import (
     EXCLUDE,
     SCHEMAS,
@@ -255,10 +256,10 @@ def test_a_status_as_the_operator_writes_it_is_valid() -> None:
 @pytest.mark.parametrize("path", WORKLOAD_EXAMPLES, ids=lambda path: path.name)
 def test_every_example_workload_is_a_valid_workload(path: Path) -> None:
     data = yaml.safe_load(path.read_text())
-    obj = resource("Workload", data["name"], {"type": data["type"], **data["spec"]})
+    obj = resource("Workload", data["metadata"]["name"], data["spec"])
     assert server_errors(obj) == []
     assert stored(obj) == obj
-    assert submission_from_resource(obj).spec == submission_from_data(data).spec
+    assert submission_from_resource(obj).spec == read_workload_document(data).submission.spec
 
 
 @pytest.mark.parametrize("path", POLICY_EXAMPLES, ids=lambda path: path.name)
@@ -330,6 +331,46 @@ REFERENCE_DOCUMENTS = {
             "security": {"runAsNonRoot": True, "runAsUid": 500},
         }
     },
+    "storage": {
+        "defaults": {
+            "storage": {
+                "pvc": {
+                    "instances": [
+                        {
+                            "claimName": "pvc-staging-researcher1-home",
+                            "existingPvc": True,
+                            "path": "/myhome",
+                            "readOnly": False,
+                            "claimInfo": {"accessModes": {"readWriteMany": True}},
+                        }
+                    ]
+                },
+                "nfs": {
+                    "instances": [
+                        {
+                            "path": "nfs-path",
+                            "readOnly": True,
+                            "server": "nfs-server",
+                            "mountPath": "nfs-mount",
+                        }
+                    ]
+                },
+                "s3": {
+                    "instances": [
+                        {
+                            "bucket": "bucket-opt-1",
+                            "path": "/s3/path",
+                            "accessKeySecret": "s3-access-key",
+                            "secretKeyOfAccessKeyId": "s3-secret-id",
+                            "secretKeyOfSecretKey": "s3-secret-key",
+                        }
+                    ],
+                    "attributes": {"url": "https://amazonaws.s3.com"},
+                },
+            }
+        },
+        "rules": {"storage": {"nfs": {"instances": {"canAdd": False}}}},
+    },
     "imposed assets": {
         "defaults": None,
         "rules": None,
@@ -354,8 +395,9 @@ REFERENCE_DOCUMENTS = {
     },
 }
 """Policy bodies from the Run:ai policy reference (``../shared/reference/workload-policy-yaml.md``),
-as written there: its Rules, Defaults and Imposed Assets sections, its itemized example, and its
-rule type examples put together."""
+as written there: its Rules, Defaults and Imposed Assets sections, its itemized example, its PVC,
+NFS and S3 examples (default instances without names), and its rule type examples put together
+(in podwright's spelling: a resource's schema is exact, ``policy apply`` writes what it read)."""
 
 
 @pytest.mark.parametrize("body", REFERENCE_DOCUMENTS.values(), ids=list(REFERENCE_DOCUMENTS))

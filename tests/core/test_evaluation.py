@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from podwright.core.assets import catalogue_from_data
+from podwright.core.evaluation import Evaluation
 from podwright.core.policies import PolicyError
+from podwright.core.workloads import WorkloadInputError
 from tests.policy_helpers import CLUSTER, DEPARTMENT, PROJECT, issues, make_policy, run
 
 ENV_POLICY = {
@@ -198,6 +202,124 @@ def test_default_instances_merge_by_key_across_scopes() -> None:
         {"name": "tier", "value": "1"},
     ]
     assert evaluation.sources["labels[team].value"] == "policy default (project vision)"
+
+
+UNNAMED_NFS = {"server": "nfs", "path": "/export", "mountPath": "/data"}
+UNNAMED_POLICY = {
+    "defaults": {
+        "storage": {
+            "nfs": {
+                "instances": [UNNAMED_NFS, {"server": "nfs", "path": "/b", "mountPath": "/b"}],
+                "attributes": {"readOnly": True},
+            }
+        }
+    }
+}
+
+
+def _unnamed_names(evaluation: Evaluation) -> list[str]:
+    storage = evaluation.workload["storage"]
+    assert isinstance(storage, dict)
+    return [instance["name"] for instance in storage["nfs"]]
+
+
+def test_a_policys_unnamed_instances_are_always_added_and_named_after_their_attributes() -> None:
+    """The reference's storage examples name no instance: each is added, named ``unnamed-``
+    and a digest of its attributes (the same in every evaluation), with the attribute
+    defaults; two of them coexist."""
+    evaluation = run([make_policy(UNNAMED_POLICY)], {})
+    first, second = _unnamed_names(evaluation)
+    assert re.fullmatch(r"unnamed-[0-9a-f]{8}", first)
+    assert first != second
+    assert evaluation.workload["storage"] == {
+        "nfs": [
+            {"name": first, **UNNAMED_NFS, "readOnly": True},
+            {"name": second, "server": "nfs", "path": "/b", "mountPath": "/b", "readOnly": True},
+        ]
+    }
+    assert evaluation.sources[f"storage.nfs[{first}].server"] == "policy default (cluster prod)"
+    assert evaluation.sources[f"storage.nfs[{first}].readOnly"] == (
+        "attribute default (cluster prod)"
+    )
+    assert _unnamed_names(run([make_policy(UNNAMED_POLICY)], {})) == [first, second]
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({}, []),
+        ({"readOnly": True}, []),
+        ({**UNNAMED_NFS, "readOnly": True}, []),
+        ({"readOnly": False}, [("storage.nfs[{name}]", "locked")]),
+        ({"path": "/elsewhere"}, [("storage.nfs[{name}]", "locked")]),
+        ({"exclude": True}, [("storage.nfs[{name}]", "locked")]),
+    ],
+    ids=["named-alone", "attribute-default", "as-in-effect", "changed", "moved", "excluded"],
+)
+def test_an_unnamed_instance_is_neither_changed_nor_excluded(
+    change: dict[str, object], expected: list[tuple[str, str]]
+) -> None:
+    """Nothing in a submission names it but the name evaluation gave it, which an effective
+    workload written back (the mutating webhook's) repeats: restating it changes nothing."""
+    policy = make_policy(UNNAMED_POLICY)
+    name = _unnamed_names(run([policy], {}))[0]
+    evaluation = run([policy], {"storage": {"nfs": [{"name": name, **change}]}})
+    assert issues(evaluation) == [(field.format(name=name), rule) for field, rule in expected]
+    if expected:
+        assert "is an unnamed policy default (cluster prod) and cannot be" in (
+            evaluation.violations[0].details
+        )
+
+
+def test_an_effective_workload_evaluated_again_is_the_same_workload() -> None:
+    """The mutating webhook writes the effective workload into the Workload, and the validating
+    webhook evaluates that: default instances, named or not, locked or not, with attribute
+    defaults, must come out as they went in, and nothing is added twice."""
+    policy = make_policy(
+        {
+            "defaults": {
+                "storage": {
+                    "nfs": {"instances": [UNNAMED_NFS], "attributes": {"readOnly": True}},
+                    "hostPath": {
+                        "instances": [{"name": "a", "path": "/x", "mountPath": "/y"}],
+                        "attributes": {"readOnly": True},
+                    },
+                }
+            },
+            "rules": {
+                "storage": {
+                    "hostPath": {"instances": {"locked": ["a"]}},
+                    "nfs": {"instances": {"canAdd": False}},
+                }
+            },
+        }
+    )
+    effective = run([policy], {"image": "x"})
+    again = run([policy], effective.workload)
+    assert again.accepted, again.violations
+    assert again.workload == effective.workload
+
+
+def test_unnamed_instances_of_every_scope_are_added_and_equal_ones_are_one() -> None:
+    cluster = make_policy(
+        {"defaults": {"storage": {"nfs": {"instances": [UNNAMED_NFS]}}}}, scope=CLUSTER, name="c"
+    )
+    other = {"server": "nfs", "path": "/p", "mountPath": "/p"}
+    project = make_policy(
+        {"defaults": {"storage": {"nfs": {"instances": [UNNAMED_NFS, other]}}}},
+        scope=PROJECT,
+        name="p",
+    )
+    evaluation = run([cluster, project], {})
+    first, second = _unnamed_names(evaluation)
+    assert evaluation.sources[f"storage.nfs[{first}].server"] == "policy default (project vision)"
+    assert evaluation.sources[f"storage.nfs[{second}].path"] == "policy default (project vision)"
+    assert _unnamed_names(run([cluster], {})) == [first]
+
+
+def test_a_submission_names_every_instance_it_gives() -> None:
+    with pytest.raises(WorkloadInputError, match="every instance needs its key 'name'"):
+        run([make_policy(UNNAMED_POLICY)], {"storage": {"nfs": [UNNAMED_NFS]}})
 
 
 def test_a_rule_is_owned_by_one_scope_of_a_branch() -> None:

@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from podwright.core.field_paths import format_path
 from podwright.core.policies import (
     Enforcement,
+    Policy,
     PolicyError,
     Scope,
     policy_from_data,
+    policy_from_runai,
     scope_from_data,
     scope_from_text,
 )
+from podwright.core.workload_fields import WorkloadType
 from tests.policy_helpers import policy_data
+
+WORKSPACE = WorkloadType.WORKSPACE
 
 
 def problems_of(body: dict[str, Any], **options: Any) -> list[tuple[str, str]]:
@@ -50,9 +59,49 @@ def problems_of(body: dict[str, Any], **options: Any) -> list[tuple[str, str]]:
             "cannot carry",
         ),
         (
-            {"rules": {"compute": {"cpuCoreRequest": {"Step": 2}}}},
+            {"rules": {"compute": {"cpuCoreRequest": {"Step": 2, "step": 1}}}},
             "spec.rules.compute.cpuCoreRequest.Step",
-            "unknown rule 'Step' (did you mean 'step'?)",
+            "'Step' reads as 'step', which is given too: give it once",
+        ),
+        (
+            {"rules": {"compute": {"cpuCoreRequest": {"Stepp": 2}}}},
+            "spec.rules.compute.cpuCoreRequest.Stepp",
+            "unknown rule 'Stepp' (did you mean 'step'?)",
+        ),
+        (
+            {"rules": {"cpuCoreRequest": {"min": 1}}},
+            "spec.rules.cpuCoreRequest",
+            "unknown field 'cpuCoreRequest' here (did you mean 'compute.cpuCoreRequest'?)",
+        ),
+        (
+            {"defaults": {"readiness": {"periodSeconds": 1}}},
+            "spec.defaults.readiness",
+            "unknown field 'readiness' here (did you mean 'probes.readiness'?)",
+        ),
+        (
+            {"rules": {"compute": {"cpuCoreRequest": {"Min": "one"}}}},
+            "spec.rules.compute.cpuCoreRequest.Min",
+            "expected a number, got 'one' (string)",
+        ),
+        (
+            {"defaults": {"storage": {"hostPath": {"attributes": [{"ReadOnly": "yes"}]}}}},
+            "spec.defaults.storage.hostPath.attributes.0.ReadOnly",
+            "expected true or false, got 'yes' (string)",
+        ),
+        (
+            {"defaults": {"storage": {"hostPath": {"attributes": [{"readOnly": True}, {}]}}}},
+            "spec.defaults.storage.hostPath.attributes",
+            "expected a mapping of fields, got [",
+        ),
+        (
+            {"defaults": {"labels": {"instances": [{"value": "x"}]}}},
+            "spec.defaults.labels.instances.0",
+            "every instance needs its key 'name'",
+        ),
+        (
+            {"defaults": {"storage": {"nfs": {"instances": [{"server": "s", "exclude": True}]}}}},
+            "spec.defaults.storage.nfs.instances.0.exclude",
+            "only a submission can exclude an instance",
         ),
         (
             {"rules": {"compute": {"gpuDevicesRequest": {"min": 4, "max": 2}}}},
@@ -397,3 +446,174 @@ def test_scope_tree() -> None:
     assert not Scope(("q",)).contains(project)
     assert str(project) == "project x"
     assert str(tenant) == "tenant"
+
+
+@pytest.mark.parametrize(
+    ("body", "read", "notes"),
+    [
+        pytest.param(
+            {"rules": {"compute": {"cpuCoreRequest": {"min": 1, "Step": 2}}}},
+            {"rules": {"compute": {"cpuCoreRequest": {"min": 1, "step": 2}}}},
+            [("spec.rules.compute.cpuCoreRequest.Step", "read as 'step'")],
+            id="rule",
+        ),
+        pytest.param(
+            {"rules": {"Storage": {"hostPath": {"Instances": {"Locked": ["HOME"]}}}}},
+            {"rules": {"storage": {"hostPath": {"instances": {"locked": ["HOME"]}}}}},
+            [
+                ("spec.rules.Storage", "read as 'storage'"),
+                ("spec.rules.Storage.hostPath.Instances", "read as 'instances'"),
+                ("spec.rules.Storage.hostPath.Instances.Locked", "read as 'locked'"),
+            ],
+            id="itemized-rules",
+        ),
+        pytest.param(
+            {"rules": {"image": {"Options": [{"Value": "a"}]}}},
+            {"rules": {"image": {"options": [{"value": "a"}]}}},
+            [
+                ("spec.rules.image.Options", "read as 'options'"),
+                ("spec.rules.image.Options[0].Value", "read as 'value'"),
+            ],
+            id="options",
+        ),
+        pytest.param(
+            {"rules": {"compute": {"cpuCoreRequest": {"defaultFrom": {"Field": "cpuCoreLimit"}}}}},
+            {"rules": {"compute": {"cpuCoreRequest": {"defaultFrom": {"field": "cpuCoreLimit"}}}}},
+            [("spec.rules.compute.cpuCoreRequest.defaultFrom.Field", "read as 'field'")],
+            id="default-from",
+        ),
+        pytest.param(
+            {"defaults": {"storage": {"git": {"attributes": {"Repository": "https://a"}}}}},
+            {"defaults": {"storage": {"git": {"attributes": {"repository": "https://a"}}}}},
+            [("spec.defaults.storage.git.attributes.Repository", "read as 'repository'")],
+            id="attribute",
+        ),
+        pytest.param(
+            {
+                "defaults": {
+                    "storage": {"pvc": {"instances": [{"claimName": "c", "ReadOnly": True}]}}
+                }
+            },
+            {
+                "defaults": {
+                    "storage": {"pvc": {"instances": [{"claimName": "c", "readOnly": True}]}}
+                }
+            },
+            [("spec.defaults.storage.pvc.instances[0].ReadOnly", "read as 'readOnly'")],
+            id="instance",
+        ),
+        pytest.param(
+            {"defaults": {"exposedUrls": [{"URL": "https://a"}]}},
+            {"defaults": {"exposedUrls": [{"url": "https://a"}]}},
+            [("spec.defaults.exposedUrls[0].URL", "read as 'url'")],
+            id="array-of-objects",
+        ),
+        pytest.param(
+            {"defaults": {"storage": {"hostPath": {"attributes": [{"readOnly": True}]}}}},
+            {"defaults": {"storage": {"hostPath": {"attributes": {"readOnly": True}}}}},
+            [
+                (
+                    "spec.defaults.storage.hostPath.attributes",
+                    "a list of one-key mappings, read as one mapping of 'readOnly'",
+                )
+            ],
+            id="attributes-as-a-list",
+        ),
+        pytest.param(
+            {"rules": {"storage": {"nfs": {"attributes": [{"ReadOnly": {"canEdit": False}}]}}}},
+            {"rules": {"storage": {"nfs": {"attributes": {"readOnly": {"canEdit": False}}}}}},
+            [
+                (
+                    "spec.rules.storage.nfs.attributes",
+                    "a list of one-key mappings, read as one mapping of 'ReadOnly'",
+                ),
+                ("spec.rules.storage.nfs.attributes[0].ReadOnly", "read as 'readOnly'"),
+            ],
+            id="rule-attributes-as-a-list",
+        ),
+        pytest.param(
+            {"defaults": {"compute": {"cpuCoreRequest": 1}}},
+            {"defaults": {"compute": {"cpuCoreRequest": 1}}},
+            [],
+            id="as-written",
+        ),
+    ],
+)
+def test_run_ai_spellings_are_read_with_a_note(
+    body: dict[str, Any], read: dict[str, Any], notes: list[tuple[str, str]]
+) -> None:
+    """Go's encoding/json, which Run:ai's API server decodes a policy with, matches keys to
+    fields whatever their letter case; the reference's examples rely on it."""
+    policy = policy_from_data(policy_data(body), source="p.yaml")
+    assert dict(policy.body) == read
+    assert [(format_path(note.path), note.message) for note in policy.notes] == notes
+    assert all(note.source == "p.yaml" for note in policy.notes)
+    as_read = policy_from_data(policy_data(read), source="p.yaml")
+    assert dataclasses.replace(policy, notes=()) == as_read
+
+
+def test_a_problem_below_a_respelled_key_is_at_the_key_as_written() -> None:
+    found = problems_of(
+        {"rules": {"Compute": {"cpuCoreRequest": {"Min": 8, "max": 4}}}},
+    )
+    assert found == [("spec.rules.Compute.cpuCoreRequest.Min", "min 8 is above max 4")]
+
+
+SPELLED_RIGHT: dict[str, Any] = {
+    "defaults": {
+        "imagePullPolicy": "Always",
+        "security": {"runAsUid": 500},
+        "storage": {
+            "pvc": {
+                "instances": [{"claimName": "c", "path": "/c", "claimInfo": {"size": "1Gi"}}],
+                "attributes": {"readOnly": True},
+            }
+        },
+        "exposedUrls": [{"url": "https://a", "container": 80}],
+    },
+    "rules": {
+        "image": {"options": [{"value": "a", "displayed": "A"}], "required": True},
+        "compute": {
+            "cpuCoreRequest": {"min": 1, "step": 1, "defaultFrom": {"field": "cpuCoreLimit"}},
+        },
+        "storage": {"pvc": {"instances": {"canAdd": False}, "attributes": {"path": {}}}},
+    },
+}
+"""A body with a key of every kind a policy's sections hold (fields, itemized sections,
+attributes, rules, instance rules, options, defaultFrom)."""
+
+
+@st.composite
+def respelled(draw: st.DrawFn, data: object) -> tuple[object, int]:
+    """``data`` with some keys in other letter case, and how many."""
+    if isinstance(data, list):
+        items = [draw(respelled(item)) for item in data]
+        return [item for item, _ in items], sum(count for _, count in items)
+    if not isinstance(data, dict):
+        return data, 0
+    result: dict[str, object] = {}
+    count = 0
+    for key, value in data.items():
+        spelling = draw(st.sampled_from([key, key.upper(), key[0].swapcase() + key[1:]]))
+        child, below = draw(respelled(value))
+        result[spelling] = child
+        count += below + (spelling != key)
+    return result, count
+
+
+@given(respelled(SPELLED_RIGHT))
+def test_any_letter_case_reads_as_the_spelling_it_differs_from(case: tuple[Any, int]) -> None:
+    """As Go's encoding/json decodes Run:ai's policies: a key is matched whatever its case, and
+    each one read otherwise than written is one note, at its path as written."""
+    body, changed = case
+
+    def read(data: object) -> Policy:
+        return policy_from_runai(data, name="p", scope=Scope(), workload_type=WORKSPACE)
+
+    policy = read(body)
+    assert dataclasses.replace(policy, notes=()) == read(SPELLED_RIGHT)
+    assert len(policy.notes) == changed
+    for note in policy.notes:
+        node: Any = body
+        for part in note.path:
+            node = node[part]  # the path as written leads to what was written

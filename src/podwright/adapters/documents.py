@@ -20,9 +20,13 @@ YAML stream, and :func:`document_files` expands a directory into its ``.yaml``, 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import functools
+import os
+import stat
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -180,6 +184,12 @@ def _nodes(text: str, source: str) -> list[object]:
     except MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         message = " ".join(part for part in (error.context, error.problem) if part) or str(error)
+        if error.problem == "could not find expected ':'" and error.context_mark is not None:
+            # A line that is neither a key with its ':' nor a list item (``instances`` alone):
+            # the scanner took it for a key and reports where it gave up looking for the ':'.
+            mark = error.context_mark
+            line = text.splitlines()[mark.line][mark.column :]
+            message = f"{line.split(' #')[0].strip()!r} is not followed by ':'"
         if mark is None:
             raise InvalidDocumentError(source, f"invalid YAML: {message}") from error
         raise InvalidDocumentError(
@@ -262,3 +272,25 @@ def _plain(node: object, path: FieldPath, positions: dict[FieldPath, tuple[int, 
         # kubectl reads an unquoted date as the string it spells.
         return node.isoformat()
     return node
+
+
+def replace_file(name: str, text: str) -> None:
+    """Replace the file ``name`` (the file a symbolic link names, if it is one) by ``text`` at
+    once: written to a temporary file in its directory, with its mode, then renamed over it, so
+    a reader sees the old text or the new, never part of it. Raises OSError, leaving the file
+    and no temporary file behind."""
+    target = os.path.realpath(name)
+    mode = stat.S_IMODE(os.stat(target).st_mode)
+    directory, base = os.path.split(target)
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{base}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.chmod(temporary, mode)
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise

@@ -23,8 +23,9 @@ from podwright.core.field_paths import FieldPath
 from podwright.core.policies import API_VERSION as POLICY_FILE_API_VERSION
 from podwright.core.policies import KIND as POLICY_FILE_KIND
 from podwright.core.policies import Policy, PolicyError, Scope, policy_from_data
-from podwright.core.problems import FieldProblem, ProblemsError
-from podwright.core.workloads import Submission, WorkloadInputError, submission_from_data
+from podwright.core.problems import FieldProblem, ProblemsError, describe
+from podwright.core.workload_fields import WorkloadType
+from podwright.core.workloads import Submission, WorkloadInputError, submission_from_fields
 
 GROUP = "podwright.dev"
 VERSION = "v1alpha1"
@@ -93,38 +94,78 @@ def resource_source(obj: Mapping[str, object]) -> str:
     return f"{obj.get('kind')} {namespace}/{name}" if namespace else f"{obj.get('kind')} {name}"
 
 
-def policy_from_resource(obj: Mapping[str, object], scope: Scope) -> Policy:
+def policy_from_resource(
+    obj: Mapping[str, object], scope: Scope, source: str | None = None
+) -> Policy:
     """A WorkloadPolicy or ClusterWorkloadPolicy object as the policy of ``scope``; raises
-    :class:`PolicyError` with every problem, at the object's own paths."""
+    :class:`PolicyError` with every problem, at the object's own paths. Problems and the
+    policy name ``source`` (by default the object: ``WorkloadPolicy vision/training``)."""
+    source = resource_source(obj) if source is None else source
     spec = obj.get("spec")
     metadata = obj.get("metadata")
     if not isinstance(spec, Mapping):
-        raise PolicyError([FieldProblem(("spec",), "expected a mapping", resource_source(obj))])
+        raise PolicyError([FieldProblem(("spec",), "expected a mapping", source)])
     name = metadata.get("name") if isinstance(metadata, Mapping) else None
-    body = {key: value for key, value in spec.items() if key not in ("scope", "department")}
+    problems: list[FieldProblem] = []
+    if obj.get("kind") == CLUSTER_POLICY_KIND:
+        body = {key: value for key, value in spec.items() if key not in ("scope", "department")}
+    else:
+        body = dict(spec)
+        if body.pop("scope", None) is not None:
+            problems.append(
+                FieldProblem(
+                    ("spec", "scope"),
+                    f"a {POLICY_KIND} is the policy of its namespace's project and says no "
+                    f"scope (a {CLUSTER_POLICY_KIND} says tenant, cluster or department)",
+                    source,
+                )
+            )
     document = {
         "apiVersion": POLICY_FILE_API_VERSION,
         "kind": POLICY_FILE_KIND,
         "metadata": {"name": name},
         "spec": {**body, "scope": scope.to_data()},
     }
-    return policy_from_data(document, resource_source(obj))
+    try:
+        policy = policy_from_data(document, source)
+    except PolicyError as error:
+        raise PolicyError([*problems, *error.problems]) from None
+    if problems:
+        raise PolicyError(problems)
+    return policy
 
 
-def submission_from_resource(obj: Mapping[str, object]) -> Submission:
+def submission_from_resource(
+    obj: Mapping[str, object], workload_type: WorkloadType | None = None
+) -> Submission:
     """A Workload object as a submission: ``spec.type`` is its type, the rest of ``spec`` its
     fields, ``metadata.name`` its name; raises :class:`WorkloadInputError` with every problem,
-    at the object's own paths."""
+    at the object's own paths. ``workload_type`` is the type asked for, if any: a ``spec.type``
+    that says another is a problem naming both.
+
+    Nothing else is read: the API server has checked the rest of an object it serves, and
+    :mod:`~podwright.core.workload_documents` checks the rest of a Workload written in a file.
+    """
     spec = obj.get("spec")
-    metadata = obj.get("metadata")
     if not isinstance(spec, Mapping):
-        raise WorkloadInputError([FieldProblem(("spec",), "expected a mapping with 'type'")])
-    name = metadata.get("name") if isinstance(metadata, Mapping) else None
-    fields = {key: value for key, value in spec.items() if key != "type"}
-    try:
-        return submission_from_data({"type": spec.get("type"), "name": name, "spec": fields})
-    except WorkloadInputError as error:
-        raise WorkloadInputError([_at_object_path(problem) for problem in error.problems]) from None
+        raise WorkloadInputError(
+            [
+                FieldProblem(
+                    ("spec",),
+                    f"expected a mapping of the workload's type and fields, got {describe(spec)}",
+                )
+            ]
+        )
+    metadata = obj.get("metadata")
+    return submission_from_fields(
+        spec.get("type"),
+        metadata.get("name") if isinstance(metadata, Mapping) else None,
+        {key: value for key, value in spec.items() if key != "type"},
+        workload_type,
+        type_path=("spec", "type"),
+        name_path=("metadata", "name"),
+        spec_path=("spec",),
+    )
 
 
 def catalogue_from_resources(assets: list[Mapping[str, object]]) -> AssetCatalogue:
@@ -143,16 +184,6 @@ def catalogue_from_resources(assets: list[Mapping[str, object]]) -> AssetCatalog
         raise type(error)([_at_asset(problem, assets) for problem in error.problems]) from None
 
 
-def _at_object_path(problem: FieldProblem) -> FieldProblem:
-    """A problem of the wrapped submission, at the Workload object's path."""
-    path: FieldPath = problem.path
-    if path[:1] == ("type",):
-        path = ("spec", "type", *path[1:])
-    elif path[:1] == ("name",):
-        path = ("metadata", "name", *path[1:])
-    return dataclasses.replace(problem, path=path)
-
-
 def _at_asset(problem: FieldProblem, assets: list[Mapping[str, object]]) -> FieldProblem:
     """A problem of the assembled catalogue, named by the object it came from."""
     path = problem.path
@@ -166,29 +197,9 @@ def _at_asset(problem: FieldProblem, assets: list[Mapping[str, object]]) -> Fiel
 
 # Policies as resources ----------------------------------------------------------------------------
 
-RUNAI_POLICY_SECTIONS = ("defaults", "rules", "imposedAssets")
-"""What a Run:ai policy document (the body of its policy API) holds."""
-
 
 class PolicyDocumentError(ValueError):
     """A document that cannot become a policy resource (names the field and what is allowed)."""
-
-
-def policy_body(document: Mapping[str, object]) -> Mapping[str, object]:
-    """The policy body of a Run:ai policy document: the document itself, or the ``policy`` of
-    its API's request body (``{meta, policy}``), holding only ``defaults``, ``rules`` and
-    ``imposedAssets``."""
-    body = document.get("policy", document)
-    if not isinstance(body, Mapping):
-        raise PolicyDocumentError("policy: expected a mapping of defaults, rules, imposedAssets")
-    unknown = sorted(str(key) for key in body if key not in RUNAI_POLICY_SECTIONS)
-    if unknown:
-        raise PolicyDocumentError(
-            f"{', '.join(unknown)}: not a section of a Run:ai policy document (it holds "
-            f"{', '.join(RUNAI_POLICY_SECTIONS)}; a podwright policy file has apiVersion "
-            f"{POLICY_FILE_API_VERSION} and kind {POLICY_FILE_KIND})"
-        )
-    return body
 
 
 def policy_resource(

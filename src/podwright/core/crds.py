@@ -33,7 +33,9 @@ What the schemas say, and why:
   quantity grammar as ``pattern`` (:data:`~podwright.core.quantities.QUANTITY_PATTERN`).
   Itemized fields are lists keyed by their key attribute (``x-kubernetes-list-type: map``, so
   server-side apply merges instances by key and a key given twice is refused, as the loader
-  refuses it).
+  refuses it), except a policy's default storage instances, which may be unnamed (the
+  reference's examples are): those lists are ``atomic``, and the loader refuses a name given
+  twice.
 * Two spellings the files allow are not structural, so a resource must write them the
   Kubernetes way: a fractional quantity as a string (``"0.5"`` or ``500m``, not ``0.5``: an
   int-or-string holds no float, as in every Kubernetes Quantity field), and
@@ -549,7 +551,7 @@ def _union(fields: Sequence[Field]) -> Field:
     ):
         attributes = _union([field.attributes for field in fields if isinstance(field, Itemized)])
         assert isinstance(attributes, Section)
-        return Itemized(first.key, attributes)
+        return Itemized(first.key, attributes, unnamed_defaults=first.unnamed_defaults)
     if all(field == first for field in fields):
         return first
     raise ValueError(f"one field cannot hold both {first} and {fields[1:]}")
@@ -565,13 +567,18 @@ def _submission(field: Field, *, excludable: bool = True) -> Schema:
     return _value(field)
 
 
-def _instances(field: Itemized, *, excludable: bool) -> Schema:
+def _instances(field: Itemized, *, excludable: bool, unnamed: bool = False) -> Schema:
+    """A list of instances keyed by ``field.key``; with ``unnamed`` (a policy's default
+    instances of a field whose key they may leave out), a list replaced whole, since a list
+    keyed by an attribute needs it in every item."""
     attributes = {
         name: _string(min_length=1) if name == field.key else _submission(child)
         for name, child in field.attributes.fields.items()
     }
     if excludable:
         attributes[EXCLUDE] = {"type": "boolean"}
+    if unnamed:
+        return {**_array(_object(attributes)), "x-kubernetes-list-type": "atomic"}
     return {
         **_array(_object(attributes, required=[field.key])),
         "x-kubernetes-list-type": "map",
@@ -597,7 +604,9 @@ def _defaults(field: Field) -> Schema:
             _listed(
                 ITEMIZED_SECTIONS,
                 {
-                    "instances": _instances(field, excludable=False),
+                    "instances": _instances(
+                        field, excludable=False, unnamed=field.unnamed_defaults
+                    ),
                     "attributes": _defaults(attributes),
                 },
                 "an itemized field's defaults",

@@ -5,7 +5,9 @@ that governs a workload in a project combines every policy of one workload type 
 from the tenant down to that project:
 
 - **defaults**: the nearest scope's default for a field wins; default instances of an itemized
-  field are merged by key, the nearest scope's instance replacing a farther one's whole;
+  field are merged by key, the nearest scope's instance replacing a farther one's whole (an
+  instance a policy leaves unnamed is keyed by the name :func:`instance_key` derives from its
+  attributes: it is added whatever other scopes give, and an equal one is the same instance);
 - **rules**: the rules on a field are owned by one policy of the branch; a second policy that
   sets rules on the same field is an error naming the field and the owning scope (so a project
   cannot loosen what its department decided, and nobody has to guess which rule applies);
@@ -20,7 +22,9 @@ it), and ``defaultFrom`` cycles across scopes.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import itertools
+import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Generic, TypeVar
 
@@ -128,6 +132,9 @@ class DefaultInstance:
     source: str
     policy: Policy
     imposed: bool
+    unnamed: bool = False
+    """Whether the policy left it unnamed (:attr:`~podwright.core.workload_fields.Itemized.
+    unnamed_defaults`): like an imposed asset's, no submission changes or excludes it."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -242,22 +249,49 @@ def effective_policy(
             for path, sourced in defaults.items()
         },
         instance_entries={
-            path: {
-                key: DefaultInstance(
-                    sourced.value, f"policy default ({sourced.policy.scope})", sourced.policy, False
-                )
-                for key, sourced in merged.items()
-            }
+            path: _default_instances(field_at(root, path), merged)
             for path, merged in instances.items()
         },
     )
 
 
+UNNAMED_PREFIX = "unnamed-"
+
+
 def instance_key(field: Itemized, instance: Mapping[str, object]) -> str:
-    """The key of an instance of ``field`` (checked present and a string when it was read)."""
-    key = instance[field.key]
+    """The key of an instance of ``field``: its own (checked present and a string when it was
+    read), or, for a policy's default instance written without one
+    (:attr:`~podwright.core.workload_fields.Itemized.unnamed_defaults`), the name evaluation
+    gives it: ``unnamed-`` and a digest of its attributes.
+
+    The name depends on nothing but the instance, so the effective workload, stored with it
+    (the mutating webhook writes it into the Workload) and evaluated again, is the same
+    workload: the instance is found under its name, not added twice. Two unnamed instances
+    with the same attributes are one instance.
+    """
+    key = instance.get(field.key)
+    if key is None:
+        assert field.unnamed_defaults, f"an instance without its {field.key!r}: {instance!r}"
+        canonical = json.dumps(instance, sort_keys=True, separators=(",", ":"), default=str)
+        return UNNAMED_PREFIX + hashlib.sha256(canonical.encode()).hexdigest()[:8]
     assert isinstance(key, str)
     return key
+
+
+def _default_instances(
+    field: Field | None, merged: Mapping[str, Sourced[Mapping[str, object]]]
+) -> dict[str, DefaultInstance]:
+    assert isinstance(field, Itemized)
+    return {
+        key: DefaultInstance(
+            sourced.value,
+            f"policy default ({sourced.policy.scope})",
+            sourced.policy,
+            imposed=False,
+            unnamed=field.key not in sourced.value,
+        )
+        for key, sourced in merged.items()
+    }
 
 
 def _in_itemized(root: Section, path: SchemaPath) -> bool:

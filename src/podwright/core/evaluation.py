@@ -7,8 +7,10 @@ computed from a sibling (source × factor), or the scope's default. Rules then j
 - ``required``: a value must exist (a policy default satisfies it);
 - ``canEdit: false``: a submitted value must equal the default;
 - ``min``, ``max``, ``step`` (counted from ``min``, or 0), ``options``: the value must fit;
-- itemized ``locked`` keys (and imposed assets) cannot be excluded or changed, and with
-  ``canAdd: false`` a submission cannot add instances of its own.
+- itemized ``locked`` keys (and imposed assets, and the instances a policy leaves unnamed,
+  which evaluation names ``unnamed-<digest>``) cannot be excluded or changed (restating one as
+  it is in effect is no change), and with ``canAdd: false`` a submission cannot add instances
+  of its own.
 
 Rules judge every value of the effective workload, whatever produced it: the submission, a
 policy or attribute default, an imposed asset, or a ``defaultFrom``; a violation names the value
@@ -538,8 +540,8 @@ class _Evaluator:
                 order.append(key)
                 changes[key] = item
                 continue
-            protected = key in locked or default.imposed
-            rule_owner = default.policy if default.imposed else owner
+            protected = key in locked or default.imposed or default.unnamed
+            rule_owner = default.policy if default.imposed or default.unnamed else owner
             if item.get(EXCLUDE):
                 if protected:
                     self.violation(
@@ -552,7 +554,10 @@ class _Evaluator:
                     order.remove(key)
                 continue
             if protected:
-                changed = _changed_attributes(field, item, default.attributes)
+                # Restating the instance as it is in effect (attribute defaults included, as
+                # an effective workload written back states it) changes nothing.
+                in_effect = self.untouched_instance(field, path, where, key, default)
+                changed = _changed_attributes(field, item, in_effect)
                 if changed:
                     self.violation(
                         f"{where}[{key}]",
@@ -578,6 +583,17 @@ class _Evaluator:
                 self.issues.extend(evaluated.issues)
                 instances.append(_fresh(evaluated.instance))
         return instances
+
+    def untouched_instance(
+        self, field: Itemized, path: SchemaPath, where: str, key: str, default: DefaultInstance
+    ) -> Mapping[str, object]:
+        """The default instance ``key`` as a submission that leaves it untouched gets it."""
+        evaluated = self.prepared.untouched.get(path, _NOTHING_EVALUATED).get(key)
+        if evaluated is not None:
+            return evaluated.instance
+        return _Evaluator(self.prepared).instance(
+            field, path, where, key, default=default, change=None
+        )
 
     def instance(
         self,
@@ -611,6 +627,8 @@ def _fresh(data: Mapping[str, object]) -> dict[str, object]:
 def _why_locked(default: DefaultInstance) -> str:
     if default.imposed:
         return f"an {default.source}"
+    if default.unnamed:
+        return f"an unnamed {default.source}"
     return f"locked by {default.policy.scope}"
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -18,6 +19,12 @@ _QUALIFIED_NAME_PART = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 DNS1123_LABEL_MAX_LENGTH = 63
 DNS1123_SUBDOMAIN_MAX_LENGTH = 253
 LABEL_VALUE_MAX_LENGTH = 63
+ANNOTATIONS_MAX_SIZE = 256 * 1024
+"""The most bytes an object's annotations may hold, keys and values together (apimachinery's
+``TotalAnnotationSizeLimitB``)."""
+GENERATED_SUFFIX_LENGTH = 5
+"""How many random characters (lower-case letters and digits) the API server appends to a
+``generateName``, after cutting it so that the name has at most 63 characters."""
 
 
 def dns1123_label_problem(value: str) -> str | None:
@@ -75,6 +82,32 @@ def label_value_problem(value: str) -> str | None:
             "and start and end with a letter or digit"
         )
     return None
+
+
+def annotation_key_problem(key: str) -> str | None:
+    """Why ``key`` is not a valid annotation key, or None: a label key, but of either case (the
+    API server checks it lower-cased)."""
+    return qualified_name_problem(key.lower())
+
+
+def annotations_size_problem(annotations: Mapping[str, str]) -> str | None:
+    """Why ``annotations`` are too large for one object, or None (their UTF-8 bytes count, as the
+    API server counts them)."""
+    size = sum(len(key.encode()) + len(value.encode()) for key, value in annotations.items())
+    if size > ANNOTATIONS_MAX_SIZE:
+        return (
+            f"keys and values together hold {size} bytes, above the limit of "
+            f"{ANNOTATIONS_MAX_SIZE} (256 KiB)"
+        )
+    return None
+
+
+def generated_name_sample(prefix: str) -> str:
+    """A name of the shape the API server generates from the ``generateName`` ``prefix``: the
+    prefix, cut to leave room for the random characters, then those (here ``x``), so that the
+    checks of a name tell whether every name it generates will do."""
+    room = DNS1123_LABEL_MAX_LENGTH - GENERATED_SUFFIX_LENGTH
+    return prefix[:room] + "x" * GENERATED_SUFFIX_LENGTH
 
 
 _NOT_LABEL_CHARACTERS = re.compile(r"[^a-z0-9-]+")

@@ -13,6 +13,16 @@ An administrator writes a policy as a document::
       rules: {compute: {gpuDevicesRequest: {max: 8}}}
       imposedAssets: [f12c965b-44e9-4ff6-8b43-01d8f9e630cc]
 
+The same sections written alone, as the Run:ai reference writes every example (``defaults``,
+``rules`` and ``imposedAssets`` at the top, or in the ``policy`` of Run:ai's API request body),
+are read by :func:`policy_from_runai`, given the workload type, scope and name the document does
+not say (:mod:`~podwright.core.policy_documents` reads every form). Either way the sections are
+read as Run:ai's API server reads them: a key that differs from a field, rule or section only in
+letter case is that one (Go's JSON decoding matches names so: the reference writes ``Step``,
+``Instances``, ``Repository``), and ``attributes`` written as a list of one-key mappings is that
+mapping; each such reading is a note (:attr:`Policy.notes`), and every problem below it is
+reported where the key was written.
+
 The loader checks everything that can be checked in one policy, and reports every problem at its
 path, the envelope's (``apiVersion``, ``kind``, ``metadata.name``, unknown keys) together with
 the spec's (whose fields need a valid ``workloadType``): unknown fields, values of the wrong
@@ -27,7 +37,7 @@ submissions work on.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from decimal import ROUND_HALF_UP, Decimal
 from enum import StrEnum
 from types import MappingProxyType
@@ -283,7 +293,16 @@ class Policy:
     source: str | None = None
     """The document it was read from, to point at in errors."""
     document_prefix: FieldPath = ("spec",)
-    """Where ``defaults``, ``rules`` and ``imposedAssets`` sit in that document."""
+    """Where ``defaults``, ``rules`` and ``imposedAssets`` sit in that document: ``spec`` in a
+    policy file or resource, nothing in a Run:ai document, ``policy`` in Run:ai's API body."""
+    notes: tuple[FieldProblem, ...] = ()
+    """What was read otherwise than written, each at its path as written in the document (and
+    with its ``source``): a key in other letter case (``Step``: read as ``step``), ``attributes``
+    as a list of one-key mappings. Worth telling the author; the policy is valid."""
+    body: Mapping[str, object] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
+    """The document's ``defaults``, ``rules`` and ``imposedAssets`` as read, in podwright's
+    spelling (what the notes say corrected): what a policy resource of this policy holds in its
+    ``spec`` beside ``workloadType`` and ``enforcement``."""
 
 
 RULES_BY_TYPE: Mapping[ValueType, tuple[str, ...]] = MappingProxyType(
@@ -300,7 +319,13 @@ RULES_BY_TYPE: Mapping[ValueType, tuple[str, ...]] = MappingProxyType(
 
 INSTANCE_RULES = ("canAdd", "locked")
 ITEMIZED_SECTIONS = ("instances", "attributes")
-_SPEC_FIELDS = ("scope", "workloadType", "enforcement", "defaults", "rules", "imposedAssets")
+OPTION_FIELDS = ("value", "displayed")
+DEFAULT_FROM_FIELDS = ("field", "factor")
+RUNAI_SECTIONS = ("defaults", "rules", "imposedAssets")
+"""What a Run:ai policy document holds (each may be null)."""
+RUNAI_REQUEST_FIELDS = ("meta", "policy")
+"""What the request body of Run:ai's policy API holds: ``policy`` is the document."""
+_SPEC_FIELDS = ("scope", "workloadType", "enforcement", *RUNAI_SECTIONS)
 _TOP_FIELDS = ("apiVersion", "kind", "metadata", "spec")
 
 
@@ -308,11 +333,24 @@ def policy_from_data(data: object, source: str | None = None) -> Policy:
     """Read and check a ``WorkloadPolicy`` document; raises :class:`PolicyError` with every
     problem found."""
     loader = _Loader(source)
-    policy = loader.load(data)
-    if loader.problems:
-        raise PolicyError(loader.problems)
-    assert policy is not None
-    return policy
+    return loader.finish(loader.load(data))
+
+
+def policy_from_runai(
+    data: object,
+    source: str | None = None,
+    *,
+    name: str,
+    scope: Scope,
+    workload_type: WorkloadType,
+) -> Policy:
+    """Read and check a Run:ai policy document: the body ``{defaults, rules, imposedAssets}``,
+    or its API's request body ``{meta, policy}`` (``meta`` holds Run:ai's ids of scopes, which
+    mean nothing here: ``scope`` says where the policy applies). Its workload type, scope and
+    name are not in it, so they are given; it is enforced. Raises :class:`PolicyError` with every
+    problem found, at the document's own paths (``rules.compute...``, ``policy.rules...``)."""
+    loader = _Loader(source, prefix=())
+    return loader.finish(loader.runai(data, name, scope, workload_type))
 
 
 def plain_number(amount: Decimal) -> int | float:
@@ -385,8 +423,14 @@ def rule_breaches(
 @dataclasses.dataclass
 class _Loader:
     source: str | None
+    prefix: FieldPath = ("spec",)
+    """Where the policy's sections sit in the document."""
     workload_type: WorkloadType = WorkloadType.WORKSPACE
     problems: list[FieldProblem] = dataclasses.field(default_factory=list)
+    notes: list[FieldProblem] = dataclasses.field(default_factory=list)
+    written: dict[FieldPath, FieldPath] = dataclasses.field(default_factory=dict)
+    """The path as written of every path whose spelling was corrected (:meth:`_respelled`)."""
+    imposed: tuple[str, ...] = ()
     defaults: dict[SchemaPath, object] = dataclasses.field(default_factory=dict)
     default_paths: dict[SchemaPath, FieldPath] = dataclasses.field(default_factory=dict)
     instances: dict[SchemaPath, tuple[Mapping[str, object], ...]] = dataclasses.field(
@@ -398,7 +442,14 @@ class _Loader:
     instance_rules: dict[SchemaPath, InstanceRules] = dataclasses.field(default_factory=dict)
 
     def problem(self, path: FieldPath, message: str) -> None:
-        self.problems.append(FieldProblem(path, message, self.source))
+        self.problems.append(FieldProblem(self._as_written(path), message, self.source))
+
+    def finish(self, policy: Policy | None) -> Policy:
+        """``policy``, or :class:`PolicyError` with every problem found."""
+        if self.problems:
+            raise PolicyError(self.problems)
+        assert policy is not None
+        return policy
 
     def load(self, data: object) -> Policy | None:
         if not isinstance(data, Mapping):
@@ -422,23 +473,79 @@ class _Loader:
             parse_workload_type, spec.get("workloadType"), ("spec", "workloadType")
         )
         enforcement = self._enforcement(spec.get("enforcement", Enforcement.ENFORCE.value))
-        imposed = self._imposed(spec.get("imposedAssets"))
+        self.imposed = self._imposed(spec.get("imposedAssets"))
         if workload_type is None:
             return None
+        body = self._sections(spec, workload_type)
+        if scope is None or enforcement is None or name is None:
+            return None
+        return self._policy(name, scope, workload_type, enforcement, body)
+
+    def runai(
+        self, data: object, name: str, scope: Scope, workload_type: WorkloadType
+    ) -> Policy | None:
+        if not isinstance(data, Mapping):
+            self.problem(
+                (),
+                "expected a Run:ai policy document (a mapping of "
+                f"{', '.join(RUNAI_SECTIONS)}), got {describe(data)}",
+            )
+            return None
+        data = self._respelled(data, (*RUNAI_SECTIONS, *RUNAI_REQUEST_FIELDS), ())
+        body: object = data
+        holds = f"{', '.join(RUNAI_SECTIONS[:-1])} and {RUNAI_SECTIONS[-1]}"
+        why = (
+            f"a Run:ai policy document holds {holds} (a podwright policy file has apiVersion "
+            f"{API_VERSION} and kind {KIND}; Run:ai's API request body holds meta and policy)"
+        )
+        if "policy" in data:
+            self._unknown(
+                data, (), RUNAI_REQUEST_FIELDS, "Run:ai's API request body holds meta and policy"
+            )
+            self.prefix = ("policy",)
+            body = data["policy"]
+            if not isinstance(body, Mapping):
+                self.problem(self.prefix, f"expected a mapping of {holds}, got {describe(body)}")
+                return None
+            body = self._respelled(body, RUNAI_SECTIONS, self.prefix)
+            why = f"the policy of Run:ai's API request body holds {holds}"
+        assert isinstance(body, Mapping)
+        self._unknown(body, self.prefix, RUNAI_SECTIONS, why)
+        self.imposed = self._imposed(body.get("imposedAssets"))
+        sections = self._sections(body, workload_type)
+        return self._policy(name, scope, workload_type, Enforcement.ENFORCE, sections)
+
+    def _sections(
+        self, data: Mapping[object, object], workload_type: WorkloadType
+    ) -> dict[str, object]:
+        """Read the ``defaults`` and ``rules`` of ``data`` (spellings corrected) and check the
+        whole policy; the three sections as read."""
         self.workload_type = workload_type
         root = SCHEMAS[workload_type]
         checker = FieldChecker(workload_type, submission=False)
-        if spec.get("defaults") is not None:
-            self._defaults(root, spec["defaults"], ("spec", "defaults"), (), checker)
-        if spec.get("rules") is not None:
-            self._rules(root, spec["rules"], ("spec", "rules"), ())
-        self.problems.extend(
-            dataclasses.replace(problem, source=self.source) for problem in checker.problems
-        )
+        sections = {name: data[name] for name in RUNAI_SECTIONS if name in data}
+        if sections.get("defaults") is not None:
+            path = (*self.prefix, "defaults")
+            sections["defaults"] = self._respell_defaults(root, sections["defaults"], path)
+            self._defaults(root, sections["defaults"], path, (), checker)
+        if sections.get("rules") is not None:
+            path = (*self.prefix, "rules")
+            sections["rules"] = self._respell_rules(root, sections["rules"], path)
+            self._rules(root, sections["rules"], path, ())
+        for problem in checker.problems:
+            self.problem(problem.path, problem.message)
         self._defaults_within_rules(root)
         self._default_from_cycles()
-        if scope is None or enforcement is None or name is None:
-            return None
+        return sections
+
+    def _policy(
+        self,
+        name: str,
+        scope: Scope,
+        workload_type: WorkloadType,
+        enforcement: Enforcement,
+        body: Mapping[str, object],
+    ) -> Policy:
         return Policy(
             name=name,
             scope=scope,
@@ -448,16 +555,24 @@ class _Loader:
             instances=MappingProxyType(self.instances),
             rules=MappingProxyType(self.rules),
             instance_rules=MappingProxyType(self.instance_rules),
-            imposed_assets=imposed,
+            imposed_assets=self.imposed,
             source=self.source,
+            document_prefix=self.prefix,
+            notes=tuple(self.notes),
+            body=MappingProxyType(dict(body)),
         )
 
     def _unknown(
-        self, data: Mapping[object, object], path: FieldPath, known: Sequence[str]
+        self,
+        data: Mapping[object, object],
+        path: FieldPath,
+        known: Sequence[str],
+        why: str | None = None,
     ) -> None:
         for key in data:
             if key not in known:
-                self.problem((*path, str(key)), unknown_field(key, known))
+                message = unknown_field(key, known)
+                self.problem((*path, str(key)), f"{message}: {why}" if why else message)
 
     def _name(self, metadata: object) -> str | None:
         if not isinstance(metadata, Mapping) or not metadata.get("name"):
@@ -496,10 +611,148 @@ class _Loader:
             return ()
         if not isinstance(data, list) or not all(isinstance(item, str) and item for item in data):
             self.problem(
-                ("spec", "imposedAssets"), f"expected a list of asset ids, got {describe(data)}"
+                (*self.prefix, "imposedAssets"),
+                f"expected a list of asset ids, got {describe(data)}",
             )
             return ()
         return tuple(data)
+
+    # -- spellings --------------------------------------------------------------------------
+    # Run:ai's API server decodes a policy with Go's encoding/json, which matches a key to a
+    # field whatever its letter case; the reference's own examples rely on it (``Step``,
+    # ``Instances``, ``Repository``), and write one ``attributes`` as a list of one-key
+    # mappings. Both are read here as the API server reads them, before the sections are
+    # checked, each with a note; problems found later are reported where the key was written.
+
+    def _as_written(self, path: FieldPath) -> FieldPath:
+        for length in range(len(path), 0, -1):
+            written = self.written.get(path[:length])
+            if written is not None:
+                return (*written, *path[length:])
+        return path
+
+    def _note(self, path: FieldPath, message: str) -> None:
+        self.notes.append(FieldProblem(path, message, self.source))
+
+    def _respelled(
+        self, data: Mapping[object, object], known: Collection[str], path: FieldPath
+    ) -> dict[object, object]:
+        """``data`` with each key that is a name of ``known`` in other letter case read as
+        that name; a name given in both spellings is a problem (the right one is kept)."""
+        respelled: dict[object, object] = {}
+        for key, value in data.items():
+            if not isinstance(key, str) or key in known:
+                respelled[key] = value
+                continue
+            folded = key.casefold()
+            name = next((name for name in known if name.casefold() == folded), None)
+            if name is None:
+                respelled[key] = value
+                continue
+            written = self._as_written((*path, key))
+            if name in respelled or name in data:
+                self.problems.append(
+                    FieldProblem(
+                        written,
+                        f"{key!r} reads as {name!r}, which is given too: give it once",
+                        self.source,
+                    )
+                )
+                continue
+            self.written[(*path, name)] = written
+            self._note(written, f"read as {name!r}")
+            respelled[name] = value
+        return respelled
+
+    def _one_mapping(self, data: object, path: FieldPath) -> object:
+        """A list of one-key mappings, each key once (the reference's hostPath
+        ``attributes: [readOnly: true]``), as the mapping it spells; anything else as is."""
+        if not (
+            isinstance(data, list)
+            and data
+            and all(isinstance(item, Mapping) and len(item) == 1 for item in data)
+        ):
+            return data
+        keys = [next(iter(item)) for item in data]
+        if not all(isinstance(key, str) for key in keys) or len(set(keys)) != len(keys):
+            return data
+        written = self._as_written(path)
+        for index, key in enumerate(keys):
+            self.written[(*path, key)] = (*written, index, key)
+        self._note(
+            written,
+            "a list of one-key mappings, read as one mapping of "
+            + ", ".join(repr(key) for key in keys),
+        )
+        return {key: item[key] for key, item in zip(keys, data, strict=True)}
+
+    def _respell_defaults(self, field: Field, data: object, path: FieldPath) -> object:
+        if isinstance(field, Leaf):
+            if isinstance(field.item, Section) and isinstance(data, list):
+                return [
+                    self._respell_defaults(field.item, item, (*path, index))
+                    for index, item in enumerate(data)
+                ]
+            return data
+        if not isinstance(data, Mapping):
+            return data
+        if isinstance(field, Section):
+            return {
+                name: self._respell_defaults(field.fields[name], value, (*path, name))
+                if isinstance(name, str) and name in field.fields
+                else value
+                for name, value in self._respelled(data, field.fields, path).items()
+            }
+        respelled = self._respelled(data, ITEMIZED_SECTIONS, path)
+        instances = respelled.get("instances")
+        if isinstance(instances, list):
+            respelled["instances"] = [
+                self._respell_defaults(field.attributes, item, (*path, "instances", index))
+                for index, item in enumerate(instances)
+            ]
+        if "attributes" in respelled:
+            where = (*path, "attributes")
+            attributes = self._one_mapping(respelled["attributes"], where)
+            respelled["attributes"] = self._respell_defaults(field.attributes, attributes, where)
+        return respelled
+
+    def _respell_rules(self, field: Field, data: object, path: FieldPath) -> object:
+        if not isinstance(data, Mapping):
+            return data
+        if isinstance(field, Section):
+            return {
+                name: self._respell_rules(field.fields[name], value, (*path, name))
+                if isinstance(name, str) and name in field.fields
+                else value
+                for name, value in self._respelled(data, field.fields, path).items()
+            }
+        if isinstance(field, Itemized):
+            respelled = self._respelled(data, ITEMIZED_SECTIONS, path)
+            instances = respelled.get("instances")
+            if isinstance(instances, Mapping):
+                respelled["instances"] = self._respelled(
+                    instances, INSTANCE_RULES, (*path, "instances")
+                )
+            if "attributes" in respelled:
+                where = (*path, "attributes")
+                attributes = self._one_mapping(respelled["attributes"], where)
+                respelled["attributes"] = self._respell_rules(field.attributes, attributes, where)
+            return respelled
+        respelled = self._respelled(data, _RULE_NAMES, path)
+        options = respelled.get("options")
+        if isinstance(options, list):
+            respelled["options"] = [
+                self._respelled(option, OPTION_FIELDS, (*path, "options", index))
+                if isinstance(option, Mapping)
+                else option
+                for index, option in enumerate(options)
+            ]
+        default_from = respelled.get("defaultFrom")
+        if isinstance(default_from, Mapping):
+            respelled["defaultFrom"] = self._respelled(
+                default_from, DEFAULT_FROM_FIELDS, (*path, "defaultFrom")
+            )
+        return respelled
 
     # -- defaults ---------------------------------------------------------------------------
 
@@ -740,7 +993,7 @@ class _Loader:
                     entry_path, f"expected {{value: ..., displayed: ...}}, got {describe(entry)}"
                 )
                 continue
-            self._unknown(entry, entry_path, ("value", "displayed"))
+            self._unknown(entry, entry_path, OPTION_FIELDS)
             displayed = entry.get("displayed")
             if displayed is not None and not isinstance(displayed, str):
                 self.problem(
@@ -774,7 +1027,7 @@ class _Loader:
                 path, f"expected {{field: <dotted path>, factor: <number>}}, got {describe(value)}"
             )
             return None
-        self._unknown(value, path, ("field", "factor"))
+        self._unknown(value, path, DEFAULT_FROM_FIELDS)
         factor_value = value.get("factor", 1)
         try:
             factor = numeric_value(ValueType.NUMBER, factor_value)
@@ -885,6 +1138,8 @@ class _Loader:
 
 
 _ALL_RULES = frozenset(rule for rules in RULES_BY_TYPE.values() for rule in rules)
+_RULE_NAMES = (*sorted(_ALL_RULES), *INSTANCE_RULES)
+"""Every name a rule has (a rule on a field its type cannot carry is reported as such)."""
 
 
 def default_from_cycles(rules: Mapping[SchemaPath, FieldRules]) -> list[list[SchemaPath]]:
@@ -997,4 +1252,24 @@ def _field_message(
     if isinstance(name, str) and name in _ALL_RULES | set(INSTANCE_RULES) | set(ITEMIZED_SECTIONS):
         where = ".".join(schema_path) or "the top level"
         message += f"; rules and defaults are set on a field, and {where} is a section"
+    elif isinstance(name, str) and message == unknown_field(name, ()):
+        below = _below(section, name)
+        if below is not None:
+            # A field written a section too high, as the reference's defaultFrom example is.
+            message += f" here (did you mean {'.'.join(below)!r}?)"
     return message
+
+
+def _below(section: Section, name: str) -> SchemaPath | None:
+    """The path, from ``section``, of the nearest field called ``name`` in a section below it."""
+    level: list[tuple[SchemaPath, Section]] = [((), section)]
+    while level:
+        deeper: list[tuple[SchemaPath, Section]] = []
+        for path, current in level:
+            for child_name, child in current.fields.items():
+                if path and child_name == name:
+                    return (*path, name)
+                if isinstance(child, Section):
+                    deeper.append(((*path, child_name), child))
+        level = deeper
+    return None

@@ -88,6 +88,12 @@ class Itemized:
     attributes: Section
     workload_types: frozenset[WorkloadType] = ALL_TYPES
     value_type: ValueType = ValueType.ITEMIZED
+    unnamed_defaults: bool = False
+    """Whether a policy's default instance may leave its key out, as the reference's storage
+    examples do: there the key (a storage instance's ``name``) only names the instance for
+    ``locked`` rules and a submission's changes. Nothing can name such an instance, so it is
+    always added, and no submission changes or excludes it; evaluation names it after its
+    attributes (:func:`~podwright.core.effective_policy.instance_key`)."""
 
 
 Field = Leaf | Section | Itemized
@@ -108,6 +114,11 @@ def _items(
     key: str, workload_types: frozenset[WorkloadType] = ALL_TYPES, /, **fields: Field
 ) -> Itemized:
     return Itemized(key, _section(**{key: _STRING, **fields}), workload_types)
+
+
+def _volumes(workload_types: frozenset[WorkloadType] = ALL_TYPES, /, **fields: Field) -> Itemized:
+    """A storage field: instances keyed by a ``name`` that a policy's default may leave out."""
+    return dataclasses.replace(_items("name", workload_types, **fields), unnamed_defaults=True)
 
 
 _BOOLEAN = Leaf(ValueType.BOOLEAN)
@@ -133,15 +144,13 @@ _SECRET_KEY_REF = _section(name=_STRING, key=_STRING)
 
 _STORAGE = _section(
     dataVolume=Itemized("id", _section(id=_STRING, mountPath=_STRING, readOnly=_BOOLEAN)),
-    hostPath=_items(
-        "name",
+    hostPath=_volumes(
         path=_STRING,
         mountPath=_STRING,
         readOnly=_BOOLEAN,
         mountPropagation=_enum("None", "HostToContainer"),
     ),
-    git=_items(
-        "name",
+    git=_volumes(
         repository=_STRING,
         branch=_STRING,
         revision=_STRING,
@@ -150,8 +159,7 @@ _STORAGE = _section(
         passwordSecret=_STRING,
         username=_STRING,
     ),
-    pvc=_items(
-        "name",
+    pvc=_volumes(
         claimName=_STRING,
         path=_STRING,
         readOnly=_BOOLEAN,
@@ -166,9 +174,8 @@ _STORAGE = _section(
             ),
         ),
     ),
-    nfs=_items("name", server=_STRING, path=_STRING, mountPath=_STRING, readOnly=_BOOLEAN),
-    s3=_items(
-        "name",
+    nfs=_volumes(server=_STRING, path=_STRING, mountPath=_STRING, readOnly=_BOOLEAN),
+    s3=_volumes(
         NOT_INFERENCE,
         bucket=_STRING,
         path=_STRING,
@@ -177,15 +184,13 @@ _STORAGE = _section(
         secretKeyOfAccessKeyId=_STRING,
         secretKeyOfSecretKey=_STRING,
     ),
-    configMapVolumes=_items("name", configMap=_STRING, mountPath=_STRING, subPath=_STRING),
-    emptyDir=_items(
-        "name",
+    configMapVolumes=_volumes(configMap=_STRING, mountPath=_STRING, subPath=_STRING),
+    emptyDir=_volumes(
         mountPath=_STRING,
         sizeLimit=_QUANTITY,
         medium=_enum("Disk", "Memory"),
     ),
-    secretVolume=_items(
-        "name",
+    secretVolume=_volumes(
         secret=_STRING,
         mountPath=_STRING,
         defaultMode=Leaf(ValueType.INTEGER, minimum=Decimal(0), maximum=Decimal(0o777)),

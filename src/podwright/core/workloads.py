@@ -6,7 +6,9 @@ its type; this module reports every problem at once, each at the path written in
 same value checks read policy defaults, option values and asset specs, so a value means the same
 thing wherever it is written.
 
-A submission is written either bare (the fields themselves) or wrapped, as podwright's files are::
+A submission is written bare (the fields themselves), or in a document that states its type and
+name: a ``Workload`` object (read by :mod:`~podwright.core.workload_documents`, through
+:func:`submission_from_fields`), or the deprecated wrapped form this module reads::
 
     type: training          # workspace | training | distributed | inference
     name: resnet-50         # optional
@@ -14,8 +16,8 @@ A submission is written either bare (the fields themselves) or wrapped, as podwr
       image: pytorch/pytorch:2.4
       compute: {gpuDevicesRequest: 2}
 
-A wrapped file's problems are all reported together: those of its envelope (``type``, ``name``,
-unknown keys) and those of its ``spec``.
+A document's problems are all reported together: those of its envelope (the type, the name,
+unknown keys) and those of its fields.
 
 Beyond each value on its own, a workload *as it will run* must be consistent:
 :func:`inconsistencies` finds the fields that contradict each other (a limit below its request,
@@ -108,52 +110,86 @@ def submission_from_data(data: object, workload_type: WorkloadType | None = None
                 [
                     FieldProblem(
                         (),
-                        "the workload type is not given: wrap the fields as "
-                        "'type: ...' and 'spec: ...', or pass the type",
+                        "the workload type is not given: write the workload as a Workload "
+                        "(its spec.type beside its fields), or pass the type",
                     )
                 ]
             )
         return Submission(workload_type, check_spec(data, workload_type, ()))
+    problems = [
+        FieldProblem((key,), unknown_field(key, WRAPPED_FIELDS))
+        for key in data
+        if key not in WRAPPED_FIELDS
+    ]
+    try:
+        submission = submission_from_fields(
+            data.get("type"),
+            data.get("name"),
+            data["spec"],
+            workload_type,
+            type_path=("type",),
+            name_path=("name",),
+            spec_path=("spec",),
+        )
+    except WorkloadInputError as error:
+        raise WorkloadInputError([*problems, *error.problems]) from None
+    if problems:
+        raise WorkloadInputError(problems)
+    return submission
+
+
+def submission_from_fields(
+    written_type: object,
+    name: object,
+    fields: object,
+    workload_type: WorkloadType | None = None,
+    *,
+    type_path: FieldPath,
+    name_path: FieldPath,
+    spec_path: FieldPath,
+) -> Submission:
+    """A submission from its parts, wherever a document keeps them: the type it states (None:
+    not stated), its name (None: none) and its fields, at ``type_path``, ``name_path`` and
+    ``spec_path``; ``workload_type`` is the type asked for (a different stated type is a
+    problem naming both). Raises :class:`WorkloadInputError` with every problem; the fields are
+    checked whenever the type is known, the name once the fields are.
+    """
     problems: list[FieldProblem] = []
-    for key in data:
-        if key not in WRAPPED_FIELDS:
-            problems.append(FieldProblem((key,), unknown_field(key, WRAPPED_FIELDS)))
-    written_type = data.get("type")
     if written_type is not None:
         try:
-            file_type = parse_workload_type(written_type)
+            stated = parse_workload_type(written_type)
         except ValueError as error:
-            problems.append(FieldProblem(("type",), str(error)))
+            problems.append(FieldProblem(type_path, str(error)))
         else:
-            if workload_type is not None and workload_type is not file_type:
+            if workload_type is not None and workload_type is not stated:
                 problems.append(
                     FieldProblem(
-                        ("type",),
-                        f"the file says {file_type.value!r} but {workload_type.value!r} "
-                        "was asked for",
+                        type_path,
+                        f"the file says {stated.value!r} but {workload_type.value!r} was asked for",
                     )
                 )
-            workload_type = file_type
+            workload_type = stated
     elif workload_type is None:
-        problems.append(FieldProblem((), "the workload type is not given: add 'type: ...'"))
-    name = data.get("name")
+        problems.append(
+            FieldProblem(type_path[:-1], "the workload type is not given: add 'type: ...'")
+        )
     if name is not None and not isinstance(name, str):
-        problems.append(FieldProblem(("name",), f"expected a string, got {describe(name)}"))
+        problems.append(FieldProblem(name_path, f"expected a string, got {describe(name)}"))
     spec: dict[str, object] | None = None
     if workload_type is not None:
         checker = FieldChecker(workload_type, submission=True)
-        spec = checker.section(SCHEMAS[workload_type], data["spec"], ("spec",), ())
+        spec = checker.section(SCHEMAS[workload_type], fields, spec_path, ())
         problems.extend(checker.problems)
         if isinstance(name, str) and (
             problem := workload_name_problem(name, workload_type, spec or {})
         ):
-            problems.append(FieldProblem(("name",), f"{name!r} {problem}"))
+            problems.append(FieldProblem(name_path, f"{name!r} {problem}"))
     if problems:
         raise WorkloadInputError(problems)
     assert workload_type is not None
     assert spec is not None
     return Submission(
-        workload_type, spec, name if isinstance(name, str) else None, spec_path=("spec",)
+        workload_type, spec, name if isinstance(name, str) else None, spec_path=spec_path
     )
 
 
@@ -275,7 +311,9 @@ class FieldChecker:
                 )
                 continue
             key = item.get(field.key)
-            if not isinstance(key, str) or not key:
+            # A policy's default storage instance may go unnamed (Itemized.unnamed_defaults).
+            unnamed = key is None and field.unnamed_defaults and not self.submission
+            if not unnamed and (not isinstance(key, str) or not key):
                 got = "" if key is None else f", got {describe(key)}"
                 self.problems.append(
                     FieldProblem(
@@ -293,7 +331,8 @@ class FieldChecker:
                     )
                 )
                 continue
-            seen[key] = index
+            if isinstance(key, str):
+                seen[key] = index
             marked = EXCLUDE in item
             attributes = (
                 {name: value for name, value in item.items() if name != EXCLUDE} if marked else item
