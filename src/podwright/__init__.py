@@ -1,6 +1,7 @@
 """podwright: run AI workloads on Kubernetes, governed by policies, with least-privilege pods.
 
-The public Python API. Everything not listed in ``__all__`` is internal and may change.
+The public Python API (:mod:`podwright.api`, whose names are offered here too, and the
+``PodTemplate`` API). Everything not listed in ``__all__`` is internal and may change.
 ``PodTemplate`` and ``__version__`` are looked up on first use (PEP 562), so that processes
 which never build a pod (the FUSE proxy daemon, which forks for every mount) load neither the
 Kubernetes models nor package metadata.
@@ -12,16 +13,69 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from podwright.api import (
+        BackendError,
+        BackendUnreachableError,
+        Evaluation,
+        InvalidInputError,
+        PodwrightError,
+        Policies,
+        PolicyViolationError,
+        Prepared,
+        Scope,
+        TaskNotFoundError,
+        Workload,
+        WorkloadType,
+        evaluate,
+        load,
+        load_assets,
+        load_policies,
+        load_profile,
+        load_workloads,
+        prepare,
+        render,
+        to_yaml,
+    )
     from podwright.core.pod_template import PodTemplate, PodTemplateError
 
     __version__: str
 
-__all__ = ["PodTemplate", "PodTemplateError", "__version__"]
+__all__ = [
+    "BackendError",
+    "BackendUnreachableError",
+    "Evaluation",
+    "InvalidInputError",
+    "PodTemplate",
+    "PodTemplateError",
+    "PodwrightError",
+    "Policies",
+    "PolicyViolationError",
+    "Prepared",
+    "Scope",
+    "TaskNotFoundError",
+    "Workload",
+    "WorkloadType",
+    "__version__",
+    "evaluate",
+    "load",
+    "load_assets",
+    "load_policies",
+    "load_profile",
+    "load_workloads",
+    "prepare",
+    "render",
+    "to_yaml",
+]
+
+_API = frozenset(__all__) - {"PodTemplate", "PodTemplateError", "__version__"}
+"""The names of :mod:`podwright.api`, offered here too: ``podwright.load(...)``."""
 
 _LAZY = {"PodTemplate", "PodTemplateError"}
 
 
 def __getattr__(name: str) -> Any:
+    if name in _API:
+        return getattr(import_module("podwright.api"), name)
     if name in _LAZY:
         return getattr(import_module("podwright.core.pod_template"), name)
     if name == "__version__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import sqlite3
@@ -32,6 +33,7 @@ from podwright.engine.task_store import (
     StoreUnavailableError,
     TaskExistsError,
     TaskNotFoundError,
+    TaskStoreError,
 )
 
 T0 = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
@@ -249,15 +251,69 @@ def test_migrations_run_in_order_once_and_a_newer_schema_is_refused(tmp_path: Pa
     path = tmp_path / "tasks.db"
     SQLiteTaskStore(path).close()
     extra = (*MIGRATIONS, "ALTER TABLE tasks ADD COLUMN priority INTEGER NOT NULL DEFAULT 0")
+    latest = len(MIGRATIONS)
     upgraded = SQLiteTaskStore(path, migrations=extra)
-    assert upgraded.schema_version == 2
+    assert upgraded.schema_version == latest + 1
     upgraded.close()
     SQLiteTaskStore(path, migrations=extra).close()  # nothing left to run
     with pytest.raises(
         StoreUnavailableError,
-        match="has schema version 2, written by a newer podwright; this one knows versions up to 1",
+        match=f"has schema version {latest + 1}, written by a newer podwright; this one knows "
+        f"versions up to {latest}",
     ):
         SQLiteTaskStore(path)
+
+
+def test_a_store_written_before_labels_opens_its_tasks_unlabelled_and_takes_labels(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "tasks.db"
+    SQLiteTaskStore(path, migrations=MIGRATIONS[:1]).close()
+    with sqlite3.connect(path) as db:  # a task as the first schema recorded it
+        db.execute(
+            "INSERT INTO tasks VALUES ('old', 'training', 'resnet', 'research', 'local', '{}', "
+            "'{}', '[]', ?, ?, 1, '{}', 'Undefined', 0, '', 0, 0)",
+            (T0.isoformat(), T0.isoformat()),
+        )
+    db.close()
+    store = SQLiteTaskStore(path)
+    try:
+        assert store.schema_version == len(MIGRATIONS)
+        old = store.get("old")
+        assert (old.task.name, old.task.labels, old.revision) == ("resnet", {}, 1)
+        labelled = dataclasses.replace(new_task("new"), labels={"team": "vision", "env": "prod"})
+        assert store.submit(labelled).task == labelled
+        assert {record.task_id: record.task.labels for record in store.list_tasks()} == {
+            "old": {},
+            "new": {"team": "vision", "env": "prod"},
+        }
+    finally:
+        store.close()
+
+
+def test_labels_stored_malformed_are_reported(store: SQLiteTaskStore) -> None:
+    store.submit(new_task())
+    with sqlite3.connect(store.path) as db:
+        db.execute("UPDATE tasks SET labels = '{\"replicas\": 3}'")
+    db.close()
+    with pytest.raises(TaskStoreError, match="task 't-1' is stored malformed: labels: "):
+        store.get("t-1")
+
+
+def test_the_data_version_changes_with_the_writes_of_others_only(
+    store: SQLiteTaskStore,
+) -> None:
+    before = store.data_version()
+    store.submit(new_task("mine"))
+    assert store.data_version() == before, "its own writes do not count"
+    other = SQLiteTaskStore(store.path)
+    try:
+        other.submit(new_task("theirs"))
+    finally:
+        other.close()
+    after = store.data_version()
+    assert after != before
+    assert store.data_version() == after, "nothing more was written"
 
 
 def test_a_failed_migration_leaves_the_previous_version(tmp_path: Path) -> None:
@@ -272,7 +328,7 @@ def test_a_failed_migration_leaves_the_previous_version(tmp_path: Path) -> None:
     ):
         SQLiteTaskStore(path, migrations=broken)
     reopened = SQLiteTaskStore(path)
-    assert reopened.schema_version == 1
+    assert reopened.schema_version == len(MIGRATIONS)
     reopened.close()
     with sqlite3.connect(path) as db:
         assert "a" not in [row[1] for row in db.execute("PRAGMA table_info(tasks)")]

@@ -178,7 +178,8 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 def workload_file(tmp_path: Path, name: str = "hello") -> str:
     path = tmp_path / f"{name}.yaml"
     path.write_text(
-        f"type: training\nname: {name}\nspec:\n  image: busybox:1\n"
+        f"apiVersion: podwright.dev/v1alpha1\nkind: Workload\nmetadata: {{name: {name}}}\n"
+        "spec:\n  type: training\n  image: busybox:1\n"
         "  command: python train.py\n  compute:\n    gpuDevicesRequest: 1\n"
     )
     return str(path)
@@ -513,7 +514,6 @@ def test_a_cluster_without_podwrights_crds_is_bad_input(tmp_path: Path) -> None:
     ("option", "value"),
     [
         ("--policy", "examples/policies/cluster-prod.yaml"),
-        ("--scope", "tenant"),
         ("--assets", "examples/assets.yaml"),
         ("--profile", "examples/cluster-profile.yaml"),
     ],

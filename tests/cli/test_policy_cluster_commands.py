@@ -18,6 +18,7 @@ from podwright.adapters.kubernetes import KubernetesClient, connect
 from podwright.cli.main import cli
 from podwright.core.cluster_resources import API_VERSION
 from podwright.core.crds import custom_resource_definitions
+from podwright.engine.kubernetes_port import ObjectRef
 from tests.k8s_emulator import Emulator
 from tests.kube.support import write_kubeconfig
 
@@ -72,42 +73,56 @@ def policies(client: KubernetesClient) -> list[tuple[str, str, Any]]:
 
 
 @pytest.mark.parametrize(
-    ("document", "options", "message"),
+    ("document", "options", "error"),
     [
         (
             RUNAI_DOCUMENT,
             ["--type", "training"],
-            "a Run:ai policy document says neither its workload type nor its scope: give --scope",
+            "{path}: a Run:ai policy document says neither its workload type nor its scope: "
+            "give --scope",
         ),
         (
             RUNAI_DOCUMENT + "meta: {scope: project}\n",
             ["--type", "training", "--scope", "tenant"],
-            "meta: not a section of a Run:ai policy document",
+            "{path}:4:1: meta: unknown field 'meta': a Run:ai policy document holds defaults, "
+            "rules and imposedAssets (a podwright policy file has apiVersion podwright.dev/v1 and "
+            "kind WorkloadPolicy; Run:ai's API request body holds meta and policy)",
         ),
         (
             "apiVersion: v1\nkind: ConfigMap\n",
             [],
-            "apiVersion v1, kind ConfigMap: expected a policy file (podwright.dev/v1 "
-            "WorkloadPolicy), a policy resource",
+            "{path}:1:1: apiVersion: apiVersion v1, kind ConfigMap: expected a policy file "
+            "(podwright.dev/v1 WorkloadPolicy), a policy resource (podwright.dev/v1alpha1 "
+            "WorkloadPolicy or ClusterWorkloadPolicy) or a Run:ai policy document (defaults, "
+            "rules, imposedAssets, with no apiVersion or kind)",
         ),
         (
             "apiVersion: podwright.dev/v1alpha1\nkind: WorkloadPolicy\nmetadata: {name: p}\n"
             "spec: {workloadType: training}\n",
-            ["--scope", "tenant"],
-            "a WorkloadPolicy resource says its own scope and workload type",
+            ["--scope", "tenant", "--cluster-name", "prod"],
+            "{path}:2:1: kind: the resource says project default, and --scope says tenant: "
+            "leave --scope out",
+        ),
+        (
+            "apiVersion: podwright.dev/v1alpha1\nkind: ClusterWorkloadPolicy\n"
+            "metadata: {name: p}\nspec: {workloadType: training, scope: tenant}\n",
+            ["--type", "inference", "--cluster-name", "prod"],
+            "{path}:4:8: spec.workloadType: the resource says training, and --type says "
+            "inference: leave --type out",
         ),
     ],
-    ids=["no-scope", "unknown-section", "other-kind", "resource-with-scope"],
+    ids=["no-scope", "unknown-section", "other-kind", "resource-in-another-scope", "resource-type"],
 )
 def test_a_document_that_is_no_policy_is_refused_naming_the_file(
-    tmp_path: Path, document: str, options: list[str], message: str
+    tmp_path: Path, document: str, options: list[str], error: str
 ) -> None:
-    """No kubeconfig is needed to find these: the cluster is not touched."""
+    """No kubeconfig is needed to find these: the cluster is not touched (a resource's scope is
+    read with the cluster's name, which --cluster-name gives)."""
     path = tmp_path / "policy.yaml"
     path.write_text(document)
     result = run("apply", "-f", str(path), *options, "--kubeconfig", str(tmp_path / "none"))
     assert result.exit_code == 2, result.output
-    assert f"podwright: error: {path}: {message}" in result.stderr
+    assert result.stderr == f"podwright: error: {error.format(path=path)}\n"
 
 
 def test_a_runai_document_wraps_its_policy_in_the_api_body(
@@ -130,6 +145,56 @@ def test_a_runai_document_wraps_its_policy_in_the_api_body(
     assert policies(client) == [("ClusterWorkloadPolicy", "gpu-limits", ("tenant", None))]
 
 
+def test_a_runai_document_is_applied_as_read_with_notes(
+    tmp_path: Path, cluster: tuple[KubernetesClient, str]
+) -> None:
+    """Unnamed storage instances and Run:ai's spellings, as the policy reference writes them:
+    the resource holds what was read (the CRD's structural schema would refuse ``Step``), and
+    each correction is a note at its line."""
+    client, kubeconfig = cluster
+    path = tmp_path / "runai-storage.yaml"
+    path.write_text(
+        "defaults:\n"
+        "  storage:\n"
+        "    hostPath:\n"
+        "      instances:\n"
+        "        - {path: h3-path-1, mountPath: h3-mount-1}\n"
+        "      attributes:\n"
+        "        - readOnly: true\n"
+        "rules:\n"
+        "  compute:\n"
+        "    cpuCoreRequest:\n"
+        "      min: 1\n"
+        "      Step: 2\n"
+    )
+    result = run(
+        "apply", "-f", str(path), "--type", "workspace", "--scope", "tenant",
+        "--kubeconfig", kubeconfig,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "clusterworkloadpolicy.podwright.dev/runai-storage applied\n"
+    assert result.stderr.splitlines() == [
+        f"podwright: note: {path}:6:7: defaults.storage.hostPath.attributes: a list of one-key "
+        "mappings, read as one mapping of 'readOnly'",
+        f"podwright: note: {path}:12:7: rules.compute.cpuCoreRequest.Step: read as 'step'",
+    ]
+    stored = client.get(ObjectRef(API_VERSION, "ClusterWorkloadPolicy", "", "runai-storage"))
+    assert stored["spec"] == {
+        "scope": "tenant",
+        "workloadType": "workspace",
+        "enforcement": "enforce",
+        "defaults": {
+            "storage": {
+                "hostPath": {
+                    "instances": [{"path": "h3-path-1", "mountPath": "h3-mount-1"}],
+                    "attributes": {"readOnly": True},
+                }
+            }
+        },
+        "rules": {"compute": {"cpuCoreRequest": {"min": 1, "step": 2}}},
+    }
+
+
 def test_a_policy_file_that_breaks_the_policy_rules_is_refused_at_its_line(tmp_path: Path) -> None:
     path = tmp_path / "broken.yaml"
     path.write_text(
@@ -146,8 +211,9 @@ def test_a_policy_file_that_breaks_the_policy_rules_is_refused_at_its_line(tmp_p
 def test_the_scope_option_must_agree_with_a_file_that_says_its_own(tmp_path: Path) -> None:
     result = run("apply", "-f", EXAMPLES[0], "--scope", "tenant")
     assert result.exit_code == 2
-    assert "--scope: the file says cluster prod, and --scope says tenant: leave it out" in (
-        result.stderr
+    assert result.stderr == (
+        f"podwright: error: {EXAMPLES[0]}:7:3: spec.scope: the file says cluster prod, and "
+        "--scope says tenant: leave --scope out\n"
     )
 
 
@@ -296,7 +362,7 @@ def test_an_unknown_namespace_is_bad_input(cluster: tuple[KubernetesClient, str]
         ([EXAMPLES[0]], "give POLICY files and --scope, or --namespace"),
         (
             [EXAMPLES[0], "--scope", "tenant", "--kubeconfig", "k"],
-            "--kubeconfig, --context and --cluster-name go with --namespace",
+            "--kubeconfig and --context go with --namespace",
         ),
     ],
 )

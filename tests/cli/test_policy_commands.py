@@ -173,7 +173,20 @@ def test_evaluate_json_on_success() -> None:
     )
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
-    assert set(data) == {"workload", "sources"}
+    assert set(data) == {
+        "accepted",
+        "workload",
+        "sources",
+        "scope",
+        "scopeChosenBy",
+        "warnings",
+        "audited",
+    }
+    assert (data["accepted"], data["audited"]) == (True, [])
+    assert (data["scope"], data["scopeChosenBy"]) == (
+        "cluster=prod,department=research,project=vision",
+        "the policies' deepest scope",
+    )
     assert data["workload"]["compute"]["extendedResources"] == [
         {"resource": "default/cpu", "quantity": 5},
         {"resource": "added/cpu", "quantity": 3},
@@ -190,7 +203,15 @@ def test_evaluate_json_on_success() -> None:
     assert data["sources"]["storage.pvc[team-datasets].claimName"].startswith(
         "imposed asset f12c965b"
     )
-    # The project's warn-mode rule is reported on standard error, not in the JSON.
+    # The project's warn-mode rule is in the JSON, and on standard error.
+    (warning,) = data["warnings"]
+    assert warning["field"] == "nodePools"
+    assert (warning["rule"], warning["enforcement"]) == ("options", "warn")
+    assert warning["policy"] == {
+        "name": "vision-training",
+        "scope": "cluster=prod,department=research,project=vision",
+        "source": str(EXAMPLES / "policies" / "project-vision.yaml"),
+    }
     assert (
         'podwright: warning: nodePools: item 1, \'v100\', of ["a100", "v100"] (submission) '
         "is not among the options" in result.stderr
@@ -215,20 +236,37 @@ def test_evaluate_violations_exit_1_with_compliance_issues(tmp_path: Path) -> No
         "policy", "evaluate", "--workload", workload, "--assets", ASSETS, "-o", "json", *POLICIES
     )
     assert result.exit_code == 1
-    assert json.loads(result.stdout) == {
-        "complianceIssues": [
-            {
-                "field": "compute.extendedResources[default/cpu]",
-                "details": "'default/cpu' is locked by cluster prod and cannot be excluded",
-                "rule": "locked",
-            },
-            {
-                "field": "compute.gpuDevicesRequest",
-                "details": "16 (submission) is above the maximum 8",
-                "rule": "max",
-            },
-        ]
+    data = json.loads(result.stdout)
+    # As Run:ai's API reports a refused submission: code, message, details, complianceIssues
+    # of field, details and rule; podwright's extras beside them.
+    assert {key: data[key] for key in ("accepted", "code", "message", "details")} == {
+        "accepted": False,
+        "code": 400,
+        "message": "the workload does not comply with the policies of project vision",
+        "details": "2 compliance issues",
     }
+    cluster_policy = {
+        "name": "prod-training",
+        "scope": "cluster=prod",
+        "source": str(EXAMPLES / "policies" / "cluster-prod.yaml"),
+    }
+    assert data["complianceIssues"] == [
+        {
+            "field": "compute.extendedResources[default/cpu]",
+            "details": "'default/cpu' is locked by cluster prod and cannot be excluded",
+            "rule": "locked",
+            "enforcement": "enforce",
+            "policy": cluster_policy,
+        },
+        {
+            "field": "compute.gpuDevicesRequest",
+            "details": "16 (submission) is above the maximum 8",
+            "rule": "max",
+            "enforcement": "enforce",
+            "policy": cluster_policy,
+        },
+    ]
+    assert data["scope"] == "cluster=prod,department=research,project=vision"
     table = run("policy", "evaluate", "--workload", workload, "--assets", ASSETS, *POLICIES)
     assert table.exit_code == 1
     assert table.stdout.splitlines()[0].split() == ["FIELD", "RULE", "DETAILS"]
@@ -290,7 +328,9 @@ def test_evaluate_needs_a_scope_when_policies_span_branches(tmp_path: Path) -> N
     path = write(tmp_path, "other.yaml", other)
     result = run("policy", "evaluate", "--workload", WORKLOAD, *POLICIES, path)
     assert result.exit_code == 2
-    assert "name the workload's scope with --scope" in result.stderr
+    assert "give the workload's namespace (metadata.namespace, -n), or preview a scope" in (
+        result.stderr
+    )
     scoped = run(
         "policy",
         "evaluate",
@@ -326,7 +366,7 @@ def test_evaluate_asks_for_the_catalogue_when_assets_are_imposed() -> None:
     assert result.exit_code == 2
     assert result.stderr == (
         "podwright: error: the policies of project vision impose assets "
-        "(f12c965b-44e9-4ff6-8b43-01d8f9e630cc); give the asset catalogue with --assets FILE\n"
+        "(f12c965b-44e9-4ff6-8b43-01d8f9e630cc); give the asset catalogue they come from (assets=, --assets FILE)\n"
     )
 
 
@@ -362,10 +402,10 @@ def test_no_policy_of_the_workloads_type_means_no_rules_apply() -> None:
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
     submitted = yaml.safe_load(Path(inference).read_text())["spec"]
-    assert data["workload"] == submitted
+    assert data["workload"] == {key: value for key, value in submitted.items() if key != "type"}
     assert set(data["sources"].values()) == {"submission"}
     assert result.stderr == (
-        "podwright: note: no inference policy among the files given, so no rules apply\n"
+        "podwright: note: no inference policy among the policies given, so no rules apply\n"
     )
     scoped = run("policy", "evaluate", "--workload", inference, "--scope", VISION, *POLICIES)
     assert scoped.exit_code == 0, scoped.stderr

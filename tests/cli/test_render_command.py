@@ -52,9 +52,11 @@ def test_without_policies_the_submission_renders_as_written(tmp_path: Path) -> N
 
 def test_without_policies_a_limit_below_its_request_is_bad_input(tmp_path: Path) -> None:
     text = (
-        "type: training\n"
-        "name: tight\n"
+        "apiVersion: podwright.dev/v1alpha1\n"
+        "kind: Workload\n"
+        "metadata: {name: tight}\n"
         "spec:\n"
+        "  type: training\n"
         "  image: busybox\n"
         "  compute: {cpuCoreRequest: 2, cpuCoreLimit: 1, cpuMemoryRequest: 2Gi, "
         "cpuMemoryLimit: 1Gi}\n"
@@ -64,9 +66,9 @@ def test_without_policies_a_limit_below_its_request_is_bad_input(tmp_path: Path)
     assert result.exit_code == 2
     assert result.stdout == ""
     assert result.stderr.splitlines() == [
-        f"podwright: error: {workload}:5:32: spec.compute.cpuCoreLimit: cpuCoreLimit 1 is below "
+        f"podwright: error: {workload}:7:32: spec.compute.cpuCoreLimit: cpuCoreLimit 1 is below "
         "cpuCoreRequest 2",
-        f"podwright: error: {workload}:5:72: spec.compute.cpuMemoryLimit: cpuMemoryLimit '1Gi' is "
+        f"podwright: error: {workload}:7:72: spec.compute.cpuMemoryLimit: cpuMemoryLimit '1Gi' is "
         "below cpuMemoryRequest '2Gi'",
     ]
 
@@ -98,9 +100,7 @@ def test_a_workload_without_a_name(tmp_path: Path) -> None:
     workload = write(tmp_path, "w.yaml", {"type": "training", "spec": {"image": "busybox"}})
     result = run("--workload", workload)
     assert result.exit_code == 2
-    assert (
-        "the workload has no name: give one in its file ('name:') or with --name" in result.stderr
-    )
+    assert "w.yaml: the workload has no name: give it one (metadata.name)" in result.stderr
 
 
 def test_violations_render_nothing(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ no executor left running (the ``home`` fixture checks).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -30,7 +31,8 @@ def workload(tmp_path: Path, name: str, command: str, **spec: object) -> str:
     path = tmp_path / f"{name}.yaml"
     extra = "".join(f"  {key}: {value}\n" for key, value in spec.items())
     path.write_text(
-        f"type: training\nname: {name}\nspec:\n  image: busybox:1\n  command: {command}\n{extra}"
+        f"apiVersion: podwright.dev/v1alpha1\nkind: Workload\nmetadata: {{name: {name}}}\n"
+        f"spec:\n  type: training\n  image: busybox:1\n  command: {command}\n{extra}"
     )
     return str(path)
 
@@ -409,7 +411,8 @@ def test_the_task_store_path_can_be_set(
     monkeypatch.setenv("PODWRIGHT_TASK_STORE", str(store))
     path = tmp_path / "pod.yaml"
     path.write_text(
-        "type: workspace\nname: pair\nspec:\n  image: busybox:1\n"
+        "apiVersion: podwright.dev/v1alpha1\nkind: Workload\nmetadata: {name: pair}\n"
+        "spec:\n  type: workspace\n  image: busybox:1\n"
         "  command: sh -c 'echo from main'\n  restartPolicy: Never\n"
     )
     result = invoke(home, "run", "--workload", str(path))
@@ -419,3 +422,35 @@ def test_the_task_store_path_can_be_set(
     assert not (home / "tasks.db").exists()
     assert "pair-" in invoke(home, "list").output
     no_executor_left(store)
+
+
+def test_a_workload_s_labels_and_namespace_go_with_its_task(tmp_path: Path, home: Path) -> None:
+    """The workload file's metadata: its labels label the task (``list -l`` selects by them), its
+    namespace is the task's, and a ``-n`` that says another is refused before anything runs."""
+    path = tmp_path / "labelled.yaml"
+    path.write_text(
+        "apiVersion: podwright.dev/v1alpha1\nkind: Workload\n"
+        "metadata: {name: labelled, namespace: vision, labels: {team: vision}}\n"
+        "spec:\n  type: training\n  image: busybox:1\n  command: echo labelled\n"
+    )
+    refused = invoke(home, "run", "--workload", str(path), "-n", "audio", "--detach")
+    assert refused.exit_code == 2
+    assert "--namespace audio: the workload file says metadata.namespace vision" in (refused.output)
+    assert "no tasks" in invoke(home, "list").output
+    result = invoke(home, "run", "--workload", str(path))
+    assert result.exit_code == 0, result.output
+    task_id = task_id_of(result.output)
+    selected = json.loads(invoke(home, "list", "-l", "team=vision", "-o", "json").output)
+    assert [(item["id"], item["namespace"], item["labels"]) for item in selected["items"]] == [
+        (task_id, "vision", {"team": "vision"})
+    ]
+    other = json.loads(invoke(home, "list", "-l", "team!=vision", "-o", "json").output)
+    assert other["items"] == []
+
+
+def test_a_submitter_does_not_choose_the_scope(home: Path) -> None:
+    """``run`` has no ``--scope``: a submission is judged in its namespace's scope; ``render``
+    and ``policy evaluate`` keep it, for administrators previewing a policy."""
+    result = invoke(home, "run", "--workload", "examples/workload-local.yaml", "--scope", "tenant")
+    assert result.exit_code == 2
+    assert "No such option '--scope'" in result.output

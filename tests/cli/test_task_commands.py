@@ -295,6 +295,12 @@ BAD_INPUT: dict[str, Case] = {
     "delete: unknown task": lambda _t: (["delete", "ghost"], "no task 'ghost'"),
     "delete: bad timeout": lambda _t: (["delete", "x", "--timeout", "soon"], "'--timeout'"),
     "list: extra argument": lambda _t: (["list", "everything"], "everything"),
+    "list: unknown phase": lambda _t: (["list", "--phase", "Done"], "'--phase': 'Done'"),
+    "list: unknown type": lambda _t: (["list", "--type", "batch"], "'--type': 'batch'"),
+    "list: malformed selector": lambda _t: (["list", "-l", "a b"], "'a b': at column 3: "),
+    "list: unknown order": lambda _t: (["list", "--sort-by", "age"], "'--sort-by': 'age'"),
+    "list: unknown output": lambda _t: (["list", "-o", "wide"], "'-o' / '--output': 'wide'"),
+    "status: unknown output": lambda _t: (["status", "-o", "wide"], "'-o' / '--output': 'wide'"),
     "pod: missing file": lambda t: (["pod", str(t / "pod.yaml")], "pod.yaml"),
     "pod: conflicting grants": lambda _t: (
         ["pod", str(EXAMPLES / "pod-spec.yaml"), "--allow-fuse", "--allow-fuse-privileged"],

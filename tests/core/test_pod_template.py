@@ -73,7 +73,11 @@ POSTURES = [
 
 
 def test_the_public_api_is_exactly_this() -> None:
-    assert sorted(podwright.__all__) == ["PodTemplate", "PodTemplateError", "__version__"]
+    from podwright import api
+
+    assert sorted(podwright.__all__) == sorted(
+        ["PodTemplate", "PodTemplateError", "__version__", *api.__all__]
+    )
     assert podwright.PodTemplate is PodTemplate
     assert issubclass(PodTemplateError, ValueError)
 

@@ -80,6 +80,10 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (task_id, position)
     );
     """,
+    # 2: the task's labels, a JSON object ('{}' for the tasks recorded before).
+    """
+    ALTER TABLE tasks ADD COLUMN labels TEXT NOT NULL DEFAULT '{}'
+    """,
 )
 """Schema migrations; migration N (1-based) brings ``user_version`` from N-1 to N. Statements are
 separated by semicolons, which therefore appear nowhere else in them."""
@@ -87,7 +91,7 @@ separated by semicolons, which therefore appear nowhere else in them."""
 _TASK_COLUMNS = (
     "task_id, workload_type, name, namespace, backend, workload, effective, manifests, "
     "submitted_at, updated_at, revision, plugin_state, phase, phase_version, reason, "
-    "abort_requested, finalized"
+    "abort_requested, finalized, labels"
 )
 
 
@@ -182,7 +186,7 @@ class SQLiteTaskStore:
             with self._write() as db:
                 db.execute(
                     f"INSERT INTO tasks ({_TASK_COLUMNS}) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, 0, '', 0, 0)",
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, 0, '', 0, 0, ?)",
                     (
                         task.task_id,
                         task.workload_type,
@@ -196,6 +200,7 @@ class SQLiteTaskStore:
                         task.submitted_at.isoformat(),
                         _json({}),
                         Phase.UNDEFINED.value,
+                        _json(dict(task.labels)),
                     ),
                 )
         except sqlite3.IntegrityError as error:
@@ -316,6 +321,14 @@ class SQLiteTaskStore:
         )
         return [AttachedEvent(reason, _parse_time(occurred)) for reason, occurred in rows]
 
+    def data_version(self) -> int:
+        """A number that changes when another connection (another process, another store
+        object on the file) has committed a write since it was last asked, and only then
+        (SQLite's ``PRAGMA data_version``; this object's own writes do not change it): a
+        watcher reads the tasks again only when it changed."""
+        version: int = self._read("PRAGMA data_version")[0][0]
+        return version
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
@@ -347,6 +360,14 @@ def _parse_time(value: str | None) -> datetime | None:
     return None if value is None else datetime.fromisoformat(value)
 
 
+def _labels(data: Any) -> dict[str, str]:
+    if not isinstance(data, dict) or not all(
+        isinstance(key, str) and isinstance(value, str) for key, value in data.items()
+    ):
+        raise ValueError(f"labels: not an object of strings: {data!r}")
+    return data
+
+
 def _record(row: tuple[Any, ...]) -> TaskRecord:
     (
         task_id,
@@ -366,6 +387,7 @@ def _record(row: tuple[Any, ...]) -> TaskRecord:
         reason,
         abort_requested,
         finalized,
+        labels,
     ) = row
     try:
         task = NewTask(
@@ -378,6 +400,7 @@ def _record(row: tuple[Any, ...]) -> TaskRecord:
             effective=json.loads(effective),
             manifests=tuple(json.loads(manifests)),
             submitted_at=datetime.fromisoformat(submitted_at),
+            labels=_labels(json.loads(labels)),
         )
         return TaskRecord(
             task=task,

@@ -12,36 +12,32 @@ included, come back for all of them at once), and only when every one passes are
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import click
 
-from podwright.adapters.documents import Document
+from podwright.adapters.documents import Document, DocumentError, document_files, read_documents
 from podwright.adapters.kubernetes import KubernetesClient
 from podwright.adapters.kubernetes.policy_state import ClusterPolicyState
+from podwright.api.loading import located
 from podwright.cli.backends import ClusterAccess, cluster_client, cluster_name
 from podwright.cli.common import BadInput
-from podwright.cli.inputs import located, read
 from podwright.core.admission import problem_lines
 from podwright.core.cluster_resources import (
     API_VERSION,
-    CLUSTER_POLICY_KIND,
     POLICY_KIND,
     WORKLOAD_KIND,
     ClusterScopes,
-    PolicyDocumentError,
-    policy_body,
     policy_resource,
     project_namespaces,
     resource_source,
 )
-from podwright.core.k8s_names import dns1123_subdomain_problem
 from podwright.core.lifecycle.objects import section, text
-from podwright.core.policies import API_VERSION as POLICY_FILE_API_VERSION
-from podwright.core.policies import KIND as POLICY_FILE_KIND
-from podwright.core.policies import Policy, Scope, policy_from_data
-from podwright.core.problems import ProblemsError
+from podwright.core.policies import Policy, Scope
+from podwright.core.policy_documents import policy_from_document
+from podwright.core.problems import FieldProblem, ProblemsError
+from podwright.core.workload_fields import WorkloadType
 from podwright.engine.admission_service import AdmissionService
 from podwright.engine.compliance_monitor import assess_in_namespace
 from podwright.engine.kubernetes_port import (
@@ -81,6 +77,8 @@ class _PolicyToApply:
     """From a file (None: a resource, whose scope the cluster decides)."""
     project: str | None = None
     """A project policy's project, whose namespace is looked up."""
+    notes: tuple[FieldProblem, ...] = ()
+    """What the reader noticed (:attr:`Policy.notes`)."""
 
 
 # policy apply -------------------------------------------------------------------------------
@@ -97,21 +95,36 @@ def apply_policies(
     dry_run: bool,
 ) -> None:
     """Create or update the policy resources of ``files`` (see the command's help)."""
-    if name is not None and len(files) > 1:
-        raise click.UsageError("--name names the policy of one file, and more were given")
     documents: dict[str, Document] = {}
     to_apply: list[_PolicyToApply] = []
     errors: list[str] = []
-    for file in files:
-        document = read(file, documents)
+    try:
+        read = [
+            document
+            for file in document_files(files)
+            for document in read_documents(file, sys.stdin)
+        ]
+    except DocumentError as error:
+        raise BadInput(str(error)) from error
+    if name is not None and len(read) > 1:
+        raise click.UsageError("--name names one policy, and the files hold more")
+    for document in read:
+        documents[document.source] = document
         try:
-            to_apply.append(
-                _policy_of(document, workload_type=workload_type, scope=scope, name=name)
+            policy = _policy_of(
+                document,
+                options,
+                workload_type=WorkloadType(workload_type) if workload_type else None,
+                scope=scope,
+                name=name,
+                namespace=namespace,
             )
         except ProblemsError as error:
             errors.extend(located(error, documents, document.source))
-        except PolicyDocumentError as error:
-            errors.append(f"{document.source}: {error}")
+            continue
+        to_apply.append(policy)
+        for note in policy.notes:
+            click.echo(f"podwright: note: {document.locate(note.path)}: {note}", err=True)
     if errors:
         raise BadInput("\n".join(errors))
     with cluster_client(options.access) as client:
@@ -168,76 +181,48 @@ def _replaces_another_policy(
 
 
 def _policy_of(
-    document: Document, *, workload_type: str | None, scope: Scope | None, name: str | None
+    document: Document,
+    options: ClusterOptions,
+    *,
+    workload_type: WorkloadType | None,
+    scope: Scope | None,
+    name: str | None,
+    namespace: str | None,
 ) -> _PolicyToApply:
-    """What one file asks to apply: a podwright policy file, a policy resource, or a Run:ai
-    policy document (with ``--type`` and ``--scope``)."""
+    """What one file asks to apply: a policy file, a policy resource, or a Run:ai policy
+    document (with ``--type`` and ``--scope``), read as every policy document is read; raises
+    :class:`PolicyError` with every problem.
+
+    A resource is applied as written (its name ``--name``, its sections as read: a key in Run:ai's
+    spelling corrected), for the cluster to place; the cluster's name is needed to read its
+    scope. The others become the resource of their scope."""
     data = document.data
-    if not isinstance(data, Mapping):
-        raise PolicyDocumentError("expected a mapping (a policy document)")
-    api_version, kind = data.get("apiVersion"), data.get("kind")
-    if api_version == API_VERSION and kind in (POLICY_KIND, CLUSTER_POLICY_KIND):
-        if scope is not None or workload_type is not None:
-            raise PolicyDocumentError(
-                f"a {kind} resource says its own scope and workload type: --scope and --type go "
-                "with policy files and Run:ai documents"
-            )
-        resource = dict(data)
-        if name is not None:
-            resource["metadata"] = {**section(resource, "metadata"), "name": name}
-        return _PolicyToApply(document.source, resource, None)
-    if api_version == POLICY_FILE_API_VERSION and kind == POLICY_FILE_KIND:
-        policy = policy_from_data(data, document.source)
-        spec = data.get("spec")
-        assert isinstance(spec, Mapping), "the loader read a spec"
-        for given, own, option in (
-            (scope, policy.scope, "--scope"),
-            (workload_type, policy.workload_type.value, "--type"),
-        ):
-            if given is not None and given != own:
-                raise PolicyDocumentError(
-                    f"{option}: the file says {own}, and {option} says {given}: leave it out"
-                )
-        return _from_policy(document.source, policy, spec, name or policy.name)
-    if api_version is not None or kind is not None:
-        raise PolicyDocumentError(
-            f"apiVersion {api_version}, kind {kind}: expected a policy file "
-            f"({POLICY_FILE_API_VERSION} {POLICY_FILE_KIND}), a policy resource "
-            f"({API_VERSION} {POLICY_KIND} or {CLUSTER_POLICY_KIND}) or a Run:ai policy "
-            "document (defaults, rules, imposedAssets)"
-        )
-    body = policy_body(data)
-    if workload_type is None or scope is None:
-        missing = [
-            option for option, given in (("--type", workload_type), ("--scope", scope)) if not given
-        ]
-        raise PolicyDocumentError(
-            "a Run:ai policy document says neither its workload type nor its scope: give "
-            + " and ".join(missing)
-        )
-    policy_name = name or Path(document.source).stem
-    problem = dns1123_subdomain_problem(policy_name)
-    if problem:
-        raise PolicyDocumentError(
-            f"the policy's name {policy_name!r} (from the file name) {problem}: give --name"
-        )
-    spec = {"workloadType": workload_type, **body}
-    file_document = {
-        "apiVersion": POLICY_FILE_API_VERSION,
-        "kind": POLICY_FILE_KIND,
-        "metadata": {"name": policy_name},
-        "spec": {**spec, "scope": scope.to_data()},
+    resource = isinstance(data, Mapping) and data.get("apiVersion") == API_VERSION
+    policy = policy_from_document(
+        data,
+        document.source,
+        workload_type=workload_type,
+        scope=scope,
+        name=name,
+        scopes=options.scopes if resource else None,
+        namespace=namespace,
+    )
+    if resource:
+        assert isinstance(data, Mapping)
+        obj = {
+            **data,
+            "metadata": {**section(data, "metadata"), "name": policy.name},
+            "spec": {**section(data, "spec"), **policy.body},
+        }
+        return _PolicyToApply(document.source, obj, None, notes=policy.notes)
+    spec = {
+        "workloadType": policy.workload_type.value,
+        "enforcement": policy.enforcement.value,
+        **policy.body,
     }
-    policy = policy_from_data(file_document, document.source)
-    return _from_policy(document.source, policy, spec, policy_name)
-
-
-def _from_policy(
-    source: str, policy: Policy, spec: Mapping[str, object], name: str
-) -> _PolicyToApply:
     project = policy.scope.names[-1] if policy.scope.level == "project" else None
-    resource = policy_resource(name, spec, policy.scope, namespace=project or None)
-    return _PolicyToApply(source, resource, policy.scope, project)
+    obj = policy_resource(policy.name, spec, policy.scope, namespace=project)
+    return _PolicyToApply(document.source, obj, policy.scope, project, policy.notes)
 
 
 def _placed(

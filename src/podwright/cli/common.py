@@ -81,6 +81,12 @@ class BadInput(click.ClickException):
     exit_code = ExitCode.BAD_INPUT
 
 
+class Violations(click.ClickException):
+    """The input breaks enforced policy rules; exit status 1."""
+
+    exit_code = ExitCode.VIOLATIONS
+
+
 class Unavailable(click.ClickException):
     """Something podwright needs is unavailable (the store, an executor); exit status 5."""
 
@@ -102,13 +108,14 @@ def point_output_at_devnull() -> None:
         os.dup2(devnull, sys.stdout.fileno())
 
 
-def output_option(help_text: str) -> Callable[[F], F]:
-    """``-o/--output yaml|json`` (YAML by default), for the commands that print manifests."""
+def output_option(help_text: str, formats: Sequence[str] = ("yaml", "json")) -> Callable[[F], F]:
+    """``-o/--output``, one of ``formats``, the first by default: YAML or JSON for the commands
+    that print manifests; a table first for those that print tasks."""
     return click.option(
         "-o",
         "--output",
-        type=click.Choice(["yaml", "json"]),
-        default="yaml",
+        type=click.Choice(formats),
+        default=formats[0],
         show_default=True,
         help=help_text,
     )

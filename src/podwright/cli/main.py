@@ -16,7 +16,21 @@ from typing import Any, NoReturn
 import click
 
 from podwright._version import __version__
-from podwright.cli.common import ExitCode, exit_status_help, point_output_at_devnull
+from podwright.api.errors import (
+    BackendError,
+    BackendUnreachableError,
+    PodwrightError,
+    PolicyViolationError,
+)
+from podwright.cli.common import (
+    BadInput,
+    ExitCode,
+    Unavailable,
+    Unreachable,
+    Violations,
+    exit_status_help,
+    point_output_at_devnull,
+)
 
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "abort": (
@@ -24,6 +38,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "abort_command",
         "Abort a task: its executor (started when none runs) stops its resources and ends it "
         "Aborted.",
+    ),
+    "convert": (
+        "podwright.cli.convert_command",
+        "convert_command",
+        "Print workload files as Workload objects, or rewrite them with --in-place.",
     ),
     "crds": (
         "podwright.cli.crds_command",
@@ -161,6 +180,19 @@ class PodwrightGroup(click.Group):
         except BrokenPipeError:
             point_output_at_devnull()
             raise click.exceptions.Exit(ExitCode.OUTPUT_CLOSED) from None
+        except PodwrightError as error:
+            raise _as_click_exception(error) from error
+
+
+def _as_click_exception(error: PodwrightError) -> click.ClickException:
+    """The exit status of each of the public API's exceptions (see podwright.api.errors)."""
+    if isinstance(error, PolicyViolationError):
+        return Violations(str(error))
+    if isinstance(error, BackendUnreachableError):
+        return Unreachable(str(error))
+    if isinstance(error, BackendError):
+        return Unavailable(str(error))
+    return BadInput(str(error))
 
 
 def _fail(message: str, code: int) -> NoReturn:

@@ -20,7 +20,9 @@ writes nothing of a task's record: ``abort`` sets the annotation ``podwright.dev
 operator aborts the task and finalizes it, and the Workload goes once it is finalized). A task is
 named by its id (``<name>-<first 8 hex digits of the Workload's uid>``) or by its Workload's name.
 A Workload the operator has not taken yet shows as its task would, phase Undefined, waiting for
-the operator (:func:`~podwright.engine.workload_tasks.pending_record`).
+the operator (:func:`~podwright.engine.workload_tasks.pending_record`). ``list -l`` sends its label
+selector to the API server; ``list --watch`` and ``status --watch`` follow the Workloads by a
+watch (:class:`WorkloadWatch`), woken by each change (:class:`ChangeWaiter`).
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ from typing import Any, TypeVar
 
 import click
 
-from podwright.adapters.documents import Document
 from podwright.adapters.kubernetes import (
     KubernetesClient,
     KubernetesConfigError,
@@ -49,6 +50,8 @@ from podwright.adapters.kubernetes.workload_store import (
     WorkloadTaskStore,
     request_abort_annotation,
 )
+from podwright.api import Workload
+from podwright.api.pipeline import check_runnable
 from podwright.cli.backends import (
     BACKENDS,
     OPERATOR,
@@ -59,13 +62,11 @@ from podwright.cli.backends import (
     resolve_backend,
 )
 from podwright.cli.common import BadInput, ExitCode, Unavailable, Unreachable
-from podwright.cli.inputs import guard, read_submission
 from podwright.cli.render_command import Preparation
 from podwright.cli.state import utc_now
 from podwright.cli.task_logs import ClusterLogTail, LogLine
 from podwright.core.cluster_resources import API_VERSION, WORKLOAD_KIND
 from podwright.core.lifecycle.objects import JsonObject, section, text
-from podwright.core.workloads import check_runnable
 from podwright.engine.config import LifecycleConfig
 from podwright.engine.executor import resource_ref
 from podwright.engine.kubernetes_port import (
@@ -163,7 +164,6 @@ def refuse_for_operator(
     """:class:`BadInput` for the options of ``run`` that mean nothing to the operator."""
     given = (
         ("--policy", bool(preparation.policy_files)),
-        ("--scope", preparation.scope is not None),
         ("--assets", preparation.assets_file is not None),
         ("--profile", preparation.profile_file is not None),
     )
@@ -247,27 +247,18 @@ def not_served(target: OperatorTarget) -> BadInput:
 # run: the Workload ------------------------------------------------------------------------------
 
 
-def workload_object(preparation: Preparation, namespace: str) -> dict[str, Any]:
-    """The Workload of the workload file (read and checked as ``run`` reads it)."""
-    documents: dict[str, Document] = {}
-    document, submission = read_submission(
-        preparation.workload_file, preparation.workload_type, documents
-    )
-    guard(
-        lambda: check_runnable(submission.workload_type, submission.spec, submission.spec_path),
-        documents,
-        default_source=document.source,
-    )
-    name = preparation.name or submission.name
+def workload_object(workload: Workload, namespace: str, name: str | None) -> dict[str, Any]:
+    """The Workload object of ``workload`` in ``namespace`` (named ``name``, else its own
+    name), checked as ``run`` checks a workload taken without policies."""
+    check_runnable(workload)
+    name = name or workload.name
     if not name:
-        raise BadInput("the workload has no name: give one in its file ('name:') or with --name")
-    spec: dict[str, Any] = json.loads(json.dumps(submission.spec, default=str))
-    return {
-        "apiVersion": API_VERSION,
-        "kind": WORKLOAD_KIND,
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"type": submission.workload_type.value, **spec},
-    }
+        raise BadInput(
+            "the workload has no name: give one in its file (metadata.name) or with --name"
+        )
+    document: dict[str, Any] = json.loads(json.dumps(workload.to_document(), default=str))
+    document["metadata"] = {**document["metadata"], "name": name, "namespace": namespace}
+    return document
 
 
 _DENIAL = re.compile(
@@ -382,8 +373,11 @@ class WorkloadTasks:
         client: KubernetesClient,
         target: OperatorTarget,
         workloads: list[dict[str, Any]],
+        *,
+        label_selector: str | None = None,
     ) -> None:
         self._client, self.target = client, target
+        self._label_selector = label_selector
         self._cache = WorkloadCache()
         self._cache.replace(workloads)
         self.store = WorkloadTaskStore(client, self._cache, may_write=lambda: True)
@@ -494,6 +488,20 @@ class WorkloadTasks:
             ]
 
     @contextlib.contextmanager
+    def watching(self) -> Iterator[WatchedTasks]:
+        """Every task of the target's Workloads (those of the label selector they were listed
+        with), kept current by a watch from the listing on, until the block ends."""
+        watch = WorkloadWatch(
+            self._client,
+            self.target.namespace,
+            label_selector=self._label_selector,
+            seen=self._cache.workloads(),
+        )
+        watched = WatchedTasks(watch, self._client)  # its changes count from before the watch's
+        with watch:
+            yield watched
+
+    @contextlib.contextmanager
     def following(self, record: TaskRecord) -> Iterator[WorkloadView]:
         """The task's Workload, kept current by a watch, until the block ends."""
         workload = self.workload(record)
@@ -504,26 +512,33 @@ class WorkloadTasks:
 
 
 @contextlib.contextmanager
-def workload_tasks(target: OperatorTarget) -> Iterator[WorkloadTasks]:
-    """The target's Workloads, listed once, as tasks; the API server's failures end the command
-    (no answer: status 6; a refusal: 5), and a cluster without the Workload kind is bad input."""
+def workload_tasks(
+    target: OperatorTarget, *, label_selector: str | None = None
+) -> Iterator[WorkloadTasks]:
+    """The target's Workloads (those ``label_selector`` selects, the API server choosing), listed
+    once, as tasks; the API server's failures end the command (no answer: status 6; a refusal:
+    5), and a cluster without the Workload kind is bad input."""
     with cluster_client(target.access) as client:
         try:
             workloads, _version = client.list_objects(
-                API_VERSION, WORKLOAD_KIND, namespace=target.namespace
+                API_VERSION,
+                WORKLOAD_KIND,
+                namespace=target.namespace,
+                label_selector=label_selector,
             )
         except NotFoundError as error:
             raise not_served(target) from error
-        yield WorkloadTasks(client, target, workloads)
+        yield WorkloadTasks(client, target, workloads, label_selector=label_selector)
 
 
 # Following a Workload ----------------------------------------------------------------------------
 
 
 class WorkloadWatch:
-    """The Workloads of a namespace (all: None), or the one named, kept current by a watch. One
-    deleted stays as it was last seen, its uid remembered as gone; ``seen`` are the objects
-    known before the watch began (gone too if the watch's first list lacks them)."""
+    """The Workloads of a namespace (all: None), or the one named, or those of a label selector,
+    kept current by a watch. One deleted stays as it was last seen, its uid remembered as gone;
+    ``seen`` are the objects known before the watch began (gone too if the watch's first list
+    lacks them)."""
 
     def __init__(
         self,
@@ -531,10 +546,12 @@ class WorkloadWatch:
         namespace: str | None,
         *,
         name: str | None = None,
+        label_selector: str | None = None,
         seen: Sequence[JsonObject] = (),
     ) -> None:
         self._changes = threading.Condition()
         self._gone: set[str] = set()
+        self._changed_times = 0
         self.cache = WorkloadCache(changed=self._changed)
         for workload in seen:
             self.cache.put(dict(workload))
@@ -544,6 +561,7 @@ class WorkloadWatch:
             WORKLOAD_KIND,
             self,
             namespace=namespace,
+            label_selector=label_selector,
             field_selector=f"metadata.name={name}" if name else None,
         )
 
@@ -557,6 +575,18 @@ class WorkloadWatch:
     def is_gone(self, uid: str) -> bool:
         with self._changes:
             return uid in self._gone
+
+    def change_count(self) -> int:
+        """How many changes it has seen."""
+        with self._changes:
+            return self._changed_times
+
+    def wait_for_change(self, since: int, timeout: float) -> int:
+        """Wait until it has seen more changes than ``since``, at most ``timeout`` seconds; how
+        many it has seen."""
+        with self._changes:
+            self._changes.wait_for(lambda: self._changed_times != since, timeout)
+            return self._changed_times
 
     def wait_until(self, done: Callable[[], bool], timeout: float) -> bool:
         """Wait until ``done()`` (checked at every change), at most ``timeout`` seconds."""
@@ -587,7 +617,43 @@ class WorkloadWatch:
 
     def _changed(self) -> None:
         with self._changes:
+            self._changed_times += 1
             self._changes.notify_all()
+
+
+WAKE_SECONDS = 5.0
+"""The longest a :class:`ChangeWaiter` waits: a watcher looks again then, changed or not."""
+
+
+class ChangeWaiter:
+    """Waits for what a :class:`WorkloadWatch` sees change after the last wait (the first: after
+    the waiter was made), so that a watcher that reads after each wait misses no change."""
+
+    def __init__(self, watch: WorkloadWatch) -> None:
+        self._watch = watch
+        self._seen = watch.change_count()
+
+    def wait(self) -> None:
+        """Return at the next change (at once if one came since the last wait), or after
+        :data:`WAKE_SECONDS`."""
+        self._seen = self._watch.wait_for_change(self._seen, WAKE_SECONDS)
+
+
+class WatchedTasks:
+    """The tasks of the Workloads a :class:`WorkloadWatch` keeps (those gone left out), for
+    ``list --watch``; :attr:`changes` wakes it."""
+
+    def __init__(self, watch: WorkloadWatch, client: KubernetesClient) -> None:
+        self._watch = watch
+        self._store = WorkloadTaskStore(client, watch.cache, may_write=lambda: True)
+        self.changes = ChangeWaiter(watch)
+
+    def records(self) -> list[TaskRecord]:
+        return [
+            _record(self._store, workload)
+            for workload in self._watch.cache.workloads()
+            if not self._watch.is_gone(_uid(workload))
+        ]
 
 
 class WorkloadView:
@@ -599,6 +665,8 @@ class WorkloadView:
         self._namespace, self._name = _key(workload)
         self._uid = _uid(workload)
         self._store = WorkloadTaskStore(client, watch.cache, may_write=lambda: True)
+        self.changes = ChangeWaiter(watch)
+        """What wakes ``status --watch`` (``run``'s follower polls)."""
 
     def _workload(self) -> JsonObject:
         current = self._watch.cache.get(self._namespace, self._name)

@@ -12,27 +12,24 @@ from collections.abc import Sequence
 
 import click
 
-from podwright.adapters.documents import Document
-from podwright.cli.common import BadInput, ExitCode, cluster_access_options, scalar_text, table
+from podwright.api import Scope
+from podwright.api.loading import Policies
+from podwright.api.pipeline import (
+    Evaluation,
+    check_policies,
+    effective,
+    effective_document,
+)
+from podwright.cli.common import ExitCode, cluster_access_options, scalar_text, table
 from podwright.cli.inputs import (
     SCOPE,
     WORKLOAD_TYPES,
-    combine,
+    cluster_name_option,
     emit,
     evaluate_workload,
-    load_catalogue,
     load_policies,
-    located,
     workload_options,
 )
-from podwright.core.effective_policy import (
-    effective_policy,
-    effective_policy_document,
-)
-from podwright.core.evaluation import Evaluation, resolve_imposed_assets
-from podwright.core.policies import Scope
-from podwright.core.problems import ProblemsError
-from podwright.core.workload_fields import WorkloadType
 
 _FORMATS = click.Choice(["table", "yaml", "json"])
 
@@ -46,6 +43,15 @@ def policy_group() -> None:
     """
 
 
+_RUNAI_TYPE = click.option(
+    "--type",
+    "workload_type",
+    type=WORKLOAD_TYPES,
+    help="The workload type of Run:ai policy documents (defaults/rules/imposedAssets), which "
+    "do not say it.",
+)
+
+
 @policy_group.command("check")
 @click.argument("policy_files", metavar="POLICY...", nargs=-1, required=True)
 @click.option(
@@ -54,25 +60,30 @@ def policy_group() -> None:
     metavar="FILE",
     help="The asset catalogue to check imposed assets against.",
 )
-def check_command(policy_files: Sequence[str], assets_file: str | None) -> None:
+@_RUNAI_TYPE
+@click.option(
+    "--scope",
+    type=SCOPE,
+    help="The scope of Run:ai policy documents, which do not say it (default: tenant).",
+)
+@cluster_name_option
+def check_command(
+    policy_files: Sequence[str],
+    assets_file: str | None,
+    workload_type: str | None,
+    scope: Scope | None,
+    cluster_name: str | None,
+) -> None:
     """Check policy files, alone and as a scope tree; print a summary of each.
 
     Every policy is checked on its own (fields, value types, rules its field can carry,
     min/max, defaults within its rules, defaultFrom), then every branch of the tree it forms
     (one owner per rule, defaults within other scopes' rules, imposed assets).
     """
-    documents, policies = load_policies(policy_files)
-    catalogue = load_catalogue(assets_file, documents) if assets_file else None
-    problems: dict[str, None] = {}  # each branch reports its conflicts; say each once
-    for policy in policies:
-        try:
-            effective = effective_policy(policies, policy.scope, policy.workload_type)
-            if catalogue is not None:
-                resolve_imposed_assets(effective, catalogue)
-        except ProblemsError as error:
-            problems.update(dict.fromkeys(located(error, documents, None)))
-    if problems:
-        raise BadInput("\n".join(problems))
+    policies = load_policies(
+        policy_files, workload_type=workload_type, scope=scope, cluster=cluster_name
+    )
+    check_policies(policies, assets_file)
     rows = [
         [
             policy.source or "",
@@ -84,7 +95,9 @@ def check_command(policy_files: Sequence[str], assets_file: str | None) -> None:
             str(len(policy.rules) + len(policy.instance_rules)),
             str(len(policy.imposed_assets)),
         ]
-        for policy in sorted(policies, key=lambda p: (p.workload_type.value, p.scope.names))
+        for policy in sorted(
+            policies.policies, key=lambda p: (p.workload_type.value, p.scope.names)
+        )
     ]
     click.echo(
         table(["FILE", "NAME", "SCOPE", "TYPE", "MODE", "DEFAULTS", "RULES", "ASSETS"], rows)
@@ -127,7 +140,6 @@ def effective_command(
     From policy files with --scope, or from the cluster with --namespace (the policies its
     project is under, as the admission webhook combines them).
     """
-    documents: dict[str, Document] = {}
     if namespace is not None:
         if policy_files or scope is not None:
             raise click.UsageError(
@@ -135,19 +147,21 @@ def effective_command(
             )
         from podwright.cli.cluster_policies import ClusterOptions, cluster_policies  # noqa: PLC0415
 
-        scope, policies = cluster_policies(
-            ClusterOptions(kubeconfig, context, cluster_name), namespace
-        )
+        options = ClusterOptions(kubeconfig, context, cluster_name)
+        scope, found = cluster_policies(options, namespace)
+        policies = Policies(tuple(found), {})
     else:
-        if kubeconfig is not None or context is not None or cluster_name is not None:
-            raise click.UsageError("--kubeconfig, --context and --cluster-name go with --namespace")
+        if kubeconfig is not None or context is not None:
+            raise click.UsageError("--kubeconfig and --context go with --namespace")
         if not policy_files or scope is None:
             raise click.UsageError(
                 "give POLICY files and --scope, or --namespace to read the cluster's policies"
             )
-        documents, policies = load_policies(policy_files)
-    effective = combine(policies, scope, WorkloadType(workload_type), documents)
-    document, entries = effective_policy_document(effective)
+        policies = load_policies(
+            policy_files, workload_type=workload_type, scope=scope, cluster=cluster_name
+        )
+    combined = effective(policies, scope, workload_type)
+    document, entries = effective_document(combined)
     if output == "table":
         rows = [[entry.path, scalar_text(entry.value), str(entry.scope)] for entry in entries]
         click.echo(
@@ -157,7 +171,7 @@ def effective_command(
     data = {
         "scope": scope.to_data(),
         "workloadType": workload_type,
-        "policies": [policy.name for policy in effective.policies],
+        "policies": [policy.name for policy in combined.policies],
         **document,
         "sources": {entry.path: str(entry.scope) for entry in entries},
     }
@@ -288,8 +302,9 @@ def report_command(
 @click.option(
     "--scope",
     type=SCOPE,
-    help="The workload's scope (default: the deepest scope of the policies, "
-    "when they lie on one branch).",
+    help="Preview the workload in this scope (for administrators; a submission is judged in "
+    "its namespace's project, metadata.namespace). Default: the workload's namespace's scope, "
+    "else the deepest scope of the policies when they lie on one branch.",
 )
 @click.option(
     "--assets", "assets_file", metavar="FILE", help="The asset catalogue imposed assets come from."
@@ -302,6 +317,7 @@ def report_command(
 @click.option(
     "-o", "--output", type=_FORMATS, default="table", show_default=True, help="Output format."
 )
+@cluster_name_option
 def evaluate_command(
     *,
     policy_files: Sequence[str],
@@ -311,6 +327,7 @@ def evaluate_command(
     assets_file: str | None,
     show_audited: bool,
     output: str,
+    cluster_name: str | None,
 ) -> None:
     """Evaluate a workload under the policies: print the effective workload with the source of
     every value, or every violation (exit status 1)."""
@@ -320,8 +337,9 @@ def evaluate_command(
         workload_type=workload_type,
         scope=scope,
         assets_file=assets_file,
+        cluster=cluster_name,
         show_audited=show_audited,
-    ).evaluation
+    )
     _print_evaluation(evaluation, output)
     if not evaluation.accepted:
         sys.exit(ExitCode.VIOLATIONS)
@@ -329,7 +347,7 @@ def evaluate_command(
 
 def _print_evaluation(evaluation: Evaluation, output: str) -> None:
     if output != "table":
-        emit(evaluation.to_json(), output)
+        emit(evaluation.to_data(), output)
         return
     if evaluation.accepted:
         rows = [

@@ -19,11 +19,11 @@ import json
 
 import click
 
-from podwright.adapters.documents import Document, dump_yaml
+from podwright.adapters.documents import dump_yaml
 from podwright.adapters.kubernetes import KubernetesClient, KubernetesConfigError, connect
+from podwright.api import load_profile
 from podwright.cli.backends import KUBERNETES, ClusterAccess, backend_key
 from podwright.cli.common import BadInput, ExitCode, Unreachable, output_option
-from podwright.cli.inputs import load_profile
 from podwright.core.render.priority_classes import (
     API_VERSION,
     KIND,
@@ -83,8 +83,7 @@ def priority_classes_command(
     """
     if not apply_ and (kubeconfig or context):
         raise click.UsageError("--kubeconfig and --context go with --apply")
-    documents: dict[str, Document] = {}
-    manifests = priority_class_manifests(load_profile(profile_file, documents))
+    manifests = priority_class_manifests(load_profile(profile_file))
     if not apply_:
         if output == "json":
             listing = {"apiVersion": "v1", "kind": "List", "items": manifests}

@@ -15,43 +15,22 @@ import dataclasses
 import functools
 import json
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
 
-from podwright.adapters.documents import Document, dump_yaml
-from podwright.cli.common import BadInput, ExitCode, output_option
+from podwright import api
+from podwright.api import Prepared, Scope, Workload
+from podwright.api.pipeline import issue_line
+from podwright.cli.common import ExitCode, output_option
 from podwright.cli.inputs import (
     SCOPE,
-    evaluate_workload,
-    guard,
-    load_catalogue,
-    load_profile,
-    read_submission,
-    violation_line,
+    load_policies,
+    load_workload,
+    say_findings,
     workload_options,
 )
-from podwright.core.assets import EMPTY_CATALOGUE
-from podwright.core.policies import Scope
-from podwright.core.render import ClusterProfile, RenderError, Rendering
-from podwright.core.render import render as render_workload
-from podwright.core.workloads import Submission, check_runnable
-
-
-@dataclasses.dataclass(frozen=True)
-class PreparedWorkload:
-    """A workload through its policies and rendered: what ``render`` prints and ``run`` runs."""
-
-    name: str
-    submission: Submission
-    workload: Mapping[str, object]
-    sources: Mapping[str, str]
-    """Where each effective value came from, by dotted path (empty without policies)."""
-    values: Mapping[str, object]
-    """Each effective leaf value, by the same paths (empty without policies)."""
-    profile: ClusterProfile
-    rendering: Rendering
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,15 +46,38 @@ class Preparation:
     name: str | None
 
 
-def preparation_options(command: Callable[..., None]) -> Callable[..., None]:
-    """The options of :func:`prepare_workload`, given to ``command`` as one ``preparation``."""
+def preparation_options(*, preview: bool) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """The options of :func:`prepare_workload`, given to the command as one ``preparation``;
+    ``--scope`` only where a scope is previewed (``render``): a submission (``run``) is judged
+    in the scope of the namespace it runs in, which its submitter does not choose."""
 
-    @functools.wraps(command)
-    def with_preparation(**given: Any) -> None:
-        fields = {field.name: given.pop(field.name) for field in dataclasses.fields(Preparation)}
-        command(preparation=Preparation(**fields), **given)
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(command)
+        def with_preparation(**given: Any) -> None:
+            fields = {
+                field.name: given.pop(field.name, None) for field in dataclasses.fields(Preparation)
+            }
+            command(preparation=Preparation(**fields), **given)
 
-    options: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
+        decorated = with_preparation
+        for option in reversed(_preparation_options(preview=preview)):
+            decorated = option(decorated)
+        return decorated
+
+    return decorate
+
+
+def _preparation_options(
+    *, preview: bool
+) -> list[Callable[[Callable[..., None]], Callable[..., None]]]:
+    scope = click.option(
+        "--scope",
+        type=SCOPE,
+        help="Preview the workload in this scope (for administrators; a submission is judged "
+        "in its namespace's project). Default: the namespace's scope (--namespace, else the "
+        "file's metadata.namespace), else the policies' deepest.",
+    )
+    return [
         workload_options,
         click.option(
             "--policy",
@@ -84,9 +86,7 @@ def preparation_options(command: Callable[..., None]) -> Callable[..., None]:
             multiple=True,
             help="A policy to evaluate the workload under (repeatable; none: take it as written).",
         ),
-        click.option(
-            "--scope", type=SCOPE, help="The workload's scope (default: the policies' deepest)."
-        ),
+        *([scope] if preview else []),
         click.option("--assets", "assets_file", metavar="FILE", help="The asset catalogue."),
         click.option(
             "--profile",
@@ -94,86 +94,55 @@ def preparation_options(command: Callable[..., None]) -> Callable[..., None]:
             metavar="FILE",
             help="The cluster profile (default: safe defaults).",
         ),
-        click.option("--name", help="The workload's name (default: the file's 'name')."),
+        click.option("--name", help="The workload's name (default: the file's metadata.name)."),
     ]
-    decorated = with_preparation
-    for option in reversed(options):
-        decorated = option(decorated)
-    return decorated
 
 
-def prepare_workload(preparation: Preparation, namespace: str | None) -> PreparedWorkload:
-    """Evaluate (violations end the command with status 1) and render; bad input raises."""
-    workload_file, workload_type = preparation.workload_file, preparation.workload_type
-    assets_file, policy_files = preparation.assets_file, preparation.policy_files
-    documents: dict[str, Document] = {}
-    sources: Mapping[str, str] = {}
-    values: Mapping[str, object] = {}
-    if policy_files:
-        evaluated = evaluate_workload(
-            policy_files=policy_files,
-            workload_file=workload_file,
-            workload_type=workload_type,
-            scope=preparation.scope,
-            assets_file=assets_file,
+def prepare_workload(
+    preparation: Preparation, namespace: str | None, workload: Workload | None = None
+) -> Prepared:
+    """Evaluate (violations end the command with status 1) and render; bad input raises.
+    ``namespace`` is where the workload runs: its scope, and its manifests' namespace."""
+    if workload is None:
+        workload = load_workload(preparation.workload_file, preparation.workload_type)
+    evaluation = None
+    if preparation.policy_files:
+        policies = load_policies(
+            preparation.policy_files, workload_type=workload.type.value, scope=preparation.scope
         )
-        evaluation = evaluated.evaluation
+        evaluation = api.evaluate(
+            workload,
+            policies,
+            scope=preparation.scope,
+            namespace=namespace,
+            assets=preparation.assets_file,
+        )
+        say_findings(evaluation)
         if not evaluation.accepted:
             for violation in evaluation.violations:
-                click.echo(f"podwright: violation: {violation_line(violation)}", err=True)
+                click.echo(f"podwright: violation: {issue_line(violation)}", err=True)
             count = len(evaluation.violations)
             click.echo(
                 f"podwright: {count} violation{'s' if count > 1 else ''}: nothing rendered",
                 err=True,
             )
             sys.exit(ExitCode.VIOLATIONS)
-        submission, workload, sources, values = (
-            evaluated.submission,
-            evaluation.workload,
-            evaluation.sources,
-            evaluation.values,
-        )
-    else:
-        document, submission = read_submission(workload_file, workload_type, documents)
-        workload = submission.spec
-        guard(
-            lambda: check_runnable(submission.workload_type, workload, submission.spec_path),
-            documents,
-            default_source=document.source,
-        )
-    catalogue = load_catalogue(assets_file, documents) if assets_file else EMPTY_CATALOGUE
-    profile = load_profile(preparation.profile_file, documents)
-    name = preparation.name or submission.name
-    if not name:
-        raise BadInput("the workload has no name: give one in its file ('name:') or with --name")
-    try:
-        rendering = guard(
-            lambda: render_workload(
-                submission.workload_type,
-                name,
-                workload,
-                profile=profile,
-                catalogue=catalogue,
-                namespace=namespace,
-            ),
-            documents,
-        )
-    except RenderError as error:
-        lines = [
-            f"{problem} (value from {sources[problem.field]})"
-            if problem.field in sources and sources[problem.field] != "submission"
-            else str(problem)
-            for problem in error.problems
-        ]
-        raise BadInput(
-            f"cannot render on cluster profile {profile.name!r}:\n" + "\n".join(lines)
-        ) from error
-    return PreparedWorkload(name, submission, workload, sources, values, profile, rendering)
+    return api.prepare(
+        evaluation or workload,
+        namespace=namespace,
+        assets=preparation.assets_file,
+        profile=preparation.profile_file,
+        name=preparation.name,
+    )
 
 
 @click.command("render")
-@preparation_options
-@click.option("--namespace", help="The namespace of every manifest (default: none set).")
+@preparation_options(preview=True)
+@click.option(
+    "--namespace",
+    help="The namespace of every manifest, whose project's policies judge the workload "
+    "(default: the file's metadata.namespace; none: none set).",
+)
 @output_option("YAML documents, or a JSON v1 List.")
 def render_command(*, preparation: Preparation, namespace: str | None, output: str) -> None:
     """Render a workload into the Kubernetes manifests a platform applies.
@@ -187,4 +156,6 @@ def render_command(*, preparation: Preparation, namespace: str | None, output: s
         items = list(rendering.manifests)
         click.echo(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=2))
     else:
-        click.echo("---\n".join(dump_yaml(manifest) for manifest in rendering.manifests), nl=False)
+        click.echo(
+            "---\n".join(api.to_yaml(manifest) for manifest in rendering.manifests), nl=False
+        )

@@ -51,6 +51,7 @@ import click
 
 from podwright.adapters.kubernetes import KubernetesClient, KubernetesConfigError, connect
 from podwright.adapters.local.cluster import RECORDED, RUNNABLE
+from podwright.api import Prepared, Workload
 from podwright.cli.backends import (
     FALLBACK_NAMESPACE,
     LOCAL,
@@ -75,6 +76,7 @@ from podwright.cli.common import (
 )
 from podwright.cli.executor_command import lifecycle_option, load_lifecycle_config
 from podwright.cli.executors import ExecutorKeeper, ExecutorLaunch
+from podwright.cli.inputs import load_workload
 from podwright.cli.operator_backend import (
     NoExecutor,
     WorkloadLogTail,
@@ -87,7 +89,6 @@ from podwright.cli.operator_backend import (
 )
 from podwright.cli.render_command import (
     Preparation,
-    PreparedWorkload,
     preparation_options,
     prepare_workload,
 )
@@ -121,7 +122,7 @@ and phases in its next round (a second by default), after the output they came b
 
 
 @click.command("run")
-@preparation_options
+@preparation_options(preview=False)
 @click.option(
     "-n",
     "--namespace",
@@ -157,32 +158,40 @@ def run_command(
     """
     if backend == OPERATOR:
         refuse_for_operator(preparation, lifecycle_config, namespace)
+        workload = load_workload(preparation.workload_file, preparation.workload_type)
+        access = ClusterAccess(kubeconfig, context)
         sys.exit(
-            _run_on_operator(preparation, namespace, ClusterAccess(kubeconfig, context), detach)
+            _run_on_operator(
+                preparation, workload, namespace_of(workload, namespace), access, detach
+            )
         )
     key = resolve_backend(backend, ClusterAccess(kubeconfig, context))
-    if namespace is None:
-        namespace = (
-            FALLBACK_NAMESPACE if key == LOCAL else context_namespace(access_for(key, kubeconfig))
-        )
+    workload = load_workload(preparation.workload_file, preparation.workload_type)
+    namespace = namespace_of(workload, namespace)
+    if namespace is None and key != LOCAL:
+        namespace = context_namespace(access_for(key, kubeconfig))
     lifecycle = load_lifecycle_config(lifecycle_config)
-    prepared = prepare_workload(preparation, namespace)
+    # On this machine a workload that names no namespace is judged by the policies' deepest
+    # scope, as `policy evaluate` judges it, and runs in the fallback namespace.
+    prepared = prepare_workload(preparation, namespace, workload)
+    namespace = namespace or FALLBACK_NAMESPACE
     manifests: Sequence[Mapping[str, Any]] = prepared.rendering.manifests
     if key == LOCAL:
         refuse_unrunnable_locally(prepared)
-        manifests = with_working_dir(manifests, Path.cwd())
+        manifests = with_working_dir(manifests, Path.cwd(), namespace)
     check_reachable(key, kubeconfig)
-    workload_type = str(prepared.submission.workload_type.value)
+    workload_type = str(prepared.workload.type.value)
     task = NewTask(
         task_id=f"{prepared.name}-{secrets.token_hex(3)}",
         workload_type=workload_type,
         name=prepared.name,
         namespace=namespace,
         backend=key,
-        workload=_plain(prepared.submission.spec),
-        effective=_plain(prepared.workload),
+        workload=_plain(prepared.workload.spec),
+        effective=_plain(prepared.effective),
         manifests=tuple(manifests),
         submitted_at=utc_now(),
+        labels=dict(workload.labels),
     )
     store = open_store(home)
     with contextlib.closing(store), Signals() as signals:
@@ -217,16 +226,20 @@ def run_command(
 
 
 def _run_on_operator(
-    preparation: Preparation, namespace: str | None, access: ClusterAccess, detach: bool
+    preparation: Preparation,
+    workload: Workload,
+    namespace: str | None,
+    access: ClusterAccess,
+    detach: bool,
 ) -> int:
     """Create the workload's Workload, then follow its task (unless ``detach``) until the
     operator finalized it; the exit status. Ctrl-C stops following: the operator runs it on."""
     target = operator_target(access.kubeconfig, access.context, namespace)
     namespace = str(target.namespace)
-    workload = workload_object(preparation, namespace)
-    name, workload_type = workload["metadata"]["name"], workload["spec"]["type"]
+    document = workload_object(workload, namespace, preparation.name)
+    name, workload_type = document["metadata"]["name"], document["spec"]["type"]
     with cluster_client(target.access) as client, Signals() as signals:
-        created = create_workload(client, workload, target)
+        created = create_workload(client, document, target)
         task_id, again = task_id_of(created), target.again()
         try:
             signals.start_following()
@@ -266,7 +279,18 @@ def _run_on_operator(
             return stopped.exit_code
 
 
-def refuse_unrunnable_locally(prepared: PreparedWorkload) -> None:
+def namespace_of(workload: Workload, namespace: str | None) -> str | None:
+    """Where ``workload`` runs: ``-n``, else its own ``metadata.namespace``; the two must agree,
+    as kubectl requires of a file's namespace and its ``--namespace``."""
+    if namespace and workload.namespace and namespace != workload.namespace:
+        raise BadInput(
+            f"--namespace {namespace}: the workload file says metadata.namespace "
+            f"{workload.namespace}; leave one out, or make them agree"
+        )
+    return namespace or workload.namespace
+
+
+def refuse_unrunnable_locally(prepared: Prepared) -> None:
     """Bad input, before anything is recorded: a manifest the local backend cannot run."""
     handled = RUNNABLE | RECORDED
     for manifest in prepared.rendering.manifests:
@@ -274,7 +298,7 @@ def refuse_unrunnable_locally(prepared: PreparedWorkload) -> None:
         if (api_version, kind) in handled:
             continue
         group = api_version.partition("/")[0]
-        workload_type = str(prepared.submission.workload_type.value)
+        workload_type = str(prepared.workload.type.value)
         if group == "kubeflow.org":
             what = f"a {workload_type} ({kind.removesuffix('Job')}) workload renders a {kind}"
         elif group == "serving.knative.dev":
@@ -292,13 +316,15 @@ def refuse_unrunnable_locally(prepared: PreparedWorkload) -> None:
 
 
 def with_working_dir(
-    manifests: Sequence[Mapping[str, Any]], directory: Path
+    manifests: Sequence[Mapping[str, Any]], directory: Path, namespace: str
 ) -> list[Mapping[str, Any]]:
-    """The manifests with ``directory`` as the ``workingDir`` of every container of their pods
-    (a Pod's, a Job's template's) that has none."""
+    """The manifests, in ``namespace`` unless they name one, with ``directory`` as the
+    ``workingDir`` of every container of their pods (a Pod's, a Job's template's) that has
+    none."""
     result: list[Mapping[str, Any]] = []
     for manifest in manifests:
         changed = copy.deepcopy(dict(manifest))
+        changed.setdefault("metadata", {}).setdefault("namespace", namespace)
         spec = changed.get("spec") or {}
         if changed.get("kind") != "Pod":
             spec = (spec.get("template") or {}).get("spec") or {}
@@ -309,7 +335,7 @@ def with_working_dir(
     return result
 
 
-def _introduce(prepared: PreparedWorkload, task: NewTask, key: str) -> None:
+def _introduce(prepared: Prepared, task: NewTask, key: str) -> None:
     where = "local backend" if key == LOCAL else f"cluster {context_of(key)}"
     click.echo(f"task {task.task_id}: {task.workload_type} workload {task.name!r}, {where}")
     if prepared.sources:

@@ -13,6 +13,15 @@ Unknown task ids are bad input (exit status 2), each named, and the others are s
 a task that cannot be aborted or removed makes the status 5 (:class:`~podwright.cli.common.
 ExitCode`). ``logs -f`` stops quietly on Ctrl-C, with status 0.
 
+``list`` and ``status`` print a table for people, or with ``-o json|yaml`` one document for scripts
+(the data of :mod:`podwright.engine.task_views`). ``list`` shows the tasks its filters select
+(``--phase``, ``--type``, ``-l`` label selector, ``--active``) in the order of ``--sort-by``.
+``--watch`` then prints what changes: ``list -w`` each selected task that appears, changes phase
+or is finalized, as a row, a JSON object on one line or a YAML document, until Ctrl-C (status 0,
+as ``kubectl get -w``); ``status -w`` each new phase and event of the task until it is finalized.
+This machine's store is polled (``POLL_SECONDS``; read again only when another process wrote
+it), the operator's Workloads are watched.
+
 With ``--backend operator`` (and ``-n``, ``--context``, ``--kubeconfig``) they read the Workloads of
 the cluster's operator instead (:mod:`podwright.cli.operator_backend`) and show them alike:
 ``abort`` sets the Workload's abort annotation, ``delete`` deletes the Workload (the operator
@@ -22,20 +31,30 @@ aborts and finalizes its task first; ``--wait`` waits until it is gone, within `
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import shutil
 import sys
 import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 import click
 
+from podwright.adapters.documents import dump_yaml
 from podwright.adapters.kubernetes import KubernetesClient, KubernetesConfigError, connect
 from podwright.adapters.sqlite_store import SQLiteTaskStore
 from podwright.cli.backends import LOCAL, OPERATOR, access_for, cluster_problem
-from podwright.cli.common import BadInput, ExitCode, Unavailable, Unreachable, table
+from podwright.cli.common import (
+    BadInput,
+    ExitCode,
+    Unavailable,
+    Unreachable,
+    output_option,
+    table,
+)
 from podwright.cli.executor_command import DURATION
 from podwright.cli.executors import ExecutorKeeper, ExecutorLaunch, ExecutorStartError
 from podwright.cli.operator_backend import (
@@ -58,10 +77,13 @@ from podwright.cli.task_logs import (
     LogTail,
     local_log_directories,
 )
+from podwright.core.label_selectors import LabelSelector, SelectorError, parse_label_selector
+from podwright.core.lifecycle.phases import Phase
 from podwright.core.lifecycle.plugin_state import (
     CorruptedPluginStateError,
     decode_state,
 )
+from podwright.core.workload_fields import WorkloadType
 from podwright.engine.config import LifecycleConfig
 from podwright.engine.executor import resource_ref
 from podwright.engine.plugin import PluginError
@@ -74,8 +96,23 @@ from podwright.engine.task_store import (
     TaskRecord,
     TaskStoreError,
 )
+from podwright.engine.task_views import (
+    SortKey,
+    TaskFilter,
+    in_order,
+    phase_change,
+    sort_tasks,
+    task_event,
+    task_item,
+    task_list,
+    task_status,
+)
 
 T = TypeVar("T")
+
+TABLE, JSON, YAML = "table", "json", "yaml"
+OUTPUTS = (TABLE, JSON, YAML)
+"""``list -o`` and ``status -o``: a table (what a person reads) by default."""
 
 kubeconfig_option = click.option(
     "--kubeconfig",
@@ -86,13 +123,98 @@ kubeconfig_option = click.option(
 )
 
 
+class _LabelSelectorType(click.ParamType[LabelSelector]):
+    """A Kubernetes label selector; a malformed one is a usage error saying where."""
+
+    name = "SELECTOR"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> LabelSelector:
+        if isinstance(value, LabelSelector):
+            return value
+        try:
+            return parse_label_selector(str(value))
+        except SelectorError as error:
+            self.fail(f"{value!r}: {error}", param, ctx)
+
+
+_PHASES = {phase.value.lower(): phase for phase in Phase}
+
+
+class _PhaseType(click.ParamType[Phase]):
+    """A lifecycle phase, as ``list`` shows it, in any case (``Running``, ``running``); an unknown
+    one is a usage error listing them."""
+
+    name = "PHASE"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> Phase:
+        if isinstance(value, Phase):
+            return value
+        phase = _PHASES.get(str(value).lower())
+        if phase is None:
+            self.fail(f"{value!r} is not a phase: one of {', '.join(Phase)}", param, ctx)
+        return phase
+
+
 @click.command("list")
+@click.option(
+    "--phase",
+    "phases",
+    multiple=True,
+    type=_PhaseType(),
+    help=f"Only the tasks in this phase (repeatable: in any of them): {', '.join(Phase)}.",
+)
+@click.option(
+    "--type",
+    "types",
+    multiple=True,
+    type=click.Choice([workload_type.value for workload_type in WorkloadType]),
+    help="Only the tasks of this workload type (repeatable: of any of them).",
+)
+@click.option(
+    "-l",
+    "--selector",
+    type=_LabelSelectorType(),
+    default="",
+    help="Only the tasks whose labels match this Kubernetes label selector: k=v, k!=v, "
+    "'k in (a,b)', 'k notin (a,b)', k, !k; a comma means and.",
+)
+@click.option("--active", is_flag=True, help="Only the tasks not finalized yet.")
+@click.option(
+    "--sort-by",
+    type=click.Choice([key.value for key in SortKey]),
+    default=SortKey.SUBMITTED.value,
+    show_default=True,
+    help="The order: submitted (the oldest first), updated (the longest unchanged first), name, "
+    "phase (the lifecycle's order) or type; ties by task id.",
+)
+@output_option(
+    "table; json: a TaskList object; yaml: the same in YAML. With --watch: each task as a row, "
+    "a JSON object on one line, or a YAML document.",
+    formats=OUTPUTS,
+)
+@click.option(
+    "-w",
+    "--watch",
+    is_flag=True,
+    help="Then print each selected task that appears, changes phase or is finalized, until Ctrl-C.",
+)
 @operator_options
 @all_namespaces_option
 @kubeconfig_option
 @home_option
 def list_command(
     *,
+    phases: tuple[Phase, ...],
+    types: tuple[str, ...],
+    selector: LabelSelector,
+    active: bool,
+    sort_by: str,
+    output: str,
+    watch: bool,
     backend: str | None,
     namespace: str | None,
     context: str | None,
@@ -100,78 +222,343 @@ def list_command(
     kubeconfig: str | None,
     home: str,
 ) -> None:
-    """List the tasks in the store, oldest first."""
-    if backend == OPERATOR:
-        target = operator_target(kubeconfig, context, namespace, all_namespaces=all_namespaces)
-        with workload_tasks(target) as tasks:
-            operator_records = tasks.records()
-        if not operator_records:
-            click.echo(f"no Workloads in {target.where()}")
-            return
-        _show_list(operator_records, target.backend(), namespaces=all_namespaces)
-        return
-    refuse_without_operator(
-        namespace=namespace, context=context, all_namespaces=all_namespaces, kubeconfig=kubeconfig
+    """List the tasks in the store, oldest first.
+
+    Those the filters select, in the order of --sort-by; with --watch, then each one that
+    appears, changes phase or is finalized, until Ctrl-C."""
+    view = _ListView(
+        TaskFilter(frozenset(phases), frozenset(types), selector, active),
+        SortKey(sort_by),
     )
-    store = open_store(home)
-    with contextlib.closing(store):
-        records = _stored(store.list_tasks)
-    if not records:
-        click.echo("no tasks")
-        return
-    _show_list(records)
+    try:
+        if backend == OPERATOR:
+            _list_workloads(
+                view,
+                operator_target(kubeconfig, context, namespace, all_namespaces=all_namespaces),
+                output,
+                watch=watch,
+            )
+            return
+        refuse_without_operator(
+            namespace=namespace,
+            context=context,
+            all_namespaces=all_namespaces,
+            kubeconfig=kubeconfig,
+        )
+        store = open_store(home)
+        with contextlib.closing(store):
+            changes = _StoreChanges(store)  # before the first read: no change is missed
+            lines = _TaskLines(output, None, namespaces=False, nothing=view.nothing("no tasks"))
+            shown = lines.listing(view.select(_stored(store.list_tasks)), watching=watch)
+            if watch:
+                _follow_list(lambda: _stored(store.list_tasks), changes, view, lines, shown)
+    except KeyboardInterrupt:
+        if not watch:
+            raise
+        # Ctrl-C ends watching, as it ends 'kubectl get -w'
 
 
-def _show_list(
-    records: list[TaskRecord], backend: str | None = None, *, namespaces: bool = False
+def _list_workloads(view: _ListView, target: OperatorTarget, output: str, *, watch: bool) -> None:
+    """``list --backend operator``: the Workloads' tasks, the API server selecting them by
+    label too."""
+    all_namespaces = target.namespace is None
+    with workload_tasks(target, label_selector=str(view.filter.selector) or None) as tasks:
+        nothing = view.nothing(f"no Workloads in {target.where()}")
+        lines = _TaskLines(output, target.backend(), namespaces=all_namespaces, nothing=nothing)
+        shown = lines.listing(view.select(tasks.records()), watching=watch)
+        if watch:
+            with tasks.watching() as watched:
+                _follow_list(watched.records, watched.changes, view, lines, shown)
+
+
+@dataclasses.dataclass(frozen=True)
+class _ListView:
+    """Which tasks ``list`` shows, in which order."""
+
+    filter: TaskFilter
+    sort_by: SortKey
+
+    def select(self, records: list[TaskRecord]) -> list[TaskRecord]:
+        return sort_tasks(
+            (record for record in records if self.filter.matches(record)), self.sort_by
+        )
+
+    def nothing(self, sentence: str) -> str:
+        """What the table says when there is no task to show."""
+        return f"{sentence} matching the filters" if self.filter else sentence
+
+
+class _Changes(Protocol):
+    def wait(self) -> None:
+        """Return once something may have changed since the last return (at first: since the
+        object was made)."""
+
+
+class _StoreChanges:
+    """The task store's changes, polled (``POLL_SECONDS``) through its data version, so that
+    the tasks are read again only when another process wrote them."""
+
+    def __init__(self, store: SQLiteTaskStore) -> None:
+        self._store = store
+        self._version = _stored(store.data_version)
+
+    def wait(self) -> None:
+        while True:
+            time.sleep(POLL_SECONDS)
+            version = _stored(self._store.data_version)
+            if version != self._version:
+                self._version = version
+                return
+
+
+_Shown = dict[str, tuple[Phase, bool]]
+"""The tasks a watch of ``list`` printed last, each one's phase and whether it is finalized."""
+
+
+def _follow_list(
+    read: Callable[[], list[TaskRecord]],
+    changes: _Changes,
+    view: _ListView,
+    lines: _TaskLines,
+    shown: _Shown,
 ) -> None:
-    """The tasks' table: each one's backend (``backend``, else its own), with ``namespaces``
-    their namespaces too."""
-    rows = [
-        [
-            *([record.task.namespace] if namespaces else []),
+    """Print each task of ``view`` that appears (in ``read()``, or among those the filters
+    select) or changes phase, or is finalized, after each of ``changes``; Ctrl-C ends it."""
+    while True:
+        changes.wait()
+        now_shown: _Shown = {}
+        for record in view.select(read()):
+            state = (record.phase, record.finalized)
+            if shown.get(record.task_id) != state:
+                lines.changed(record)
+            now_shown[record.task_id] = state
+        shown = now_shown
+
+
+_HEADERS = ["ID", "TYPE", "BACKEND", "PHASE", "SUBMITTED", "ACTIVE"]
+
+
+class _TaskLines:
+    """Tasks as ``list`` prints them (``output``): a table, or a TaskList in JSON or YAML; when
+    watching, each task as a row (aligned with the table's), a JSON object on one line, or a
+    YAML document, the first ones as the rest. ``backend``: every task's, else each its own;
+    ``namespaces``: a column of them; ``nothing``: what the table says of no task."""
+
+    def __init__(self, output: str, backend: str | None, *, namespaces: bool, nothing: str) -> None:
+        self._output, self._backend, self._namespaces = output, backend, namespaces
+        self._nothing = nothing
+        self._headers = [*(["NAMESPACE"] if namespaces else []), *_HEADERS]
+        self._widths: list[int] | None = None
+        self._documents = 0
+
+    def listing(self, records: list[TaskRecord], *, watching: bool) -> _Shown:
+        """Print ``records``; those printed, as a watch follows them."""
+        if self._output == TABLE and not records:
+            click.echo(self._nothing, err=watching)  # a watch's output stays rows
+        elif not watching and self._output == TABLE:
+            click.echo(table(self._headers, [self._row(record) for record in records]))
+        elif not watching:
+            items = [task_item(record, backend=self._backend) for record in records]
+            _print_document(task_list(items), self._output, watching=False)
+        else:
+            if self._output == TABLE:
+                self._widths = _widths(self._headers, [self._row(record) for record in records])
+                click.echo(_aligned(self._headers, self._widths))
+            for record in records:
+                self.changed(record)
+        return {record.task_id: (record.phase, record.finalized) for record in records}
+
+    def changed(self, record: TaskRecord) -> None:
+        """Print one task, as a watch does."""
+        if self._output != TABLE:
+            if self._documents and self._output == YAML:
+                click.echo("---")
+            self._documents += 1
+            _print_document(task_item(record, backend=self._backend), self._output, watching=True)
+            return
+        row = self._row(record)
+        if self._widths is None:  # the first row after an empty listing: the header first
+            self._widths = _widths(self._headers, [row])
+            click.echo(_aligned(self._headers, self._widths))
+        click.echo(_aligned(row, self._widths))
+
+    def _row(self, record: TaskRecord) -> list[str]:
+        return [
+            *([record.task.namespace] if self._namespaces else []),
             record.task_id,
             record.task.workload_type,
-            backend or record.task.backend,
+            self._backend or record.task.backend,
             record.phase.value,
             record.task.submitted_at.strftime("%Y-%m-%d %H:%M:%S"),
             "no" if record.finalized else "yes",
         ]
-        for record in records
-    ]
-    headers = ["ID", "TYPE", "BACKEND", "PHASE", "SUBMITTED", "ACTIVE"]
-    click.echo(table([*(["NAMESPACE"] if namespaces else []), *headers], rows))
+
+
+def _widths(headers: list[str], rows: list[list[str]]) -> list[int]:
+    return [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
+
+
+def _aligned(cells: list[str], widths: list[int]) -> str:
+    """A row of :func:`~podwright.cli.common.table` of these widths (a longer cell pushes the
+    rest right)."""
+    return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True)).rstrip()
+
+
+def _print_document(data: dict[str, Any], output: str, *, watching: bool) -> None:
+    """``data`` as JSON (indented; on one line when ``watching``) or as a YAML document."""
+    if output == JSON:
+        click.echo(json.dumps(data) if watching else json.dumps(data, indent=2))
+    else:
+        click.echo(dump_yaml(data), nl=False)
 
 
 @click.command("status")
 @click.argument("task_id", required=False)
+@output_option(
+    "table; json: the task with its phase history and events; yaml: the same in YAML. With "
+    "--watch: then each new phase and event as a line, a JSON object on one line, or a YAML "
+    "document.",
+    formats=OUTPUTS,
+)
+@click.option(
+    "-w",
+    "--watch",
+    is_flag=True,
+    help="Then print each new phase and event as it happens, until the task is finalized.",
+)
 @operator_options
 @kubeconfig_option
 @home_option
 def status_command(
     *,
     task_id: str | None,
+    output: str,
+    watch: bool,
     backend: str | None,
     namespace: str | None,
     context: str | None,
     kubeconfig: str | None,
     home: str,
 ) -> None:
-    """Show a task (default: the latest): its phase, its phase history and its events."""
-    if backend == OPERATOR:
-        target = operator_target(kubeconfig, context, namespace)
-        with workload_tasks(target) as tasks:
-            record = tasks.find(task_id)
-            history, events = tasks.history(record), tasks.events(record)
-        _show_status(record, history, events, target.backend())
-        return
-    refuse_without_operator(namespace=namespace, context=context, kubeconfig=kubeconfig)
-    store = open_store(home)
-    with contextlib.closing(store):
-        record = _find(store, task_id)
-        history = _stored(lambda: store.history(record.task_id))
-        events = _stored(lambda: store.events(record.task_id))
-    _show_status(record, history, events, record.task.backend)
+    """Show a task (default: the latest): its phase, its phase history and its events.
+
+    With --watch, then each new phase and event, until the task is finalized."""
+    try:
+        if backend == OPERATOR:
+            target = operator_target(kubeconfig, context, namespace)
+            with workload_tasks(target) as tasks:
+                record = tasks.find(task_id)
+                history, events = tasks.history(record), tasks.events(record)
+                lines = _StatusLines(output, target.backend(), watching=watch)
+                lines.status(record, history, events)
+                if watch and not record.finalized:
+                    with tasks.following(record) as view:
+                        _follow_status(
+                            view,
+                            record.task_id,
+                            view.changes,
+                            lines,
+                            history=history,
+                            events=events,
+                        )
+            return
+        refuse_without_operator(namespace=namespace, context=context, kubeconfig=kubeconfig)
+        store = open_store(home)
+        with contextlib.closing(store):
+            changes = _StoreChanges(store)  # before the first read: no change is missed
+            found = _find(store, task_id).task_id
+            record, history, events = _read_task(store, found)
+            lines = _StatusLines(output, None, watching=watch)
+            lines.status(record, history, events)
+            if watch:
+                _follow_status(store, found, changes, lines, history=history, events=events)
+    except KeyboardInterrupt:
+        if not watch:
+            raise
+        # Ctrl-C ends watching, as it ends 'kubectl get -w'
+
+
+class _TaskReader(Protocol):
+    """What ``status --watch`` reads of a task: the store, or a watched Workload's view."""
+
+    def get(self, task_id: str) -> TaskRecord: ...
+
+    def history(self, task_id: str) -> list[HistoryEntry]: ...
+
+    def events(self, task_id: str) -> list[AttachedEvent]: ...
+
+
+def _follow_status(
+    reader: _TaskReader,
+    task_id: str,
+    changes: _Changes,
+    lines: _StatusLines,
+    *,
+    history: list[HistoryEntry],
+    events: list[AttachedEvent],
+) -> None:
+    """Print each phase and event of the task after those shown (``history``, ``events``), in
+    the order they happened, until the task is finalized."""
+    phases_shown, events_shown = len(history), len(events)
+    while True:
+        record, now_history, now_events = _read_task(reader, task_id)
+        lines.news(task_id, now_history[phases_shown:], now_events[events_shown:])
+        phases_shown, events_shown = len(now_history), len(now_events)
+        if record.finalized:
+            return
+        changes.wait()
+
+
+def _read_task(
+    reader: _TaskReader, task_id: str
+) -> tuple[TaskRecord, list[HistoryEntry], list[AttachedEvent]]:
+    """The task with its history and events as one write left them: read again when another
+    came between the reads (a phase and the events that came with it are shown together, in
+    their order, and once the task is finalized its history and events are whole)."""
+    while True:
+        record = _stored(lambda: reader.get(task_id))
+        history = _stored(lambda: reader.history(task_id))
+        events = _stored(lambda: reader.events(task_id))
+        if _stored(lambda: reader.get(task_id)).revision == record.revision:
+            return record, history, events
+
+
+class _StatusLines:
+    """A task's status as ``status`` prints it (``output``), and, when ``watching``, what
+    happens next: the history's and events' lines, or a JSON object on one line each (the
+    status first), or a YAML document each. ``backend``: the task's, else its own."""
+
+    def __init__(self, output: str, backend: str | None, *, watching: bool) -> None:
+        self._output, self._backend, self._watching = output, backend, watching
+
+    def status(
+        self, record: TaskRecord, history: list[HistoryEntry], events: list[AttachedEvent]
+    ) -> None:
+        if self._output == TABLE:
+            _show_status(record, history, events, self._backend or record.task.backend)
+            return
+        data = task_status(record, history, events, backend=self._backend)
+        _print_document(data, self._output, watching=self._watching)
+
+    def news(self, task_id: str, phases: list[HistoryEntry], events: list[AttachedEvent]) -> None:
+        """New phases and events, in the order they happened."""
+        for at, item in in_order(phases, events, now=utc_now()):
+            if self._output == TABLE:
+                what = (
+                    history_line(item)
+                    if isinstance(item, HistoryEntry)
+                    else f"event: {item.reason}"
+                )
+                click.echo(f"  {at:%H:%M:%S}  {what}")
+                continue
+            if self._output == YAML:
+                click.echo("---")
+            data = (
+                phase_change(task_id, item)
+                if isinstance(item, HistoryEntry)
+                else task_event(task_id, item)
+            )
+            _print_document(data, self._output, watching=True)
 
 
 def _show_status(

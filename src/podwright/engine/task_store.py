@@ -62,6 +62,9 @@ class NewTask:
     submitted_at: datetime
     owner: OwnerReference | None = None
     """The object the task's resource is owned by (the operator's Workload), if any."""
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """The task's labels (a workload file's ``metadata.labels``, a Workload's), which
+    ``podwright list -l`` selects tasks by."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -147,6 +147,7 @@ def _task(
         manifests=tuple(dict(manifest) for manifest in manifests),
         submitted_at=submitted_at,
         owner=owner_of(workload),
+        labels={str(key): str(value) for key, value in section(metadata, "labels").items()},
     )
 
 

@@ -1,0 +1,92 @@
+"""podwright's public Python API: load documents, evaluate them under policies, render them.
+
+The command line is built on this package (an import-linter contract keeps its workload
+commands to it), so a notebook, a pipeline or a portal gets exactly what ``podwright`` does::
+
+    import podwright
+
+    workload = podwright.load("examples/workload-training.yaml")
+    policies = podwright.load_policies("examples/policies/")
+    evaluation = podwright.evaluate(workload, policies, assets="examples/assets.yaml")
+    manifests = podwright.render(evaluation)
+
+Everything it raises on purpose is a :class:`PodwrightError` (see :mod:`podwright.api.errors`).
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from podwright.api.errors import (
+    BackendError,
+    BackendUnreachableError,
+    InvalidInputError,
+    PodwrightError,
+    PolicyViolationError,
+    TaskNotFoundError,
+)
+
+if TYPE_CHECKING:
+    from podwright.api.loading import (
+        Policies,
+        Workload,
+        load,
+        load_assets,
+        load_policies,
+        load_profile,
+        load_workloads,
+        to_yaml,
+    )
+    from podwright.api.pipeline import Evaluation, Prepared, evaluate, prepare, render
+    from podwright.core.policies import Scope
+    from podwright.core.workload_fields import WorkloadType
+
+_LAZY = {
+    "podwright.api.loading": (
+        "Policies",
+        "Workload",
+        "load",
+        "load_assets",
+        "load_policies",
+        "load_profile",
+        "load_workloads",
+        "to_yaml",
+    ),
+    "podwright.api.pipeline": ("Evaluation", "Prepared", "evaluate", "prepare", "render"),
+    "podwright.core.policies": ("Scope",),
+    "podwright.core.workload_fields": ("WorkloadType",),
+}
+"""What is loaded on first use (PEP 562): the exceptions are light, and ``podwright --help``
+imports them without the policy engine."""
+
+__all__ = [
+    "BackendError",
+    "BackendUnreachableError",
+    "Evaluation",
+    "InvalidInputError",
+    "PodwrightError",
+    "Policies",
+    "PolicyViolationError",
+    "Prepared",
+    "Scope",
+    "TaskNotFoundError",
+    "Workload",
+    "WorkloadType",
+    "evaluate",
+    "load",
+    "load_assets",
+    "load_policies",
+    "load_profile",
+    "load_workloads",
+    "prepare",
+    "render",
+    "to_yaml",
+]
+
+
+def __getattr__(name: str) -> Any:
+    for module, names in _LAZY.items():
+        if name in names:
+            return getattr(import_module(module), name)
+    raise AttributeError(f"module 'podwright.api' has no attribute {name!r}")

@@ -1,0 +1,66 @@
+"""The exceptions of podwright's public API: one tree, so a caller catches what it can handle.
+
+::
+
+    PodwrightError                     anything podwright's API raises on purpose
+    ├── InvalidInputError              a document, option or argument cannot be used (ValueError)
+    ├── PolicyViolationError           the policies reject the workload (``.evaluation``)
+    ├── TaskNotFoundError              no task of that id (LookupError)
+    └── BackendError                   the backend could not do its part; the input was good
+        └── BackendUnreachableError    the Kubernetes API server gave no answer, after retries
+
+Every message names the file (``file:line:column``), the field or argument, and what is allowed.
+The command line maps them to its exit statuses (2, 1, 2, 5 and 6), so a script and a notebook
+see the same refusals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from podwright.api.pipeline import Evaluation
+
+
+class PodwrightError(Exception):
+    """The root of podwright's exceptions."""
+
+
+class InvalidInputError(PodwrightError, ValueError):
+    """Input that cannot be used: ``problems`` lists each problem on a line of its own, as
+    ``file:line:column: path: message`` when it lies in a document."""
+
+    def __init__(self, problems: str | Sequence[str]) -> None:
+        self.problems: tuple[str, ...] = (
+            (problems,) if isinstance(problems, str) else tuple(problems)
+        )
+        super().__init__("\n".join(self.problems))
+
+
+class PolicyViolationError(PodwrightError):
+    """The policies reject the workload: ``evaluation.violations`` lists every issue."""
+
+    def __init__(self, evaluation: Evaluation) -> None:
+        from podwright.api.pipeline import issue_line  # noqa: PLC0415 (it imports this module)
+
+        self.evaluation = evaluation
+        count = len(evaluation.violations)
+        super().__init__(
+            f"{count} violation{'s' if count != 1 else ''} of the policies of "
+            f"{evaluation.scope}: "
+            + "; ".join(issue_line(violation) for violation in evaluation.violations)
+        )
+
+
+class TaskNotFoundError(PodwrightError, LookupError):
+    """No task (or Workload) has the id asked for."""
+
+
+class BackendError(PodwrightError):
+    """The backend could not do its part, though the input was good: the task store cannot be
+    used, no executor could be started, the cluster refused for a reason of its own."""
+
+
+class BackendUnreachableError(BackendError):
+    """The Kubernetes API server gave no answer, after bounded retries."""

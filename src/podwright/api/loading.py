@@ -1,0 +1,378 @@
+"""Reading podwright's documents for the public API: workloads, policies, asset catalogues and
+cluster profiles, from files, directories, standard input or plain Python data.
+
+Every reader reports every problem of its input at once, each at its ``file:line:column``, as an
+:class:`~podwright.api.errors.InvalidInputError`. What is read remembers the documents it came
+from, so a problem found later (a policy's rule broken by a workload, a conflict between two
+policies' scopes) is reported at the line that caused it too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, TypeVar
+
+from podwright.adapters.documents import (
+    Document,
+    DocumentError,
+    document_files,
+    dump_yaml,
+    read_document,
+    read_documents,
+)
+from podwright.api.errors import InvalidInputError
+from podwright.core.assets import AssetCatalogue, catalogue_from_data
+from podwright.core.cluster_resources import ClusterScopes
+from podwright.core.policies import Policy, Scope, scope_from_text
+from podwright.core.policy_documents import policy_from_document
+from podwright.core.problems import FieldProblem, ProblemsError
+from podwright.core.workload_documents import WorkloadDocument, read_workload_document
+from podwright.core.workload_fields import WorkloadType
+from podwright.core.workloads import Submission
+
+if TYPE_CHECKING:
+    from podwright.core.render import ClusterProfile
+
+T = TypeVar("T")
+
+Source = str | os.PathLike[str] | Mapping[str, object]
+"""Where a document comes from: a file or directory path (``-``: standard input), or the
+document itself as Python data (``source`` names it ``<data>`` in messages)."""
+
+DATA_SOURCE = "<data>"
+
+DEFAULT_CLUSTER = "default"
+"""The cluster's name in the scope tree when nothing names it (``cluster=``, ``--cluster-name``,
+or the scopes that policy files give)."""
+
+Documents = Mapping[str, Document]
+"""The documents something was read from, by the name problems give them."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """A workload read and checked: its type, its fields as submitted, and its metadata.
+
+    ``spec`` holds only known fields with valid values; the policies have not been applied
+    (:func:`~podwright.api.evaluate` does that)."""
+
+    submission: Submission
+    namespace: str | None
+    generate_name: str | None
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    source: str
+    """The document it was read from (``file``, ``file#N`` for one of several, ``<data>``)."""
+    documents: Documents
+    notes: tuple[str, ...] = ()
+    """What the reader noticed without refusing (an old form of the document, deprecated)."""
+
+    @property
+    def name(self) -> str | None:
+        return self.submission.name
+
+    @property
+    def type(self) -> WorkloadType:
+        return self.submission.workload_type
+
+    @property
+    def spec(self) -> Mapping[str, object]:
+        return self.submission.spec
+
+    def to_document(self) -> dict[str, object]:
+        """The workload as a Kubernetes object (``apiVersion: podwright.dev/v1alpha1``,
+        ``kind: Workload``), the form ``kubectl apply`` takes."""
+        from podwright.core.workload_documents import workload_document  # noqa: PLC0415
+
+        return workload_document(
+            self.submission,
+            namespace=self.namespace,
+            labels=self.labels,
+            annotations=self.annotations,
+            generate_name=self.generate_name,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Policies:
+    """Policies read and checked one by one (their combination is checked where a scope is
+    known: :func:`~podwright.api.evaluate`, :func:`effective`)."""
+
+    policies: tuple[Policy, ...]
+    documents: Documents
+    notes: tuple[str, ...] = ()
+    """What the reader noticed without refusing, each ``file:line:column: path: message``."""
+    namespaces: Mapping[str, Mapping[str, str]] = dataclasses.field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    """The labels of each Namespace object read with the policies: they name the project and
+    department of a workload in that namespace, as in a cluster."""
+
+    def __iter__(self) -> Iterator[Policy]:
+        return iter(self.policies)
+
+    def __len__(self) -> int:
+        return len(self.policies)
+
+
+NO_POLICIES = Policies((), MappingProxyType({}))
+
+
+def load(source: Source, *, type: WorkloadType | str | None = None) -> Workload:
+    """The one workload of ``source`` (a file, ``-``, or a mapping); ``type`` for a bare list
+    of fields, which does not say its type."""
+    workloads = load_workloads(source, type=type)
+    if len(workloads) != 1:
+        raise InvalidInputError(
+            f"{_name(source)}: expected one workload, found {len(workloads)}: "
+            "load them with load_workloads"
+        )
+    return workloads[0]
+
+
+def load_workloads(
+    *sources: Source,
+    type: WorkloadType | str | None = None,
+) -> list[Workload]:
+    """Every workload of ``sources``: files (every document of a multi-document file),
+    directories (their ``.yaml``, ``.yml`` and ``.json`` files), ``-`` or mappings."""
+    workload_type = _workload_type(type)
+    workloads: list[Workload] = []
+    errors: list[str] = []
+    for document in _documents(sources):
+        try:
+            read = read_workload_document(document.data, workload_type)
+        except ProblemsError as error:
+            errors.extend(located(error, {document.source: document}, document.source))
+            continue
+        workloads.append(_workload(read, document))
+    if errors:
+        raise InvalidInputError(errors)
+    return workloads
+
+
+def load_policies(
+    *sources: Source,
+    type: WorkloadType | str | None = None,
+    scope: Scope | str | None = None,
+    cluster: str | None = None,
+) -> Policies:
+    """Every policy of ``sources``, in any of its forms: podwright's policy file, a
+    WorkloadPolicy or ClusterWorkloadPolicy object, or a Run:ai policy document (its body,
+    ``defaults``/``rules``/``imposedAssets``, or its API's ``{meta, policy}``), which says
+    neither its workload type nor its scope: ``type`` and ``scope`` say them (the scope
+    defaults to the tenant, which every scope lies below). ``v1`` Namespace objects among them
+    name the project and department of their namespace (see :func:`~podwright.api.evaluate`);
+    ``cluster`` is the cluster's name in the scope tree (default ``default``), which places a
+    WorkloadPolicy or ClusterWorkloadPolicy object among the scopes that files name."""
+    workload_type = _workload_type(type)
+    policy_scope = parse_scope(scope) or Scope(())
+    documents: dict[str, Document] = {}
+    policies: list[Policy] = []
+    notes: list[str] = []
+    errors: list[str] = []
+    namespaces: dict[str, Mapping[str, str]] = {}
+    namespace_objects: dict[str, Mapping[str, object]] = {}
+    read = _documents(sources)
+    for document in read:
+        documents[document.source] = document
+        namespace = namespace_object(document)
+        if namespace is not None:
+            namespaces[namespace[0]] = namespace[1]
+            assert isinstance(document.data, Mapping)
+            namespace_objects[namespace[0]] = document.data
+    for document in read:
+        if isinstance(document.data, Mapping) and document.data.get("kind") == "Namespace":
+            continue
+        says_nothing = isinstance(document.data, Mapping) and not (
+            {"apiVersion", "kind"} & set(document.data)
+        )
+        try:
+            policy = policy_from_document(
+                document.data,
+                document.source,
+                workload_type=workload_type if says_nothing else None,
+                scope=policy_scope if says_nothing else None,
+                name=_data_name(document.source) if says_nothing else None,
+                scopes=ClusterScopes(cluster or DEFAULT_CLUSTER),
+                namespaces=namespace_objects,
+            )
+        except ProblemsError as error:
+            errors.extend(located(error, documents, document.source))
+            continue
+        policies.append(policy)
+        notes.extend(_problem_line(note, documents, document.source) for note in policy.notes)
+    if errors:
+        raise InvalidInputError(errors)
+    return Policies(
+        tuple(policies), MappingProxyType(documents), tuple(notes), MappingProxyType(namespaces)
+    )
+
+
+def namespace_object(document: Document) -> tuple[str, Mapping[str, str]] | None:
+    """The name and labels of a ``v1`` Namespace object; None for any other document."""
+    data = document.data
+    if not isinstance(data, Mapping) or data.get("kind") != "Namespace":
+        return None
+    metadata = data.get("metadata")
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    name, labels = metadata.get("name"), metadata.get("labels") or {}
+    if (
+        data.get("apiVersion") != "v1"
+        or not isinstance(name, str)
+        or not isinstance(labels, Mapping)
+    ):
+        raise InvalidInputError(
+            f"{document.source}: a Namespace object has apiVersion v1, metadata.name and "
+            "string labels"
+        )
+    return name, {str(key): str(value) for key, value in labels.items()}
+
+
+def _data_name(source: str) -> str | None:
+    """The name of a Run:ai policy given as data (a file's is the file's stem)."""
+    if not source.startswith(DATA_SOURCE):
+        return None
+    return "policy" if source == DATA_SOURCE else f"policy-{source.rsplit('#', 1)[1]}"
+
+
+def load_assets(source: Source | AssetCatalogue) -> AssetCatalogue:
+    """The asset catalogue of ``source`` (imposed assets come from it)."""
+    if isinstance(source, AssetCatalogue):
+        return source
+    document = _one_document(source)
+    return guard(lambda: catalogue_from_data(document.data, document.source), document)
+
+
+def load_profile(source: Source | ClusterProfile | None) -> ClusterProfile:
+    """The cluster profile of ``source``; None: the safe defaults."""
+    from podwright.core.render import (  # noqa: PLC0415 (the renderer loads the k8s models)
+        DEFAULT_PROFILE,
+        ClusterProfile,
+        profile_from_data,
+    )
+
+    if source is None:
+        return DEFAULT_PROFILE
+    if isinstance(source, ClusterProfile):
+        return source
+    document = _one_document(source)
+    return guard(lambda: profile_from_data(document.data, document.source), document)
+
+
+def to_yaml(data: object) -> str:
+    """``data`` as block-style YAML, as kubectl prints it (and reads it back unchanged)."""
+    return dump_yaml(data)
+
+
+def parse_scope(scope: Scope | str | None) -> Scope | None:
+    """A scope given as text (``tenant``, ``cluster=prod,department=research``) or already
+    parsed."""
+    if scope is None or isinstance(scope, Scope):
+        return scope
+    try:
+        return scope_from_text(scope)
+    except ValueError as error:
+        raise InvalidInputError(f"scope {scope!r}: {error}") from None
+
+
+def guard(
+    action: Callable[[], T], *documents: Document | Documents, default_source: str | None = None
+) -> T:
+    """Run ``action``; a ProblemsError becomes an InvalidInputError located in ``documents``
+    (a problem that names no document lies in ``default_source``)."""
+    try:
+        return action()
+    except ProblemsError as error:
+        raise InvalidInputError(located(error, _by_source(documents), default_source)) from None
+
+
+def located(error: ProblemsError, documents: Documents, default_source: str | None) -> list[str]:
+    """Each problem of ``error`` as ``file:line:column: path: message``."""
+    return [_problem_line(problem, documents, default_source) for problem in error.problems]
+
+
+def _problem_line(problem: FieldProblem, documents: Documents, default_source: str | None) -> str:
+    source = problem.source or default_source
+    document = documents.get(source) if source else None
+    where = document.locate(problem.path) if document else (source or "")
+    return f"{where}: {problem}" if where else str(problem)
+
+
+def _by_source(documents: Sequence[Document | Documents]) -> dict[str, Document]:
+    found: dict[str, Document] = {}
+    for item in documents:
+        if isinstance(item, Document):
+            found[item.source] = item
+        else:
+            found.update(item)
+    return found
+
+
+def _workload(read: WorkloadDocument, document: Document) -> Workload:
+    notes = tuple(
+        f"{document.source}: {note}; as a Workload:\n"
+        + "".join(f"  {line}\n" for line in dump_yaml(read.to_object()).splitlines())
+        for note in read.notes
+    )
+    return Workload(
+        submission=read.submission,
+        namespace=read.namespace,
+        generate_name=read.generate_name,
+        labels=MappingProxyType(dict(read.labels)),
+        annotations=MappingProxyType(dict(read.annotations)),
+        source=document.source,
+        documents=MappingProxyType({document.source: document}),
+        notes=notes,
+    )
+
+
+def _workload_type(given: WorkloadType | str | None) -> WorkloadType | None:
+    if given is None or isinstance(given, WorkloadType):
+        return given
+    try:
+        return WorkloadType(given)
+    except ValueError:
+        allowed = ", ".join(kind.value for kind in WorkloadType)
+        raise InvalidInputError(f"type {given!r}: expected one of {allowed}") from None
+
+
+def _documents(sources: Sequence[Source]) -> list[Document]:
+    """Every document of ``sources``, in order."""
+    if not sources:
+        raise InvalidInputError("no document given")
+    documents: list[Document] = []
+    data = sum(isinstance(source, Mapping) for source in sources)
+    try:
+        for source in sources:
+            if isinstance(source, Mapping):
+                number = sum(document.source.startswith(DATA_SOURCE) for document in documents)
+                name = f"{DATA_SOURCE}#{number + 1}" if data > 1 else DATA_SOURCE
+                documents.append(_data_document(source, name))
+                continue
+            for name in document_files([os.fspath(source)]):
+                documents.extend(read_documents(name, sys.stdin))
+    except DocumentError as error:
+        raise InvalidInputError(str(error)) from None
+    return documents
+
+
+def _one_document(source: Source) -> Document:
+    if isinstance(source, Mapping):
+        return _data_document(source)
+    try:
+        return read_document(os.fspath(source), sys.stdin)
+    except DocumentError as error:
+        raise InvalidInputError(str(error)) from None
+
+
+def _data_document(data: Mapping[str, object], name: str = DATA_SOURCE) -> Document:
+    return Document(name, data, MappingProxyType({}))
+
+
+def _name(source: Source) -> str:
+    return DATA_SOURCE if isinstance(source, Mapping) else os.fspath(source)

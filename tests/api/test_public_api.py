@@ -1,0 +1,188 @@
+"""The public Python API: what a notebook does, and the README's example, run as written."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+import podwright
+from podwright import api
+from tests.manifests import schema_errors
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+POLICIES = [
+    EXAMPLES / "policies" / name
+    for name in ("cluster-prod.yaml", "department-research.yaml", "project-vision.yaml")
+]
+ASSETS = EXAMPLES / "assets.yaml"
+
+
+@pytest.fixture(autouse=True)
+def _in_repository(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+
+
+def test_the_readme_example_runs_as_written() -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Python API", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code is not None, "the README's Python API section has no example"
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output):
+        exec(compile(code.group(1), "README.md", "exec"), {})
+    expected = [
+        line.split("# prints: ", 1)[1]
+        for line in code.group(1).splitlines()
+        if "# prints: " in line
+    ]
+    assert output.getvalue().splitlines() == expected
+
+
+def test_the_package_offers_exactly_the_api() -> None:
+    assert set(api.__all__) <= set(podwright.__all__)
+    for name in api.__all__:
+        assert getattr(podwright, name) is getattr(api, name)
+    assert issubclass(api.InvalidInputError, api.PodwrightError)
+    assert issubclass(api.InvalidInputError, ValueError)
+    assert issubclass(api.TaskNotFoundError, LookupError)
+    assert issubclass(api.BackendUnreachableError, api.BackendError)
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        _ = api.nothing  # type: ignore[attr-defined]
+
+
+WORKLOAD = {
+    "apiVersion": "podwright.dev/v1alpha1",
+    "kind": "Workload",
+    "metadata": {"name": "trainer", "namespace": "vision", "labels": {"team": "vision"}},
+    "spec": {"type": "training", "image": "busybox", "compute": {"gpuDevicesRequest": 2}},
+}
+
+
+def test_a_workload_from_data_and_back() -> None:
+    workload = api.load(WORKLOAD)
+    assert (workload.name, workload.namespace, workload.type) == (
+        "trainer",
+        "vision",
+        api.WorkloadType.TRAINING,
+    )
+    assert dict(workload.labels) == {"team": "vision"}
+    assert workload.notes == ()
+    assert workload.to_document() == WORKLOAD
+
+
+def test_the_old_form_is_read_with_a_note_showing_the_new_one() -> None:
+    old = {"type": "training", "name": "trainer", "spec": {"image": "busybox"}}
+    workload = api.load(old)
+    (note,) = workload.notes
+    assert note.startswith("<data>: a workload written as {type, name, spec} is deprecated")
+    assert "  apiVersion: podwright.dev/v1alpha1\n  kind: Workload\n" in note
+    assert workload.to_document()["spec"] == {"type": "training", "image": "busybox"}
+
+
+def test_every_workload_of_a_stream_and_of_a_directory(tmp_path: Path) -> None:
+    stream = tmp_path / "two.yaml"
+    stream.write_text(
+        "apiVersion: podwright.dev/v1alpha1\nkind: Workload\nmetadata: {name: a}\n"
+        "spec: {type: training, image: x}\n---\n"
+        "apiVersion: podwright.dev/v1alpha1\nkind: Workload\nmetadata: {name: b}\n"
+        "spec: {type: workspace, image: y}\n"
+    )
+    (tmp_path / "notes.txt").write_text("not read")
+    assert [w.name for w in api.load_workloads(tmp_path)] == ["a", "b"]
+    assert [w.source for w in api.load_workloads(stream)] == [f"{stream}#1", f"{stream}#2"]
+    with pytest.raises(api.InvalidInputError, match="expected one workload, found 2"):
+        api.load(stream)
+
+
+def test_bad_input_names_the_file_line_and_field(tmp_path: Path) -> None:
+    path = tmp_path / "w.yaml"
+    path.write_text(
+        "apiVersion: podwright.dev/v1alpha1\nkind: Workload\nmetadata: {name: a}\n"
+        "spec:\n  type: training\n  image: 5\n"
+    )
+    with pytest.raises(api.InvalidInputError) as raised:
+        api.load(path)
+    assert raised.value.problems == (f"{path}:6:3: spec.image: expected a string, got 5 (integer)",)
+
+
+RUNAI_POLICY = {"rules": {"compute": {"gpuDevicesRequest": {"max": 1}}}}
+
+
+def test_a_run_ai_policy_document_takes_its_type_and_scope_from_the_caller() -> None:
+    policies = api.load_policies(RUNAI_POLICY, type="training", scope="cluster=prod")
+    (policy,) = policies.policies
+    assert (policy.workload_type, policy.scope.to_text()) == (
+        api.WorkloadType.TRAINING,
+        "cluster=prod",
+    )
+    evaluation = api.evaluate(api.load(WORKLOAD), policies, cluster="prod")
+    assert not evaluation.accepted
+    data = evaluation.to_data()
+    assert (data["code"], data["details"]) == (400, "1 compliance issue")
+    assert data["complianceIssues"] == [
+        {
+            "field": "compute.gpuDevicesRequest",
+            "details": "2 (submission) is above the maximum 1",
+            "rule": "max",
+            "enforcement": "enforce",
+            "policy": {"name": policy.name, "scope": "cluster=prod", "source": "<data>"},
+        }
+    ]
+    with pytest.raises(api.PolicyViolationError) as raised:
+        api.render(evaluation)
+    assert raised.value.evaluation is evaluation
+
+
+def test_the_scope_is_the_namespace_s_project_unless_an_administrator_previews_one() -> None:
+    namespace = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": "vision",
+            "labels": {"podwright.dev/department": "research", "podwright.dev/project": "cv"},
+        },
+    }
+    project_policy = {
+        "apiVersion": "podwright.dev/v1",
+        "kind": "WorkloadPolicy",
+        "metadata": {"name": "cv"},
+        "spec": {
+            "scope": {"cluster": "prod", "department": "research", "project": "cv"},
+            "workloadType": "training",
+            "rules": {"compute": {"gpuDevicesRequest": {"max": 1}}},
+        },
+    }
+    policies = api.load_policies(namespace, project_policy)
+    workload = api.load(WORKLOAD)
+    judged = api.evaluate(workload, policies)
+    assert (judged.scope.to_text(), judged.chosen_by) == (
+        "cluster=prod,department=research,project=cv",
+        "namespace vision",
+    )
+    assert not judged.accepted
+    preview = api.evaluate(workload, policies, scope="cluster=prod")
+    assert preview.accepted
+    assert preview.notes == (
+        "a preview in cluster prod (the scope given); a submission is judged in the scope of "
+        "its namespace",
+    )
+
+
+def test_render_gives_manifests_the_api_server_accepts() -> None:
+    policies = api.load_policies(*POLICIES)
+    workload = api.load(EXAMPLES / "workload-training.yaml")
+    manifests = api.render(workload, policies, namespace="vision", assets=ASSETS)
+    assert [manifest["kind"] for manifest in manifests] == ["Job"]
+    for manifest in manifests:
+        assert schema_errors(manifest) == []
+        assert manifest["metadata"]["namespace"] == "vision"  # type: ignore[index]
+
+
+def test_paths_may_be_path_like() -> None:
+    assert api.load(os.fspath(EXAMPLES / "workload-inference.yaml")).name == "sentiment"
