@@ -34,6 +34,7 @@ from podwright.core.assets import catalogue_from_data
 from podwright.core.effective_policy import effective_policy
 from podwright.core.evaluation import PreparedPolicy, evaluate, prepare
 from podwright.core.policies import Policy, Scope, policy_from_data
+from podwright.core.workload_documents import read_workload_document
 from podwright.core.workload_fields import SCHEMAS, Leaf, Section, ValueType, WorkloadType, field_at
 from podwright.core.workloads import Submission, submission_from_data
 
@@ -286,11 +287,13 @@ def against_deepcopy(label: str, prepared: PreparedPolicy, data: dict[str, Any])
     """Parse + evaluate ``data`` under ``prepared``, as a multiple of one deep copy of ``data``
     (medians of samples taken alternately)."""
     workload_type = prepared.policy.workload_type
-    outcome = evaluate(prepared, submission_from_data(data), workload_type, CATALOGUE)
+    outcome = evaluate(prepared, read_workload_document(data).submission, workload_type, CATALOGUE)
     assert outcome.accepted, outcome.violations
     evaluations, copies = interleaved(
         [
-            lambda: evaluate(prepared, submission_from_data(data), workload_type, CATALOGUE),
+            lambda: evaluate(
+                prepared, read_workload_document(data).submission, workload_type, CATALOGUE
+            ),
             lambda: copy.deepcopy(data),
         ],
         20000,
@@ -314,7 +317,7 @@ def biggest_example() -> tuple[str, PreparedPolicy, dict[str, Any]]:
     }
     name, data = max(examples.items(), key=lambda example: value_count(example[1]))
     assert isinstance(data, dict)
-    workload_type = submission_from_data(data).workload_type
+    workload_type = read_workload_document(data).submission.workload_type
     policies = [
         policy_from_data(read_document(str(path), io.StringIO()).data, str(path))
         for path in sorted((EXAMPLES / "policies").glob("*.yaml"))

@@ -18,8 +18,9 @@ from pathlib import Path
 import yaml
 
 from podwright.core.render import profile_from_data, render
+from podwright.core.workload_documents import read_workload_document
 from podwright.core.workload_fields import WorkloadType
-from podwright.core.workloads import Submission, submission_from_data
+from podwright.core.workloads import Submission
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -28,7 +29,7 @@ def example_submissions() -> dict[str, Submission]:
     """Each example workload (the training one without its policies' defaults)."""
     submissions = {}
     for path in sorted(EXAMPLES.glob("workload-*.yaml")):
-        submission = submission_from_data(yaml.safe_load(path.read_text()))
+        submission = read_workload_document(yaml.safe_load(path.read_text())).submission
         if submission.workload_type is not WorkloadType.DISTRIBUTED:
             # The training example leaves its image to the policies.
             spec = {"image": "registry.example.com/app:1", **submission.spec}

@@ -341,8 +341,8 @@ def workload_spec(workload_type: str, *, compliant: bool) -> dict[str, Any]:
     asks for 16 GPUs and uid 0 (in every role)."""
     data = read_document(str(EXAMPLES / EXAMPLE_FILES[workload_type]), io.StringIO()).data
     assert isinstance(data, dict)
-    assert data["type"] == workload_type
-    spec: dict[str, Any] = {"type": workload_type, **data["spec"]}
+    spec: dict[str, Any] = dict(data["spec"])  # a Workload object's spec, its type first
+    assert spec["type"] == workload_type
     if not compliant:
         for role in _roles(spec):
             role.setdefault("compute", {})["gpuDevicesRequest"] = 16

@@ -35,7 +35,7 @@ from podwright.adapters.sqlite_store import SQLiteTaskStore
 from podwright.cli.main import cli
 from podwright.core.lifecycle.phases import Phase
 from podwright.engine.config import MANAGED_BY, MANAGED_BY_LABEL
-from podwright.engine.kubernetes_port import ObjectRef
+from podwright.engine.kubernetes_port import ObjectRef, PatchType
 from podwright.engine.task_store import NewTask
 from tests.cli.background import no_executor_left, serving_executors, wait_until_gone
 from tests.k8s_emulator import Emulator
@@ -416,3 +416,43 @@ def test_run_replaces_an_executor_that_dies_while_it_follows(
                 runner.communicate()
     assert runner.returncode == 4, output + errors
     assert output.splitlines()[-1].endswith("s  Aborted  aborted on request")
+
+
+def test_run_on_a_cluster_judges_the_workload_in_its_namespace_s_department(
+    tmp_path: Path, emulator: Emulator, kubeconfig: Path, home: Path
+) -> None:
+    """The namespace's labels, as the cluster has them, name its department: the research
+    department's policy refuses the workload, and nothing is recorded. Without reading them,
+    the namespace would be a project of the default department, which has no policy."""
+    client = KubernetesClient.for_host(emulator.url)
+    client.patch(
+        ObjectRef("v1", "Namespace", "", NAMESPACE),
+        {"metadata": {"labels": {"podwright.dev/department": "research"}}},
+        PatchType.MERGE,
+    )
+    client.close()
+    policy = tmp_path / "research.yaml"
+    policy.write_text(
+        "apiVersion: podwright.dev/v1\nkind: WorkloadPolicy\nmetadata: {name: research}\n"
+        "spec:\n  scope: {cluster: prod, department: research}\n  workloadType: training\n"
+        "  rules: {compute: {gpuDevicesRequest: {max: 0}}}\n"
+    )
+    workload = tmp_path / "w.yaml"
+    workload.write_text(
+        "apiVersion: podwright.dev/v1alpha1\nkind: Workload\nmetadata: {name: greedy}\n"
+        "spec: {type: training, image: busybox, compute: {gpuDevicesRequest: 1}}\n"
+    )
+    result = CliRunner().invoke(
+        cli,
+        [
+            *("run", "--workload", str(workload), "--policy", str(policy)),
+            *("--backend", "kubernetes", "--kubeconfig", str(kubeconfig)),
+            *("--namespace", NAMESPACE, "--home", str(home), "--detach"),
+        ],
+    )
+    assert result.exit_code == 1, result.output
+    assert (
+        "podwright: violation: compute.gpuDevicesRequest: 1 (submission) is above the maximum 0 "
+        "(rule max, policy 'research' (department research))" in result.output
+    )
+    assert not (home / "tasks.db").exists() or SQLiteTaskStore(home / "tasks.db").list_tasks() == []

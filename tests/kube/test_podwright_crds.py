@@ -73,12 +73,7 @@ def test_podwright_resources_are_served_and_take_the_examples(
     objects = [
         (
             "workloads",
-            _object(
-                "Workload",
-                workload["name"],
-                {"type": workload["type"], **workload["spec"]},
-                namespace,
-            ),
+            _object("Workload", workload["metadata"]["name"], workload["spec"], namespace),
         ),
         ("workloadpolicies", _object("WorkloadPolicy", "training", body, namespace)),
         ("assets", _object("Asset", catalogue["assets"][0]["name"], asset, namespace)),

@@ -112,6 +112,12 @@ class Policies:
     """The labels of each Namespace object read with the policies: they name the project and
     department of a workload in that namespace, as in a cluster."""
 
+    def with_namespace(self, name: str, labels: Mapping[str, str]) -> Policies:
+        """These policies, with the labels of the namespace ``name`` as a cluster has them
+        (they name its project and department)."""
+        namespaces = {**self.namespaces, name: MappingProxyType(dict(labels))}
+        return dataclasses.replace(self, namespaces=MappingProxyType(namespaces))
+
     def __iter__(self) -> Iterator[Policy]:
         return iter(self.policies)
 

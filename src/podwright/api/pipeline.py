@@ -30,7 +30,7 @@ from podwright.api.loading import (
     parse_scope,
 )
 from podwright.core.assets import EMPTY_CATALOGUE, AssetCatalogue
-from podwright.core.cluster_resources import DEFAULT_DEPARTMENT
+from podwright.core.cluster_resources import DEFAULT_DEPARTMENT, DEPARTMENT_LABEL, PROJECT_LABEL
 from podwright.core.effective_policy import (
     EffectivePolicy,
     PolicyEntry,
@@ -182,9 +182,10 @@ def choose_scope(
 
     ``scope`` when given: an administrator's preview. Otherwise the project of the namespace it
     runs in (``namespace``, else its own ``metadata.namespace``): the namespace's name, or its
-    ``podwright.dev/project`` label when a Namespace object was read with the policies; its
-    department from that object's ``podwright.dev/department`` label, else the one department
-    the policies place that project in, else ``default``; its cluster ``cluster``, else the one
+    ``podwright.dev/project`` label when a Namespace object was read with the policies (or from
+    the cluster); its department from that object's ``podwright.dev/department`` label (none:
+    ``default``, as in a cluster); without the object, the one department the policies place
+    that project in, else ``default``; its cluster ``cluster``, else the one
     cluster the policies name. Without a namespace, the deepest scope of the policies of its
     type, when they lie on one branch (a laptop's policy files); none of its type: no rules
     apply, at the tenant."""
@@ -206,10 +207,12 @@ def choose_scope(
 
 def namespace_scope(namespace: str, policies: Policies, *, cluster: str | None = None) -> Scope:
     """The project scope of ``namespace`` among file policies (see :func:`choose_scope`)."""
-    labels = policies.namespaces.get(namespace, {})
-    project = labels.get("podwright.dev/project") or namespace
-    department = labels.get("podwright.dev/department")
+    labels = policies.namespaces.get(namespace)
+    project = (labels or {}).get(PROJECT_LABEL) or namespace
+    department = (labels or {}).get(DEPARTMENT_LABEL)
     scopes = [policy.scope for policy in policies.policies]
+    if department is None and labels is not None:
+        department = DEFAULT_DEPARTMENT  # as the cluster reads a namespace without the label
     if department is None:
         departments = sorted(
             {s.names[1] for s in scopes if len(s.names) == 3 and s.names[2] == project}

@@ -15,7 +15,7 @@ import dataclasses
 import functools
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import click
@@ -99,10 +99,15 @@ def _preparation_options(
 
 
 def prepare_workload(
-    preparation: Preparation, namespace: str | None, workload: Workload | None = None
+    preparation: Preparation,
+    namespace: str | None,
+    workload: Workload | None = None,
+    *,
+    namespace_labels: Mapping[str, str] | None = None,
 ) -> Prepared:
     """Evaluate (violations end the command with status 1) and render; bad input raises.
-    ``namespace`` is where the workload runs: its scope, and its manifests' namespace."""
+    ``namespace`` is where the workload runs: its scope, and its manifests' namespace, whose
+    ``namespace_labels`` (read from a cluster) name its project and department."""
     if workload is None:
         workload = load_workload(preparation.workload_file, preparation.workload_type)
     evaluation = None
@@ -110,6 +115,8 @@ def prepare_workload(
         policies = load_policies(
             preparation.policy_files, workload_type=workload.type.value, scope=preparation.scope
         )
+        if namespace is not None and namespace_labels is not None:
+            policies = policies.with_namespace(namespace, namespace_labels)
         evaluation = api.evaluate(
             workload,
             policies,

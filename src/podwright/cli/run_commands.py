@@ -172,8 +172,15 @@ def run_command(
         namespace = context_namespace(access_for(key, kubeconfig))
     lifecycle = load_lifecycle_config(lifecycle_config)
     # On this machine a workload that names no namespace is judged by the policies' deepest
-    # scope, as `policy evaluate` judges it, and runs in the fallback namespace.
-    prepared = prepare_workload(preparation, namespace, workload)
+    # scope, as `policy evaluate` judges it, and runs in the fallback namespace. In a cluster,
+    # the namespace's own labels name its project and department, as the admission webhook
+    # reads them.
+    labels = (
+        namespace_labels(access_for(key, kubeconfig), namespace)
+        if key != LOCAL and namespace and preparation.policy_files
+        else None
+    )
+    prepared = prepare_workload(preparation, namespace, workload, namespace_labels=labels)
     namespace = namespace or FALLBACK_NAMESPACE
     manifests: Sequence[Mapping[str, Any]] = prepared.rendering.manifests
     if key == LOCAL:
@@ -288,6 +295,19 @@ def namespace_of(workload: Workload, namespace: str | None) -> str | None:
             f"{workload.namespace}; leave one out, or make them agree"
         )
     return namespace or workload.namespace
+
+
+def namespace_labels(access: ClusterAccess, namespace: str) -> Mapping[str, str]:
+    """The labels of the cluster's Namespace ``namespace`` (none when there is no such
+    namespace: the workload's project is then its name, in the default department)."""
+    with cluster_client(access) as client:
+        namespaces, _version = client.list_objects("v1", "Namespace")
+    for obj in namespaces:
+        metadata = obj.get("metadata") or {}
+        if metadata.get("name") == namespace:
+            labels = metadata.get("labels") or {}
+            return {str(key): str(value) for key, value in labels.items()}
+    return {}
 
 
 def refuse_unrunnable_locally(prepared: Prepared) -> None:
