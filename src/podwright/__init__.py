@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from podwright.api import (
         BackendError,
-        BackendUnreachableError,
         Evaluation,
         InvalidInputError,
         PodwrightError,
@@ -23,9 +22,11 @@ if TYPE_CHECKING:
         PolicyViolationError,
         Prepared,
         Scope,
-        TaskNotFoundError,
+        Violation,
         Workload,
         WorkloadType,
+        check_policies,
+        effective,
         evaluate,
         load,
         load_assets,
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BackendError",
-    "BackendUnreachableError",
     "Evaluation",
     "InvalidInputError",
     "PodTemplate",
@@ -52,10 +52,12 @@ __all__ = [
     "PolicyViolationError",
     "Prepared",
     "Scope",
-    "TaskNotFoundError",
+    "Violation",
     "Workload",
     "WorkloadType",
     "__version__",
+    "check_policies",
+    "effective",
     "evaluate",
     "load",
     "load_assets",

@@ -50,8 +50,7 @@ def test_the_package_offers_exactly_the_api() -> None:
         assert getattr(podwright, name) is getattr(api, name)
     assert issubclass(api.InvalidInputError, api.PodwrightError)
     assert issubclass(api.InvalidInputError, ValueError)
-    assert issubclass(api.TaskNotFoundError, LookupError)
-    assert issubclass(api.BackendUnreachableError, api.BackendError)
+    assert issubclass(api.BackendError, api.PodwrightError)
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         _ = api.nothing  # type: ignore[attr-defined]
 
@@ -184,5 +183,137 @@ def test_render_gives_manifests_the_api_server_accepts() -> None:
         assert manifest["metadata"]["namespace"] == "vision"  # type: ignore[index]
 
 
-def test_paths_may_be_path_like() -> None:
-    assert api.load(os.fspath(EXAMPLES / "workload-inference.yaml")).name == "sentiment"
+def test_paths_may_be_text_or_path_like() -> None:
+    path = EXAMPLES / "workload-inference.yaml"
+    assert api.load(path).name == api.load(os.fspath(path)).name == "sentiment"
+
+
+def _namespace(labels: dict[str, object]) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "vision", "labels": labels},
+    }
+
+
+IMAGE_RULE = {
+    "apiVersion": "podwright.dev/v1alpha1",
+    "kind": "WorkloadPolicy",
+    "metadata": {"name": "images", "namespace": "vision"},
+    "spec": {
+        "workloadType": "training",
+        "rules": {"image": {"options": [{"value": "allowed"}]}},
+    },
+}
+"""The namespace's own policy, as the cluster holds it: it lies where the namespace is."""
+
+
+@pytest.mark.parametrize(
+    ("labels", "department"),
+    [
+        pytest.param({}, "default", id="no-label"),
+        pytest.param({"podwright.dev/department": ""}, "default", id="empty-label"),
+        pytest.param({"podwright.dev/department": "research"}, "research", id="labelled"),
+    ],
+)
+def test_a_namespace_s_own_policy_judges_its_workloads_as_in_the_cluster(
+    labels: dict[str, object], department: str
+) -> None:
+    """The workload is judged where the admission webhook would judge it, the namespace's
+    WorkloadPolicy lying in the same scope: a namespace is read as the cluster reads it."""
+    policies = api.load_policies(_namespace(labels), IMAGE_RULE)
+    (policy,) = policies.policies
+    assert policy.scope.to_text() == f"cluster=default,department={department},project=vision"
+    evaluation = api.evaluate(api.load(WORKLOAD), policies)
+    assert evaluation.scope == policy.scope
+    assert [issue.rule for issue in evaluation.violations] == ["options"]
+
+
+def test_a_cluster_s_namespace_places_the_policies_before_they_judge() -> None:
+    """``namespaces=`` (a cluster's own Namespace, as ``run`` reads it) places the namespace's
+    policy and the workload alike."""
+    cluster_namespace = _namespace({"podwright.dev/department": "research"})
+    policies = api.load_policies(IMAGE_RULE, namespaces={"vision": cluster_namespace})
+    evaluation = api.evaluate(api.load(WORKLOAD), policies)
+    assert evaluation.scope.to_text() == "cluster=default,department=research,project=vision"
+    assert not evaluation.accepted
+
+
+def test_the_cluster_is_the_one_the_policy_files_name_and_stays_one() -> None:
+    cluster_policy = {
+        "apiVersion": "podwright.dev/v1",
+        "kind": "WorkloadPolicy",
+        "metadata": {"name": "prod"},
+        "spec": {"scope": {"cluster": "prod"}, "workloadType": "training"},
+    }
+    policies = api.load_policies(cluster_policy, IMAGE_RULE)
+    assert policies.cluster == "prod"
+    assert [policy.scope.to_text() for policy in policies.policies] == [
+        "cluster=prod",
+        "cluster=prod,department=default,project=vision",
+    ]
+    with pytest.raises(api.InvalidInputError, match="cluster other: the policies were read"):
+        api.evaluate(api.load(WORKLOAD), policies, cluster="other")
+    other = dict(cluster_policy, metadata={"name": "other"})
+    other["spec"] = {"scope": {"cluster": "other"}, "workloadType": "training"}
+    with pytest.raises(api.InvalidInputError, match="name clusters other, prod: say which"):
+        api.load_policies(cluster_policy, other, IMAGE_RULE)
+    assert api.load_policies(cluster_policy, other, IMAGE_RULE, cluster="prod").cluster == "prod"
+
+
+def test_a_namespace_s_labels_are_strings_as_the_api_server_takes_them(tmp_path: Path) -> None:
+    path = tmp_path / "ns.yaml"
+    path.write_text(
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: vision\n"
+        "  labels:\n    podwright.dev/department: 2024\n"
+    )
+    with pytest.raises(api.InvalidInputError) as raised:
+        api.load_policies(path)
+    assert raised.value.problems == (
+        f"{path}:6:5: metadata.labels.podwright.dev/department: expected a string: quote it",
+    )
+
+
+def test_a_department_inferred_from_the_policies_is_said() -> None:
+    project_policy = {
+        "apiVersion": "podwright.dev/v1",
+        "kind": "WorkloadPolicy",
+        "metadata": {"name": "vision"},
+        "spec": {
+            "scope": {"cluster": "prod", "department": "research", "project": "vision"},
+            "workloadType": "training",
+        },
+    }
+    evaluation = api.evaluate(api.load(WORKLOAD), api.load_policies(project_policy))
+    assert evaluation.scope.to_text() == "cluster=prod,department=research,project=vision"
+    assert evaluation.notes == (
+        "namespace vision: department research, where the policies place project vision; a "
+        "cluster reads it from the namespace's podwright.dev/department label (none: default)",
+    )
+
+
+def test_an_evaluation_renders_into_the_namespace_it_was_judged_for() -> None:
+    evaluation = api.evaluate(api.load(WORKLOAD))
+    (manifest,) = api.render(evaluation)
+    assert manifest["metadata"]["namespace"] == "vision"  # type: ignore[index]
+    with pytest.raises(api.InvalidInputError, match="judged for namespace vision"):
+        api.render(evaluation, namespace="audio")
+    with pytest.raises(api.InvalidInputError, match="scope: an evaluation was judged already"):
+        api.render(evaluation, scope="tenant")
+    with pytest.raises(api.InvalidInputError, match=r"says metadata\.namespace vision"):
+        api.evaluate(api.load(WORKLOAD), namespace="audio")
+
+
+@pytest.mark.parametrize(
+    ("file", "name"),
+    [
+        pytest.param("gpu_limits.yaml", "gpu-limits", id="underscore"),
+        pytest.param("Team Rules.yml", "team-rules", id="space-and-case"),
+        pytest.param("___.yaml", "policy", id="nothing-left"),
+    ],
+)
+def test_a_run_ai_document_is_named_after_its_file(tmp_path: Path, file: str, name: str) -> None:
+    path = tmp_path / file
+    path.write_text("rules: {compute: {gpuDevicesRequest: {max: 1}}}\n")
+    (policy,) = api.load_policies(path, type="training").policies
+    assert policy.name == name

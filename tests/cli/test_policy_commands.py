@@ -328,7 +328,7 @@ def test_evaluate_needs_a_scope_when_policies_span_branches(tmp_path: Path) -> N
     path = write(tmp_path, "other.yaml", other)
     result = run("policy", "evaluate", "--workload", WORKLOAD, *POLICIES, path)
     assert result.exit_code == 2
-    assert "give the workload's namespace (metadata.namespace, -n), or preview a scope" in (
+    assert "give the workload's namespace (metadata.namespace), or preview a scope" in (
         result.stderr
     )
     scoped = run(

@@ -31,7 +31,7 @@ from click.testing import CliRunner, Result
 from podwright.adapters.kubernetes.client import KubernetesClient
 from podwright.adapters.sqlite_store import SQLiteTaskStore
 from podwright.cli.main import cli
-from podwright.cli.task_commands import _follow_status, _StatusLines
+from podwright.cli.task_commands import _follow_status, _StatusLines, events_after
 from podwright.core.cluster_resources import API_VERSION, WORKLOAD_KIND
 from podwright.core.lifecycle.phases import (
     ErrorKind,
@@ -717,3 +717,27 @@ def test_an_operator_listing_of_nothing_says_so_and_is_an_empty_list_in_json(
         "kind": "TaskList",
         "items": [],
     }
+
+
+@pytest.mark.parametrize(
+    ("shown", "now", "new"),
+    [
+        pytest.param("", "ab", "ab", id="first"),
+        pytest.param("ab", "abc", "c", id="appended"),
+        pytest.param("ab", "ab", "", id="nothing-new"),
+        pytest.param("abcd", "cdef", "ef", id="oldest-dropped"),
+        pytest.param("abcd", "defg", "efg", id="most-dropped"),
+        pytest.param("aab", "abb", "b", id="repeats"),
+        pytest.param("ab", "xyz", "xyz", id="all-replaced"),
+    ],
+)
+def test_the_events_after_those_shown_survive_a_window_of_latest_events(
+    shown: str, now: str, new: str
+) -> None:
+    """The operator keeps a Workload's latest 64 events: once full, its list slides, and
+    ``status -w`` still shows each new event once."""
+    event = {
+        letter: AttachedEvent(letter, datetime(2026, 11, 27, tzinfo=UTC)) for letter in "abcdefgxyz"
+    }
+    found = events_after([event[c] for c in shown], [event[c] for c in now])
+    assert [e.reason for e in found] == list(new)

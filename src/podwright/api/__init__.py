@@ -20,11 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from podwright.api.errors import (
     BackendError,
-    BackendUnreachableError,
     InvalidInputError,
     PodwrightError,
     PolicyViolationError,
-    TaskNotFoundError,
 )
 
 if TYPE_CHECKING:
@@ -38,7 +36,16 @@ if TYPE_CHECKING:
         load_workloads,
         to_yaml,
     )
-    from podwright.api.pipeline import Evaluation, Prepared, evaluate, prepare, render
+    from podwright.api.pipeline import (
+        Evaluation,
+        Prepared,
+        check_policies,
+        effective,
+        evaluate,
+        prepare,
+        render,
+    )
+    from podwright.core.evaluation import Violation
     from podwright.core.policies import Scope
     from podwright.core.workload_fields import WorkloadType
 
@@ -53,7 +60,16 @@ _LAZY = {
         "load_workloads",
         "to_yaml",
     ),
-    "podwright.api.pipeline": ("Evaluation", "Prepared", "evaluate", "prepare", "render"),
+    "podwright.api.pipeline": (
+        "Evaluation",
+        "Prepared",
+        "check_policies",
+        "effective",
+        "evaluate",
+        "prepare",
+        "render",
+    ),
+    "podwright.core.evaluation": ("Violation",),
     "podwright.core.policies": ("Scope",),
     "podwright.core.workload_fields": ("WorkloadType",),
 }
@@ -62,7 +78,6 @@ imports them without the policy engine."""
 
 __all__ = [
     "BackendError",
-    "BackendUnreachableError",
     "Evaluation",
     "InvalidInputError",
     "PodwrightError",
@@ -70,9 +85,11 @@ __all__ = [
     "PolicyViolationError",
     "Prepared",
     "Scope",
-    "TaskNotFoundError",
+    "Violation",
     "Workload",
     "WorkloadType",
+    "check_policies",
+    "effective",
     "evaluate",
     "load",
     "load_assets",

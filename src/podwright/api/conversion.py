@@ -22,7 +22,7 @@ from podwright.adapters.documents import (
     replace_file,
 )
 from podwright.api.errors import BackendError, InvalidInputError
-from podwright.api.loading import located
+from podwright.api.loading import located, workload_type_of
 from podwright.core.problems import ProblemsError
 from podwright.core.workload_documents import WorkloadForm, read_workload_document
 from podwright.core.workload_fields import WorkloadType
@@ -50,7 +50,7 @@ def convert_file(name: str, workload_type: WorkloadType | str | None = None) -> 
     """Every document of the file ``name`` (``-``: standard input) as a Workload object; a
     document that is one already is kept as written. Raises :class:`InvalidInputError` with
     every problem of every document."""
-    given = WorkloadType(workload_type) if isinstance(workload_type, str) else workload_type
+    given = None if workload_type is None else workload_type_of(workload_type)
     try:
         documents = read_documents(name, sys.stdin)
     except DocumentError as error:

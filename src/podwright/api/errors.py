@@ -5,13 +5,11 @@
     PodwrightError                     anything podwright's API raises on purpose
     ├── InvalidInputError              a document, option or argument cannot be used (ValueError)
     ├── PolicyViolationError           the policies reject the workload (``.evaluation``)
-    ├── TaskNotFoundError              no task of that id (LookupError)
-    └── BackendError                   the backend could not do its part; the input was good
-        └── BackendUnreachableError    the Kubernetes API server gave no answer, after retries
+    └── BackendError                   podwright could not do its part; the input was good
 
 Every message names the file (``file:line:column``), the field or argument, and what is allowed.
-The command line maps them to its exit statuses (2, 1, 2, 5 and 6), so a script and a notebook
-see the same refusals.
+The command line maps them to its exit statuses (2, 1 and 5), so a script and a notebook see the
+same refusals.
 """
 
 from __future__ import annotations
@@ -53,14 +51,6 @@ class PolicyViolationError(PodwrightError):
         )
 
 
-class TaskNotFoundError(PodwrightError, LookupError):
-    """No task (or Workload) has the id asked for."""
-
-
 class BackendError(PodwrightError):
-    """The backend could not do its part, though the input was good: the task store cannot be
-    used, no executor could be started, the cluster refused for a reason of its own."""
-
-
-class BackendUnreachableError(BackendError):
-    """The Kubernetes API server gave no answer, after bounded retries."""
+    """podwright could not do its part, though the input was good (a file could not be
+    written)."""

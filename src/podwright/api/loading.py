@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, TypeVar
 
@@ -26,7 +28,9 @@ from podwright.adapters.documents import (
 )
 from podwright.api.errors import InvalidInputError
 from podwright.core.assets import AssetCatalogue, catalogue_from_data
+from podwright.core.cluster_resources import API_VERSION as RESOURCE_API_VERSION
 from podwright.core.cluster_resources import ClusterScopes
+from podwright.core.k8s_names import dns1123_label_problem
 from podwright.core.policies import Policy, Scope, scope_from_text
 from podwright.core.policy_documents import policy_from_document
 from podwright.core.problems import FieldProblem, ProblemsError
@@ -106,17 +110,14 @@ class Policies:
     documents: Documents
     notes: tuple[str, ...] = ()
     """What the reader noticed without refusing, each ``file:line:column: path: message``."""
-    namespaces: Mapping[str, Mapping[str, str]] = dataclasses.field(
+    namespaces: Mapping[str, Mapping[str, object]] = dataclasses.field(
         default_factory=lambda: MappingProxyType({})
     )
-    """The labels of each Namespace object read with the policies: they name the project and
-    department of a workload in that namespace, as in a cluster."""
-
-    def with_namespace(self, name: str, labels: Mapping[str, str]) -> Policies:
-        """These policies, with the labels of the namespace ``name`` as a cluster has them
-        (they name its project and department)."""
-        namespaces = {**self.namespaces, name: MappingProxyType(dict(labels))}
-        return dataclasses.replace(self, namespaces=MappingProxyType(namespaces))
+    """The Namespace objects read with the policies (or given, as a cluster has them): they
+    name the project and department of their namespace, as in a cluster."""
+    cluster: str | None = DEFAULT_CLUSTER
+    """The cluster's name in the scope tree: where the policy objects lie, and where a workload
+    is judged (None: the policy files name several, and nothing said which)."""
 
     def __iter__(self) -> Iterator[Policy]:
         return iter(self.policies)
@@ -166,34 +167,38 @@ def load_policies(
     type: WorkloadType | str | None = None,
     scope: Scope | str | None = None,
     cluster: str | None = None,
+    namespaces: Mapping[str, Mapping[str, object]] | None = None,
 ) -> Policies:
     """Every policy of ``sources``, in any of its forms: podwright's policy file, a
     WorkloadPolicy or ClusterWorkloadPolicy object, or a Run:ai policy document (its body,
     ``defaults``/``rules``/``imposedAssets``, or its API's ``{meta, policy}``), which says
     neither its workload type nor its scope: ``type`` and ``scope`` say them (the scope
-    defaults to the tenant, which every scope lies below). ``v1`` Namespace objects among them
-    name the project and department of their namespace (see :func:`~podwright.api.evaluate`);
-    ``cluster`` is the cluster's name in the scope tree (default ``default``), which places a
-    WorkloadPolicy or ClusterWorkloadPolicy object among the scopes that files name."""
+    defaults to the tenant, which every scope lies below), and its name is its file's.
+
+    ``v1`` Namespace objects among them, and ``namespaces`` (Namespace objects by name, as a
+    cluster has them; they win), name the project and department of their namespace: where a
+    WorkloadPolicy object lies, and where a workload in that namespace is judged.
+    ``cluster`` is the cluster's name in the scope tree, where the objects lie; by default the
+    one cluster the other policies name (none: ``default``)."""
     workload_type = _workload_type(type)
     policy_scope = parse_scope(scope) or Scope(())
-    documents: dict[str, Document] = {}
-    policies: list[Policy] = []
-    notes: list[str] = []
-    errors: list[str] = []
-    namespaces: dict[str, Mapping[str, str]] = {}
-    namespace_objects: dict[str, Mapping[str, object]] = {}
     read = _documents(sources)
+    documents = {document.source: document for document in read}
+    objects: dict[str, Mapping[str, object]] = {}
+    errors: list[str] = []
     for document in read:
-        documents[document.source] = document
-        namespace = namespace_object(document)
-        if namespace is not None:
-            namespaces[namespace[0]] = namespace[1]
-            assert isinstance(document.data, Mapping)
-            namespace_objects[namespace[0]] = document.data
-    for document in read:
-        if isinstance(document.data, Mapping) and document.data.get("kind") == "Namespace":
+        try:
+            found = namespace_object(document)
+        except InvalidInputError as error:
+            errors.extend(error.problems)
             continue
+        if found is not None:
+            objects[found[0]] = found[1]
+    objects.update(namespaces or {})
+    policies: dict[int, Policy] = {}
+    notes: list[str] = []
+
+    def read_policy(index: int, document: Document, scopes: ClusterScopes) -> None:
         says_nothing = isinstance(document.data, Mapping) and not (
             {"apiVersion", "kind"} & set(document.data)
         )
@@ -203,47 +208,85 @@ def load_policies(
                 document.source,
                 workload_type=workload_type if says_nothing else None,
                 scope=policy_scope if says_nothing else None,
-                name=_data_name(document.source) if says_nothing else None,
-                scopes=ClusterScopes(cluster or DEFAULT_CLUSTER),
-                namespaces=namespace_objects,
+                name=runai_policy_name(document.source) if says_nothing else None,
+                scopes=scopes,
+                namespaces=objects,
             )
         except ProblemsError as error:
             errors.extend(located(error, documents, document.source))
-            continue
-        policies.append(policy)
+            return
+        policies[index] = policy
         notes.extend(_problem_line(note, documents, document.source) for note in policy.notes)
+
+    resources = []
+    for index, document in enumerate(read):
+        data = document.data
+        if isinstance(data, Mapping) and data.get("kind") == "Namespace":
+            continue
+        if isinstance(data, Mapping) and data.get("apiVersion") == RESOURCE_API_VERSION:
+            resources.append((index, document))  # placed once the cluster is known
+            continue
+        read_policy(index, document, ClusterScopes(cluster or DEFAULT_CLUSTER))
+    named = sorted({policy.scope.names[0] for policy in policies.values() if policy.scope.names})
+    chosen = cluster or (named[0] if len(named) == 1 else None if named else DEFAULT_CLUSTER)
+    if resources and chosen is None:
+        errors.append(
+            f"the policy files name clusters {', '.join(named)}: say which one the "
+            "WorkloadPolicy and ClusterWorkloadPolicy objects lie in (cluster=, --cluster-name)"
+        )
+    for index, document in resources:
+        read_policy(index, document, ClusterScopes(chosen or DEFAULT_CLUSTER))
     if errors:
         raise InvalidInputError(errors)
     return Policies(
-        tuple(policies), MappingProxyType(documents), tuple(notes), MappingProxyType(namespaces)
+        tuple(policy for _index, policy in sorted(policies.items())),
+        MappingProxyType(documents),
+        tuple(notes),
+        MappingProxyType(objects),
+        chosen,
     )
 
 
-def namespace_object(document: Document) -> tuple[str, Mapping[str, str]] | None:
-    """The name and labels of a ``v1`` Namespace object; None for any other document."""
+def namespace_object(document: Document) -> tuple[str, Mapping[str, object]] | None:
+    """The name of a ``v1`` Namespace object, and the object (its name a DNS label, its labels
+    strings, as the API server takes them); None for any other document."""
     data = document.data
     if not isinstance(data, Mapping) or data.get("kind") != "Namespace":
         return None
     metadata = data.get("metadata")
     metadata = metadata if isinstance(metadata, Mapping) else {}
     name, labels = metadata.get("name"), metadata.get("labels") or {}
-    if (
-        data.get("apiVersion") != "v1"
-        or not isinstance(name, str)
-        or not isinstance(labels, Mapping)
-    ):
-        raise InvalidInputError(
-            f"{document.source}: a Namespace object has apiVersion v1, metadata.name and "
-            "string labels"
+    problems = []
+    if data.get("apiVersion") != "v1":
+        problems.append(f"{document.locate(('apiVersion',))}: apiVersion: a Namespace is v1")
+    if not isinstance(name, str) or dns1123_label_problem(name):
+        problems.append(
+            f"{document.locate(('metadata', 'name'))}: metadata.name: a Namespace's name is a "
+            "DNS label"
         )
-    return name, {str(key): str(value) for key, value in labels.items()}
+    if not isinstance(labels, Mapping):
+        problems.append(f"{document.locate(('metadata', 'labels'))}: expected a mapping")
+    else:
+        problems.extend(
+            f"{document.locate(('metadata', 'labels', str(key)))}: metadata.labels.{key}: "
+            "expected a string: quote it"
+            for key, value in labels.items()
+            if not isinstance(value, str)
+        )
+    if problems:
+        raise InvalidInputError(problems)
+    assert isinstance(name, str)
+    return name, data
 
 
-def _data_name(source: str) -> str | None:
-    """The name of a Run:ai policy given as data (a file's is the file's stem)."""
-    if not source.startswith(DATA_SOURCE):
-        return None
-    return "policy" if source == DATA_SOURCE else f"policy-{source.rsplit('#', 1)[1]}"
+def runai_policy_name(source: str) -> str:
+    """The name of a Run:ai policy document, which has none: its file's stem made a DNS
+    subdomain (``gpu_limits.yaml``: ``gpu-limits``); ``policy`` (``policy-N``) for data."""
+    if source.startswith(DATA_SOURCE):
+        return "policy" if source == DATA_SOURCE else f"policy-{source.rsplit('#', 1)[1]}"
+    stem = Path(source.split("#", 1)[0]).stem.lower()
+    name = re.sub(r"[^a-z0-9.-]+", "-", stem).strip("-.")[:253].strip("-.")
+    return name or "policy"
 
 
 def load_assets(source: Source | AssetCatalogue) -> AssetCatalogue:
@@ -335,6 +378,13 @@ def _workload(read: WorkloadDocument, document: Document) -> Workload:
         documents=MappingProxyType({document.source: document}),
         notes=notes,
     )
+
+
+def workload_type_of(given: WorkloadType | str) -> WorkloadType:
+    """A workload type given as text or already parsed."""
+    found = _workload_type(given)
+    assert found is not None
+    return found
 
 
 def _workload_type(given: WorkloadType | str | None) -> WorkloadType | None:

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 
 from podwright.api.errors import InvalidInputError, PolicyViolationError
 from podwright.api.loading import (
-    DEFAULT_CLUSTER,
     NO_POLICIES,
     Policies,
     Workload,
@@ -28,9 +27,10 @@ from podwright.api.loading import (
     load_profile,
     located,
     parse_scope,
+    workload_type_of,
 )
 from podwright.core.assets import EMPTY_CATALOGUE, AssetCatalogue
-from podwright.core.cluster_resources import DEFAULT_DEPARTMENT, DEPARTMENT_LABEL, PROJECT_LABEL
+from podwright.core.cluster_resources import DEFAULT_DEPARTMENT, DEPARTMENT_LABEL, ClusterScopes
 from podwright.core.effective_policy import (
     EffectivePolicy,
     PolicyEntry,
@@ -55,12 +55,16 @@ VIOLATION_CODE = 400
 
 @dataclasses.dataclass(frozen=True)
 class ChosenScope:
-    """The scope a workload is judged in, and how it was chosen (said in notes and output)."""
+    """The scope a workload is judged in, how it was chosen, and where it runs."""
 
     scope: Scope
     chosen_by: str
-    """``namespace vision``, ``scope= (an administrator's preview)``, ``the policies' deepest
-    scope``, ``no policy of this type``."""
+    """``namespace vision``, ``scope (an administrator's preview)``, ``the policies' deepest
+    scope`` or ``no training policy``."""
+    namespace: str | None = None
+    """The namespace it runs in, when one was given or written in it."""
+    notes: tuple[str, ...] = ()
+    """What was inferred rather than read (a namespace's department, without its object)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,8 +79,11 @@ class Evaluation:
     policies: tuple[Policy, ...]
     """The policies of the scope's branch that judged it, from the tenant down."""
     notes: tuple[str, ...] = ()
-    """What the evaluation noticed (no policy of the workload's type: no rules apply); the
-    notes of reading the workload and the policies are theirs."""
+    """What the evaluation noticed (no policy of the workload's type: no rules apply; a
+    preview; a department inferred); the notes of reading the workload and the policies are
+    theirs."""
+    namespace: str | None = None
+    """The namespace the workload runs in (given, or its own), which its manifests go to."""
 
     @property
     def accepted(self) -> bool:
@@ -180,59 +187,74 @@ def choose_scope(
 ) -> ChosenScope:
     """The scope ``workload`` is judged in.
 
-    ``scope`` when given: an administrator's preview. Otherwise the project of the namespace it
-    runs in (``namespace``, else its own ``metadata.namespace``): the namespace's name, or its
-    ``podwright.dev/project`` label when a Namespace object was read with the policies (or from
-    the cluster); its department from that object's ``podwright.dev/department`` label (none:
-    ``default``, as in a cluster); without the object, the one department the policies place
-    that project in, else ``default``; its cluster ``cluster``, else the one
-    cluster the policies name. Without a namespace, the deepest scope of the policies of its
-    type, when they lie on one branch (a laptop's policy files); none of its type: no rules
-    apply, at the tenant."""
+    It runs in ``namespace``, else its own ``metadata.namespace`` (the two must agree, as
+    kubectl requires). ``scope`` when given: an administrator's preview. Otherwise the project
+    of that namespace, read as the cluster reads it (:meth:`ClusterScopes.of_namespace`) from
+    its Namespace object, read with the policies or given from the cluster; without the object,
+    the namespace's name, in the one department the policies place that project in, else
+    ``default`` (a note says it was inferred). Its cluster is ``cluster``, else the one the
+    policies lie in. Without a namespace, the deepest scope of the policies of its type, when
+    they lie on one branch (a laptop's policy files); none of its type: no rules apply, at the
+    tenant."""
+    if namespace and workload.namespace and namespace != workload.namespace:
+        raise InvalidInputError(
+            f"namespace {namespace}: {workload.source} says metadata.namespace "
+            f"{workload.namespace}; give one, or make them agree"
+        )
+    namespace = namespace or workload.namespace
+    if namespace is not None and (problem := dns1123_label_problem(namespace)):
+        raise InvalidInputError(f"namespace: {namespace!r} {problem}")
+    if cluster is not None and policies.cluster not in (None, cluster):
+        raise InvalidInputError(
+            f"cluster {cluster}: the policies were read for cluster {policies.cluster}; read "
+            "them for this one (load_policies(..., cluster=), --cluster-name)"
+        )
     given = parse_scope(scope)
     if given is not None:
-        return ChosenScope(given, "scope (an administrator's preview)")
-    namespace = namespace or workload.namespace
+        return ChosenScope(given, "scope (an administrator's preview)", namespace)
     if namespace is not None:
-        if problem := dns1123_label_problem(namespace):
-            raise InvalidInputError(f"namespace: {namespace!r} {problem}")
-        return ChosenScope(
-            namespace_scope(namespace, policies, cluster=cluster), f"namespace {namespace}"
-        )
+        found, notes = namespace_scope(namespace, policies, cluster=cluster)
+        return ChosenScope(found, f"namespace {namespace}", namespace, notes)
     of_type = [policy for policy in policies.policies if policy.workload_type is workload.type]
     if not of_type:
         return ChosenScope(Scope(()), f"no {workload.type.value} policy")
     return ChosenScope(deepest_scope(of_type), "the policies' deepest scope")
 
 
-def namespace_scope(namespace: str, policies: Policies, *, cluster: str | None = None) -> Scope:
-    """The project scope of ``namespace`` among file policies (see :func:`choose_scope`)."""
-    labels = policies.namespaces.get(namespace)
-    project = (labels or {}).get(PROJECT_LABEL) or namespace
-    department = (labels or {}).get(DEPARTMENT_LABEL)
-    scopes = [policy.scope for policy in policies.policies]
-    if department is None and labels is not None:
-        department = DEFAULT_DEPARTMENT  # as the cluster reads a namespace without the label
-    if department is None:
-        departments = sorted(
-            {s.names[1] for s in scopes if len(s.names) == 3 and s.names[2] == project}
-        )
-        if len(departments) > 1:
-            raise InvalidInputError(
-                f"namespace {namespace}: the policies place project {project} in departments "
-                f"{', '.join(departments)}: give a Namespace object labelled "
-                "podwright.dev/department with the policies"
-            )
-        department = departments[0] if departments else DEFAULT_DEPARTMENT
+def namespace_scope(
+    namespace: str, policies: Policies, *, cluster: str | None = None
+) -> tuple[Scope, tuple[str, ...]]:
+    """The project scope of ``namespace`` (see :func:`choose_scope`), and what was inferred."""
+    cluster = cluster or policies.cluster
     if cluster is None:
-        clusters = sorted({s.names[0] for s in scopes if s.names})
-        if len(clusters) > 1:
-            raise InvalidInputError(
-                f"the policies name clusters {', '.join(clusters)}: say which one the workload "
-                "runs in (cluster name)"
-            )
-        cluster = clusters[0] if clusters else DEFAULT_CLUSTER
-    return Scope((cluster, department, project))
+        clusters = sorted({policy.scope.names[0] for policy in policies if policy.scope.names})
+        raise InvalidInputError(
+            f"the policies name clusters {', '.join(clusters)}: say which one the workload runs "
+            "in (cluster=, --cluster-name)"
+        )
+    obj = policies.namespaces.get(namespace)
+    if obj is not None:
+        return ClusterScopes(cluster).of_namespace(obj), ()
+    departments = sorted(
+        {
+            policy.scope.names[1]
+            for policy in policies
+            if len(policy.scope.names) == 3 and policy.scope.names[::2] == (cluster, namespace)
+        }
+    )
+    if len(departments) > 1:
+        raise InvalidInputError(
+            f"namespace {namespace}: the policies place project {namespace} in departments "
+            f"{', '.join(departments)}: give its Namespace object, labelled "
+            f"{DEPARTMENT_LABEL}, with the policies"
+        )
+    if not departments:
+        return Scope((cluster, DEFAULT_DEPARTMENT, namespace)), ()
+    return Scope((cluster, departments[0], namespace)), (
+        f"namespace {namespace}: department {departments[0]}, where the policies place project "
+        f"{namespace}; a cluster reads it from the namespace's {DEPARTMENT_LABEL} label "
+        f"(none: {DEFAULT_DEPARTMENT})",
+    )
 
 
 def deepest_scope(policies: Sequence[Policy]) -> Scope:
@@ -243,7 +265,7 @@ def deepest_scope(policies: Sequence[Policy]) -> Scope:
         if not scope.contains(deepest):
             raise InvalidInputError(
                 f"the policies lie on more than one branch ({scope} and {deepest}); "
-                "give the workload's namespace (metadata.namespace, -n), or preview a scope "
+                "give the workload's namespace (metadata.namespace), or preview a scope "
                 "(scope=, --scope)"
             )
     return deepest
@@ -269,14 +291,9 @@ def check_policies(policies: Policies, assets: Source | AssetCatalogue | None = 
 def effective(policies: Policies, scope: Scope | str, workload_type: str) -> EffectivePolicy:
     """The effective policy of ``scope`` for ``workload_type``; conflicts between the scopes'
     policies are bad input, at the lines that conflict."""
-    from podwright.core.workload_fields import WorkloadType  # noqa: PLC0415
-
     chosen = parse_scope(scope)
     assert chosen is not None
-    try:
-        kind = WorkloadType(workload_type)
-    except ValueError:
-        raise InvalidInputError(f"type {workload_type!r}: not a workload type") from None
+    kind = workload_type_of(workload_type)
     return guard(lambda: effective_policy(policies.policies, chosen, kind), policies.documents)
 
 
@@ -301,7 +318,7 @@ def evaluate(
     A rejection is not an exception here (look at ``accepted``); bad input is: an invalid
     document, policies that conflict, imposed assets without the catalogue they come from."""
     chosen = choose_scope(workload, policies, scope=scope, namespace=namespace, cluster=cluster)
-    notes: list[str] = []
+    notes: list[str] = list(chosen.notes)
     if scope is not None:
         notes.append(
             f"a preview in {chosen.scope} (the scope given); a submission is judged in the "
@@ -328,7 +345,13 @@ def evaluate(
         workload.documents,
     )
     return Evaluation(
-        workload, chosen.scope, chosen.chosen_by, result, combined.policies, tuple(notes)
+        workload,
+        chosen.scope,
+        chosen.chosen_by,
+        result,
+        combined.policies,
+        tuple(notes),
+        chosen.namespace,
     )
 
 
@@ -391,7 +414,23 @@ def prepare(
 
     evaluation: Evaluation | None = None
     if isinstance(workload, Evaluation):
+        given = [
+            name
+            for name, value in (("policies", policies), ("scope", scope), ("cluster", cluster))
+            if value is not None
+        ]
+        if given:
+            raise InvalidInputError(
+                f"{', '.join(given)}: an evaluation was judged already; give the workload "
+                "instead to judge it again"
+            )
         evaluation, workload = workload, workload.workload
+        if namespace is not None and evaluation.namespace not in (None, namespace):
+            raise InvalidInputError(
+                f"namespace {namespace}: the workload was judged for namespace "
+                f"{evaluation.namespace}"
+            )
+        namespace = namespace or evaluation.namespace
     elif policies:
         evaluation = evaluate(
             workload, policies, scope=scope, namespace=namespace, cluster=cluster, assets=assets

@@ -3,9 +3,10 @@
 A workload file is a Kubernetes object (``apiVersion: podwright.dev/v1alpha1``, ``kind:
 Workload``), which ``kubectl apply`` takes as podwright does. Files in the deprecated
 ``{type, name, spec}`` form, and bare fields of a known type, are converted by this command:
-printed, or rewritten in place. Every document is read and checked before anything is printed
-or written, and a file is replaced whole (a temporary file beside it, renamed over it), so a
-file is either left as it was or holds the converted documents, never part of them.
+printed, or rewritten in place. Nothing is printed unless every document of every file is good;
+with ``--in-place`` each file whose documents are all good is rewritten, and a file with a bad
+one is left as it was. A file is replaced whole (a temporary file beside it, renamed over it),
+so it either stays as it was or holds the converted documents, never part of them.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from click.core import ParameterSource
 from podwright import api
 from podwright.api import BackendError, InvalidInputError, WorkloadType
 from podwright.api.conversion import ConvertedFile, convert_file, rewrite, workload_files
-from podwright.cli.common import BadInput, output_option
+from podwright.cli.common import BadInput, Unavailable, output_option
 
 
 @click.command("convert")
@@ -81,15 +82,17 @@ def convert_command(
             converted[name] = convert_file(name, workload_type)
         except InvalidInputError as error:
             errors.extend(error.problems)
+    unwritten: list[str] = []
     if in_place:
         rewritten, unwritten = _rewrite(converted)
         if not rewritten and not errors and not unwritten:
             click.echo("podwright: note: every document is a Workload already", err=True)
-        errors.extend(unwritten)
     elif not errors:
         _print([obj for file in converted.values() for obj in file.objects], output)
     if errors:
-        raise BadInput("\n".join(errors))
+        raise BadInput("\n".join([*errors, *unwritten]))
+    if unwritten:
+        raise Unavailable("\n".join(unwritten))
 
 
 def _print(objects: Sequence[object], output: str) -> None:

@@ -9,7 +9,7 @@ status 2, so every command reports bad input alike. Notes and warnings go to sta
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import click
 
@@ -25,11 +25,14 @@ def load_policies(
     workload_type: str | None = None,
     scope: Scope | None = None,
     cluster: str | None = None,
+    namespaces: Mapping[str, Mapping[str, object]] | None = None,
 ) -> Policies:
     """Read and check every policy of ``files`` (multi-document files and directories too);
     every problem of every file is reported. A Run:ai policy document, which says neither,
     is of ``workload_type`` and ``scope``. What the reader noticed is printed as notes."""
-    policies = api.load_policies(*files, type=workload_type, scope=scope, cluster=cluster)
+    policies = api.load_policies(
+        *files, type=workload_type, scope=scope, cluster=cluster, namespaces=namespaces
+    )
     for note in policies.notes:
         click.echo(f"podwright: note: {note}", err=True)
     return policies
@@ -64,9 +67,9 @@ SCOPE = _ScopeParam()
 cluster_name_option = click.option(
     "--cluster-name",
     default=None,
-    help="The cluster's name in the scope tree, for WorkloadPolicy and ClusterWorkloadPolicy "
-    "objects among the policies (default: the one cluster the policy files name, else "
-    "'default').",
+    help="The cluster's name in the scope tree: where WorkloadPolicy and ClusterWorkloadPolicy "
+    "objects among the policies lie, and where the workload is judged (default: the one "
+    "cluster the policy files name, else 'default').",
 )
 WORKLOAD_TYPES = click.Choice([kind.value for kind in WorkloadType])
 

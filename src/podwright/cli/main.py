@@ -18,7 +18,6 @@ import click
 from podwright._version import __version__
 from podwright.api.errors import (
     BackendError,
-    BackendUnreachableError,
     PodwrightError,
     PolicyViolationError,
 )
@@ -26,7 +25,6 @@ from podwright.cli.common import (
     BadInput,
     ExitCode,
     Unavailable,
-    Unreachable,
     Violations,
     exit_status_help,
     point_output_at_devnull,
@@ -188,8 +186,6 @@ def _as_click_exception(error: PodwrightError) -> click.ClickException:
     """The exit status of each of the public API's exceptions (see podwright.api.errors)."""
     if isinstance(error, PolicyViolationError):
         return Violations(str(error))
-    if isinstance(error, BackendUnreachableError):
-        return Unreachable(str(error))
     if isinstance(error, BackendError):
         return Unavailable(str(error))
     return BadInput(str(error))

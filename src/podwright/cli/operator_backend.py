@@ -164,6 +164,7 @@ def refuse_for_operator(
     """:class:`BadInput` for the options of ``run`` that mean nothing to the operator."""
     given = (
         ("--policy", bool(preparation.policy_files)),
+        ("--cluster-name", preparation.cluster_name is not None),
         ("--assets", preparation.assets_file is not None),
         ("--profile", preparation.profile_file is not None),
     )

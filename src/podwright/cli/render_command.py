@@ -26,6 +26,7 @@ from podwright.api.pipeline import issue_line
 from podwright.cli.common import ExitCode, output_option
 from podwright.cli.inputs import (
     SCOPE,
+    cluster_name_option,
     load_policies,
     load_workload,
     say_findings,
@@ -44,6 +45,7 @@ class Preparation:
     assets_file: str | None
     profile_file: str | None
     name: str | None
+    cluster_name: str | None
 
 
 def preparation_options(*, preview: bool) -> Callable[[Callable[..., None]], Callable[..., None]]:
@@ -87,6 +89,7 @@ def _preparation_options(
             help="A policy to evaluate the workload under (repeatable; none: take it as written).",
         ),
         *([scope] if preview else []),
+        cluster_name_option,
         click.option("--assets", "assets_file", metavar="FILE", help="The asset catalogue."),
         click.option(
             "--profile",
@@ -103,25 +106,28 @@ def prepare_workload(
     namespace: str | None,
     workload: Workload | None = None,
     *,
-    namespace_labels: Mapping[str, str] | None = None,
+    namespace_object: Mapping[str, object] | None = None,
 ) -> Prepared:
     """Evaluate (violations end the command with status 1) and render; bad input raises.
     ``namespace`` is where the workload runs: its scope, and its manifests' namespace, whose
-    ``namespace_labels`` (read from a cluster) name its project and department."""
+    ``namespace_object`` (read from a cluster) names its project and department."""
     if workload is None:
         workload = load_workload(preparation.workload_file, preparation.workload_type)
     evaluation = None
     if preparation.policy_files:
         policies = load_policies(
-            preparation.policy_files, workload_type=workload.type.value, scope=preparation.scope
+            preparation.policy_files,
+            workload_type=workload.type.value,
+            scope=preparation.scope,
+            cluster=preparation.cluster_name,
+            namespaces={namespace: namespace_object} if namespace and namespace_object else None,
         )
-        if namespace is not None and namespace_labels is not None:
-            policies = policies.with_namespace(namespace, namespace_labels)
         evaluation = api.evaluate(
             workload,
             policies,
             scope=preparation.scope,
             namespace=namespace,
+            cluster=preparation.cluster_name,
             assets=preparation.assets_file,
         )
         say_findings(evaluation)
@@ -136,7 +142,7 @@ def prepare_workload(
             sys.exit(ExitCode.VIOLATIONS)
     return api.prepare(
         evaluation or workload,
-        namespace=namespace,
+        namespace=None if evaluation else namespace,
         assets=preparation.assets_file,
         profile=preparation.profile_file,
         name=preparation.name,

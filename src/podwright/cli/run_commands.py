@@ -104,6 +104,7 @@ from podwright.cli.task_logs import (
 from podwright.core.lifecycle.phases import Phase
 from podwright.engine.config import LifecycleConfig
 from podwright.engine.executor import resource_ref, workload_resource
+from podwright.engine.kubernetes_port import ForbiddenError, NotFoundError, ObjectRef
 from podwright.engine.plugin_manager import API_SERVER_UNREACHABLE
 from podwright.engine.plugins import default_plugins
 from podwright.engine.task_store import (
@@ -175,12 +176,12 @@ def run_command(
     # scope, as `policy evaluate` judges it, and runs in the fallback namespace. In a cluster,
     # the namespace's own labels name its project and department, as the admission webhook
     # reads them.
-    labels = (
-        namespace_labels(access_for(key, kubeconfig), namespace)
+    namespace_object = (
+        cluster_namespace(access_for(key, kubeconfig), namespace)
         if key != LOCAL and namespace and preparation.policy_files
         else None
     )
-    prepared = prepare_workload(preparation, namespace, workload, namespace_labels=labels)
+    prepared = prepare_workload(preparation, namespace, workload, namespace_object=namespace_object)
     namespace = namespace or FALLBACK_NAMESPACE
     manifests: Sequence[Mapping[str, Any]] = prepared.rendering.manifests
     if key == LOCAL:
@@ -297,17 +298,22 @@ def namespace_of(workload: Workload, namespace: str | None) -> str | None:
     return namespace or workload.namespace
 
 
-def namespace_labels(access: ClusterAccess, namespace: str) -> Mapping[str, str]:
-    """The labels of the cluster's Namespace ``namespace`` (none when there is no such
-    namespace: the workload's project is then its name, in the default department)."""
+def cluster_namespace(access: ClusterAccess, namespace: str) -> Mapping[str, object] | None:
+    """The cluster's Namespace ``namespace``, whose labels name its project and department;
+    None when there is none, or when this user may not read it (then the policies' placement
+    of the project is used, and the evaluation says so)."""
     with cluster_client(access) as client:
-        namespaces, _version = client.list_objects("v1", "Namespace")
-    for obj in namespaces:
-        metadata = obj.get("metadata") or {}
-        if metadata.get("name") == namespace:
-            labels = metadata.get("labels") or {}
-            return {str(key): str(value) for key, value in labels.items()}
-    return {}
+        try:
+            return client.get(ObjectRef("v1", "Namespace", "", namespace))
+        except NotFoundError:
+            return None
+        except ForbiddenError:
+            click.echo(
+                f"podwright: note: namespace {namespace}: this user may not read it, so its "
+                "project and department are inferred from the policies",
+                err=True,
+            )
+            return None
 
 
 def refuse_unrunnable_locally(prepared: Prepared) -> None:

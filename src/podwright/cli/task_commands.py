@@ -499,14 +499,25 @@ def _follow_status(
 ) -> None:
     """Print each phase and event of the task after those shown (``history``, ``events``), in
     the order they happened, until the task is finalized."""
-    phases_shown, events_shown = len(history), len(events)
+    phases_shown, shown_events = len(history), list(events)
     while True:
         record, now_history, now_events = _read_task(reader, task_id)
-        lines.news(task_id, now_history[phases_shown:], now_events[events_shown:])
-        phases_shown, events_shown = len(now_history), len(now_events)
+        lines.news(task_id, now_history[phases_shown:], events_after(shown_events, now_events))
+        phases_shown, shown_events = len(now_history), now_events
         if record.finalized:
             return
         changes.wait()
+
+
+def events_after(shown: list[AttachedEvent], now: list[AttachedEvent]) -> list[AttachedEvent]:
+    """The events of ``now`` that came after those ``shown``. A Workload keeps only its latest
+    events (64), so the oldest shown may have dropped out of ``now``: ``now`` begins with the
+    rest of ``shown``, then the new ones."""
+    for dropped in range(len(shown) + 1):
+        kept = shown[dropped:]
+        if now[: len(kept)] == kept:
+            return now[len(kept) :]
+    return now
 
 
 def _read_task(
