@@ -173,3 +173,31 @@ def test_help_names_every_kind() -> None:
     assert result.exit_code == 0
     for kind in ("Pod", "Job", "PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "JAXJob", "Knative"):
         assert kind in result.stdout
+
+
+TWO_WORKLOADS = (
+    "apiVersion: podwright.dev/v1alpha1\nkind: Workload\nmetadata: {name: first}\n"
+    "spec: {type: training, image: busybox}\n---\n"
+    "apiVersion: podwright.dev/v1alpha1\nkind: Workload\nmetadata: {name: second}\n"
+    "spec: {type: workspace, image: busybox}\n"
+)
+
+
+def test_a_file_of_several_workloads_renders_each_as_kubectl_apply_f_reads_it(
+    tmp_path: Path,
+) -> None:
+    workloads = write(tmp_path, "two.yaml", TWO_WORKLOADS)
+    result = run("-f", workloads, "-o", "json")
+    assert result.exit_code == 0, result.stderr
+    items = json.loads(result.stdout)["items"]
+    assert [(item["kind"], item["metadata"]["name"]) for item in items] == [
+        ("Job", "first"),
+        ("Pod", "second"),
+    ]
+    named = run("-f", workloads, "--name", "x")
+    assert named.exit_code == 2
+    assert f"--name names one workload, and {workloads} holds 2" in named.stderr
+    policy = str(EXAMPLES / "policies" / "cluster-prod.yaml")
+    evaluated = CliRunner().invoke(cli, ["policy", "evaluate", "-f", workloads, policy])
+    assert evaluated.exit_code == 2
+    assert f"{workloads} holds 2 workloads, and this command takes one" in evaluated.stderr

@@ -75,30 +75,47 @@ WORKLOAD_TYPES = click.Choice([kind.value for kind in WorkloadType])
 
 
 def load_workload(name: str, workload_type: str | None) -> Workload:
-    """Read and check the workload file ``name`` (of ``workload_type``, else the file's type);
-    a deprecated form is read with a warning that shows the form to write instead."""
-    workload = api.load(name, type=workload_type)
-    for note in workload.notes:
-        click.echo(f"podwright: warning: {note}", err=True, nl=not note.endswith("\n"))
+    """Read and check the one workload of the file ``name`` (of ``workload_type``, else the
+    file's type); a deprecated form is read with a warning that shows the form to write
+    instead."""
+    (workload,) = load_workloads(name, workload_type, one=True)
     return workload
+
+
+def load_workloads(name: str, workload_type: str | None, *, one: bool = False) -> list[Workload]:
+    """Every workload of the file or directory ``name`` (``one``: it must hold exactly one),
+    with the warnings of deprecated forms."""
+    workloads = api.load_workloads(name, type=workload_type)
+    if one and len(workloads) != 1:
+        raise click.UsageError(
+            f"{name} holds {len(workloads)} workloads, and this command takes one: give a file "
+            "of one"
+        )
+    for workload in workloads:
+        for note in workload.notes:
+            click.echo(f"podwright: warning: {note}", err=True, nl=not note.endswith("\n"))
+    return workloads
 
 
 WORKLOAD_OPTIONS = (
     click.option(
+        "-f",
+        "--filename",
         "--workload",
         "workload_file",
         metavar="FILE",
         required=True,
-        help="The workload submission ('-' for standard input).",
+        help="The workload: a Workload object ('-' for standard input), as kubectl apply -f "
+        "takes it.",
     ),
     click.option(
         "--type",
         "workload_type",
         type=WORKLOAD_TYPES,
-        help="The workload type (default: the file's 'type').",
+        help="The workload type of bare fields (a Workload says its own in spec.type).",
     ),
 )
-"""The ``--workload FILE [--type T]`` options of every command that reads a workload."""
+"""The ``-f/--workload FILE [--type T]`` options of every command that reads a workload."""
 
 
 def workload_options(command: Callable[..., None]) -> Callable[..., None]:

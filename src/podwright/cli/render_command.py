@@ -29,6 +29,7 @@ from podwright.cli.inputs import (
     cluster_name_option,
     load_policies,
     load_workload,
+    load_workloads,
     say_findings,
     workload_options,
 )
@@ -162,13 +163,20 @@ def render_command(*, preparation: Preparation, namespace: str | None, output: s
 
     workspace: a Pod; training: a batch/v1 Job; distributed: the Kubeflow job of its framework
     (PyTorchJob, MPIJob, TFJob, XGBoostJob, JAXJob); inference: a Knative Service. New claims
-    and Services go with them.
+    and Services go with them. A file of several workloads (or a directory) renders each, in
+    order.
     """
-    rendering = prepare_workload(preparation, namespace).rendering
-    if output == "json":
-        items = list(rendering.manifests)
-        click.echo(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=2))
-    else:
-        click.echo(
-            "---\n".join(api.to_yaml(manifest) for manifest in rendering.manifests), nl=False
+    workloads = load_workloads(preparation.workload_file, preparation.workload_type)
+    if preparation.name is not None and len(workloads) > 1:
+        raise click.UsageError(
+            f"--name names one workload, and {preparation.workload_file} holds {len(workloads)}"
         )
+    manifests = [
+        manifest
+        for workload in workloads
+        for manifest in prepare_workload(preparation, namespace, workload).rendering.manifests
+    ]
+    if output == "json":
+        click.echo(json.dumps({"apiVersion": "v1", "kind": "List", "items": manifests}, indent=2))
+    else:
+        click.echo("---\n".join(api.to_yaml(manifest) for manifest in manifests), nl=False)
