@@ -11,20 +11,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import sys
 from collections.abc import Sequence
 
-from podwright.adapters.documents import (
-    DocumentError,
-    document_files,
-    dump_yaml,
-    read_documents,
-    replace_file,
-)
+from podwright.adapters.documents import DocumentError, document_files, dump_yaml, replace_file
 from podwright.api.errors import BackendError, InvalidInputError
-from podwright.api.loading import located, workload_type_of
-from podwright.core.problems import ProblemsError
-from podwright.core.workload_documents import WorkloadForm, read_workload_document
+from podwright.api.loading import load_workloads
+from podwright.core.workload_documents import WorkloadForm
 from podwright.core.workload_fields import WorkloadType
 
 
@@ -50,27 +42,14 @@ def convert_file(name: str, workload_type: WorkloadType | str | None = None) -> 
     """Every document of the file ``name`` (``-``: standard input) as a Workload object; a
     document that is one already is kept as written. Raises :class:`InvalidInputError` with
     every problem of every document."""
-    given = None if workload_type is None else workload_type_of(workload_type)
-    try:
-        documents = read_documents(name, sys.stdin)
-    except DocumentError as error:
-        raise InvalidInputError(str(error)) from None
-    objects: list[object] = []
-    changed = 0
-    errors: list[str] = []
-    for document in documents:
-        try:
-            read = read_workload_document(document.data, given)
-        except ProblemsError as error:
-            errors.extend(located(error, {document.source: document}, document.source))
-            continue
-        if read.form is WorkloadForm.OBJECT:
-            objects.append(document.data)
-        else:
-            objects.append(read.to_object())
-            changed += 1
-    if errors:
-        raise InvalidInputError(errors)
+    workloads = load_workloads(name, type=workload_type)
+    objects = [
+        workload.documents[workload.source].data
+        if workload.form is WorkloadForm.OBJECT
+        else workload.to_document()
+        for workload in workloads
+    ]
+    changed = sum(workload.form is not WorkloadForm.OBJECT for workload in workloads)
     return ConvertedFile(name, objects, changed)
 
 

@@ -34,7 +34,11 @@ from podwright.core.k8s_names import dns1123_label_problem
 from podwright.core.policies import Policy, Scope, scope_from_text
 from podwright.core.policy_documents import policy_from_document
 from podwright.core.problems import FieldProblem, ProblemsError
-from podwright.core.workload_documents import WorkloadDocument, read_workload_document
+from podwright.core.workload_documents import (
+    WorkloadDocument,
+    WorkloadForm,
+    read_workload_document,
+)
 from podwright.core.workload_fields import WorkloadType
 from podwright.core.workloads import Submission
 
@@ -65,6 +69,8 @@ class Workload:
     (:func:`~podwright.api.evaluate` does that)."""
 
     submission: Submission
+    form: WorkloadForm
+    """How it was written: a Workload object, the deprecated ``{type, name, spec}``, or bare."""
     namespace: str | None
     generate_name: str | None
     labels: Mapping[str, str]
@@ -370,6 +376,7 @@ def _workload(read: WorkloadDocument, document: Document) -> Workload:
     )
     return Workload(
         submission=read.submission,
+        form=read.form,
         namespace=read.namespace,
         generate_name=read.generate_name,
         labels=MappingProxyType(dict(read.labels)),

@@ -431,9 +431,10 @@ def prepare(
                 f"{evaluation.namespace}"
             )
         namespace = namespace or evaluation.namespace
-    elif policies:
+    catalogue = None if assets is None else load_assets(assets)  # read once, for both steps
+    if policies and evaluation is None:
         evaluation = evaluate(
-            workload, policies, scope=scope, namespace=namespace, cluster=cluster, assets=assets
+            workload, policies, scope=scope, namespace=namespace, cluster=cluster, assets=catalogue
         )
     if evaluation is not None and not evaluation.accepted:
         raise PolicyViolationError(evaluation)
@@ -441,7 +442,6 @@ def prepare(
     if evaluation is None:
         check_runnable(submitted)
     effective_workload = evaluation.effective if evaluation else workload.spec
-    catalogue = EMPTY_CATALOGUE if assets is None else load_assets(assets)
     cluster_profile = load_profile(profile)
     workload_name = name or workload.name
     if not workload_name:
@@ -457,7 +457,7 @@ def prepare(
                 workload_name,
                 effective_workload,
                 profile=cluster_profile,
-                catalogue=catalogue,
+                catalogue=EMPTY_CATALOGUE if catalogue is None else catalogue,
                 namespace=namespace or submitted.namespace,
             )
         )

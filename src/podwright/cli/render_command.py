@@ -28,7 +28,6 @@ from podwright.cli.inputs import (
     SCOPE,
     cluster_name_option,
     load_policies,
-    load_workload,
     load_workloads,
     say_findings,
     workload_options,
@@ -105,15 +104,14 @@ def _preparation_options(
 def prepare_workload(
     preparation: Preparation,
     namespace: str | None,
-    workload: Workload | None = None,
+    workload: Workload,
     *,
     namespace_object: Mapping[str, object] | None = None,
 ) -> Prepared:
-    """Evaluate (violations end the command with status 1) and render; bad input raises.
-    ``namespace`` is where the workload runs: its scope, and its manifests' namespace, whose
-    ``namespace_object`` (read from a cluster) names its project and department."""
-    if workload is None:
-        workload = load_workload(preparation.workload_file, preparation.workload_type)
+    """Evaluate ``workload`` (violations end the command with status 1) and render it; bad
+    input raises. ``namespace`` is where it runs: its scope, and its manifests' namespace,
+    whose ``namespace_object`` (read from a cluster) names its project and department."""
+    assets = api.load_assets(preparation.assets_file) if preparation.assets_file else None
     evaluation = None
     if preparation.policy_files:
         policies = load_policies(
@@ -129,7 +127,7 @@ def prepare_workload(
             scope=preparation.scope,
             namespace=namespace,
             cluster=preparation.cluster_name,
-            assets=preparation.assets_file,
+            assets=assets,
         )
         say_findings(evaluation)
         if not evaluation.accepted:
@@ -144,7 +142,7 @@ def prepare_workload(
     return api.prepare(
         evaluation or workload,
         namespace=None if evaluation else namespace,
-        assets=preparation.assets_file,
+        assets=assets,
         profile=preparation.profile_file,
         name=preparation.name,
     )
