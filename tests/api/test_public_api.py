@@ -1,4 +1,4 @@
-"""The public Python API: what a notebook does, and the README's example, run as written."""
+"""The public Python API: what a notebook does, and the README's examples, run as written."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 
 import podwright
 from podwright import api
+from tests.cli.background import no_executor_left
 from tests.manifests import schema_errors
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,18 +29,30 @@ def _in_repository(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
 
 
-def test_the_readme_example_runs_as_written() -> None:
+def _readme_examples() -> list[str]:
+    """The Python examples of the README's Python API section (and its subsections)."""
     readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Python API", 1)[1]
-    code = re.search(r"```python\n(.*?)```", section, re.S)
-    assert code is not None, "the README's Python API section has no example"
+    section = re.split(r"^## ", readme.split("## Python API", 1)[1], flags=re.M)[0]
+    return re.findall(r"```python\n(.*?)```", section, re.S)
+
+
+@pytest.mark.parametrize("index", [0, 1], ids=["workloads", "tasks"])
+def test_the_readme_examples_run_as_written(
+    index: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    examples = _readme_examples()
+    assert len(examples) == 2, "the README's Python API section has two examples"
+    code = examples[index]
+    home = tmp_path / "home"
+    monkeypatch.setenv("PODWRIGHT_HOME", str(home))  # the task example's state directory
     output = io.StringIO()
-    with contextlib.redirect_stdout(output):
-        exec(compile(code.group(1), "README.md", "exec"), {})
+    try:
+        with contextlib.redirect_stdout(output):
+            exec(compile(code, "README.md", "exec"), {})
+    finally:
+        no_executor_left(home / "tasks.db")
     expected = [
-        line.split("# prints: ", 1)[1]
-        for line in code.group(1).splitlines()
-        if "# prints: " in line
+        line.split("# prints: ", 1)[1] for line in code.splitlines() if "# prints: " in line
     ]
     assert output.getvalue().splitlines() == expected
 
@@ -51,6 +64,9 @@ def test_the_package_offers_exactly_the_api() -> None:
     assert issubclass(api.InvalidInputError, api.PodwrightError)
     assert issubclass(api.InvalidInputError, ValueError)
     assert issubclass(api.BackendError, api.PodwrightError)
+    assert issubclass(api.TaskNotFoundError, api.InvalidInputError)
+    assert issubclass(api.BackendUnreachableError, api.BackendError)
+    assert issubclass(api.AdmissionDeniedError, api.PodwrightError)
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         _ = api.nothing  # type: ignore[attr-defined]
 

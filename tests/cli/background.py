@@ -18,7 +18,7 @@ from urllib.parse import unquote
 import pytest
 
 from podwright.adapters.sqlite_store import SQLiteTaskStore
-from podwright.cli.executors import ExecutorSlot, process_start_time
+from podwright.api.executors import ExecutorSlot, process_start_time
 
 _EXIT_SECONDS = 30.0
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from podwright.cli.backends import (
+from podwright.api.backends import (
     ClusterAccess,
     access_for,
     backend_key,
@@ -17,7 +17,7 @@ from podwright.cli.backends import (
     context_of,
     resolve_backend,
 )
-from podwright.cli.common import BadInput
+from podwright.api.errors import InvalidInputError
 from podwright.cli.main import cli
 from tests.cli.test_task_commands import record_cluster_task
 from tests.kube.support import write_kubeconfig
@@ -88,5 +88,7 @@ def test_logs_of_a_task_whose_api_server_gives_no_answer_exits_6(tmp_path: Path)
 
 def test_a_context_the_kubeconfig_lacks_is_bad_input_naming_it(tmp_path: Path) -> None:
     path = kubeconfig_of(tmp_path, "a", "https://10.0.0.1:6443")
-    with pytest.raises(BadInput, match=r"^--context nope: --kubeconfig .* has no such context"):
+    with pytest.raises(
+        InvalidInputError, match=r"^--context nope: --kubeconfig .* has no such context"
+    ):
         backend_key("kubernetes", ClusterAccess(path, "nope"))

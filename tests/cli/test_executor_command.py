@@ -24,7 +24,7 @@ from click.testing import CliRunner, Result
 from podwright.adapters.local.cluster import LocalCluster
 from podwright.adapters.proc import start_time
 from podwright.adapters.sqlite_store import SQLiteTaskStore
-from podwright.cli.executors import ExecutorSlot, HeldSlot
+from podwright.api.executors import ExecutorSlot, HeldSlot
 from podwright.cli.main import cli
 from podwright.core.lifecycle import Phase
 from podwright.engine.task_store import TaskRecord

@@ -26,10 +26,10 @@ import pytest
 from click.testing import CliRunner, Result
 
 from podwright.adapters.kubernetes import KubernetesClient, connect
-from podwright.cli import backends
-from podwright.cli.common import BadInput
+from podwright.api import backends
+from podwright.api.errors import InvalidInputError
+from podwright.api.operator_tasks import WorkloadTasks, operator_target
 from podwright.cli.main import cli
-from podwright.cli.operator_backend import WorkloadTasks, operator_target
 from podwright.core.cluster_resources import API_VERSION, WORKLOAD_KIND
 from podwright.core.crds import custom_resource_definitions
 from podwright.core.lifecycle.phases import (
@@ -348,6 +348,33 @@ def refusing(message: str) -> Callable[[Review], Review]:
     return answer
 
 
+def validating_webhook(server: WebhookServer) -> dict[str, object]:
+    """A ValidatingWebhookConfiguration sending Workloads' creates to ``server``."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "podwright"},
+        "webhooks": [
+            {
+                "name": "workloads.podwright.dev",
+                "clientConfig": {"url": server.url("/validate"), "caBundle": server.ca_bundle},
+                "rules": [
+                    {
+                        "operations": ["CREATE"],
+                        "apiGroups": ["podwright.dev"],
+                        "apiVersions": ["v1alpha1"],
+                        "resources": ["workloads"],
+                        "scope": "Namespaced",
+                    }
+                ],
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+                "timeoutSeconds": 5,
+            }
+        ],
+    }
+
+
 def test_a_refusal_of_the_admission_webhook_lists_every_issue_and_exits_1(
     cluster: Cluster, tmp_path: Path
 ) -> None:
@@ -359,34 +386,7 @@ def test_a_refusal_of_the_admission_webhook_lists_every_issue_and_exits_1(
     ]
     message = "2 compliance issues with the policies of project vision: " + "; ".join(issues)
     with WebhookServer({"/validate": refusing(message)}) as server:
-        cluster.client.create(
-            {
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "ValidatingWebhookConfiguration",
-                "metadata": {"name": "podwright"},
-                "webhooks": [
-                    {
-                        "name": "workloads.podwright.dev",
-                        "clientConfig": {
-                            "url": server.url("/validate"),
-                            "caBundle": server.ca_bundle,
-                        },
-                        "rules": [
-                            {
-                                "operations": ["CREATE"],
-                                "apiGroups": ["podwright.dev"],
-                                "apiVersions": ["v1alpha1"],
-                                "resources": ["workloads"],
-                                "scope": "Namespaced",
-                            }
-                        ],
-                        "sideEffects": "None",
-                        "admissionReviewVersions": ["v1"],
-                        "timeoutSeconds": 5,
-                    }
-                ],
-            }
-        )
+        cluster.client.create(validating_webhook(server))
         result = cluster.podwright(
             "run", "--workload", workload_file(tmp_path), "--namespace", NAMESPACE
         )
@@ -628,7 +628,9 @@ def test_abort_and_delete_act_on_the_workload_read_and_on_no_other_of_its_name(
     target = operator_target(cluster.kubeconfig, None, NAMESPACE)
     tasks = WorkloadTasks(cluster.client, target, read)
     record = tasks.find(task_id)
-    with pytest.raises(BadInput, match=f"task {task_id}: Workload {NAMESPACE}/hello is gone"):
+    with pytest.raises(
+        InvalidInputError, match=f"task {task_id}: Workload {NAMESPACE}/hello is gone"
+    ):
         tasks.abort(record)
     assert tasks.delete(record) == (
         f"task {task_id} deleted (Workload {NAMESPACE}/hello was gone already; the Workload of "

@@ -14,10 +14,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from rich.console import Console
 
+from podwright.api.task_logs import LogLine
 from podwright.cli.common import ExitCode, Unreachable
 from podwright.cli.run_commands import LOST_SERVER_AFTER, Follower, Signals, _StopFollowing
 from podwright.cli.run_display import Happening, LiveDisplay, PlainDisplay, Timeline
-from podwright.cli.task_logs import LogLine
 from podwright.core.lifecycle.phases import Phase
 from podwright.engine.task_store import AttachedEvent, HistoryEntry, NewTask, TaskRecord
 

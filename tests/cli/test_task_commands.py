@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from podwright.adapters.sqlite_store import SQLiteTaskStore
-from podwright.cli.backends import ClusterAccess, backend_key
+from podwright.api.backends import ClusterAccess, backend_key
 from podwright.cli.main import cli
 from podwright.core.lifecycle.phases import Phase, PhaseInfo
 from tests.cli.records import pod_task

@@ -30,8 +30,9 @@ from click.testing import CliRunner, Result
 
 from podwright.adapters.kubernetes.client import KubernetesClient
 from podwright.adapters.sqlite_store import SQLiteTaskStore
+from podwright.api.client import _changes, events_after
 from podwright.cli.main import cli
-from podwright.cli.task_commands import _follow_status, _StatusLines, events_after
+from podwright.cli.task_commands import _show_change
 from podwright.core.cluster_resources import API_VERSION, WORKLOAD_KIND
 from podwright.core.lifecycle.phases import (
     ErrorKind,
@@ -582,8 +583,8 @@ def test_status_watch_shows_a_phase_with_the_events_of_its_write_in_their_order(
             ),
         ]
     )
-    lines = _StatusLines("table", None, watching=True)
-    _follow_status(racing, "job-1", racing, lines, history=[], events=[])
+    for change in _changes(racing, "job-1", racing, 0, []):
+        _show_change(change, "table")
     assert capsys.readouterr().out.splitlines() == [
         "  15:08:10  Running  started",
         "  15:08:11  event: Started: container main",

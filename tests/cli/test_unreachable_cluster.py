@@ -14,9 +14,9 @@ from click.testing import CliRunner
 
 from podwright.adapters.kubernetes import KubernetesClient
 from podwright.adapters.kubernetes.cluster_port import connection_pool_size
-from podwright.cli.backends import ClusterAccess, open_backend
+from podwright.api.backends import ClusterAccess, open_backend
+from podwright.api.task_logs import ClusterLogTail
 from podwright.cli.main import cli
-from podwright.cli.task_logs import ClusterLogTail
 from podwright.engine.kubernetes_port import ApiConnectionError, NotFoundError, ObjectRef
 from podwright.engine.plugins import default_plugins
 from tests.cli.test_run_commands import workload

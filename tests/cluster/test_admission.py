@@ -47,7 +47,7 @@ from podwright.adapters.admission_webhooks import AdmissionWebhooks, WebhookSett
 from podwright.adapters.certificates import CertificateSettings
 from podwright.adapters.kubernetes import KubernetesClient, connect
 from podwright.adapters.kubernetes.resources import rest_resource
-from podwright.cli.backends import ClusterAccess, cluster_name
+from podwright.api.backends import ClusterAccess, cluster_name
 from podwright.core.admission import FINDINGS_ANNOTATION
 from podwright.core.cluster_resources import DEPARTMENT_LABEL, PROJECT_LABEL
 from podwright.core.webhook_configurations import (

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from podwright.adapters.kubernetes import KubernetesClient
-from podwright.cli.task_logs import ClusterLogTail, LogLine
+from podwright.api.task_logs import ClusterLogTail, LogLine
 from podwright.engine.kubernetes_port import ObjectRef
 from tests.k8s_emulator import Emulator
 

@@ -1,7 +1,9 @@
-"""podwright's public Python API: load documents, evaluate them under policies, render them.
+"""podwright's public Python API: load documents, evaluate them under policies, render them,
+and run them as tasks.
 
-The command line is built on this package (an import-linter contract keeps its workload
-commands to it), so a notebook, a pipeline or a portal gets exactly what ``podwright`` does::
+The command line is built on this package (an import-linter contract keeps its workload and
+task commands to it), so a notebook, a pipeline or a portal gets exactly what ``podwright``
+does::
 
     import podwright
 
@@ -9,6 +11,7 @@ commands to it), so a notebook, a pipeline or a portal gets exactly what ``podwr
     policies = podwright.load_policies("examples/policies/")
     evaluation = podwright.evaluate(workload, policies, assets="examples/assets.yaml")
     manifests = podwright.render(evaluation)
+    task = podwright.Client(backend="kubernetes").submit(podwright.prepare(evaluation))
 
 Everything it raises on purpose is a :class:`PodwrightError` (see :mod:`podwright.api.errors`).
 """
@@ -19,13 +22,23 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from podwright.api.errors import (
+    AdmissionDeniedError,
     BackendError,
+    BackendUnreachableError,
     InvalidInputError,
     PodwrightError,
     PolicyViolationError,
+    TaskNotFoundError,
 )
 
 if TYPE_CHECKING:
+    from podwright.api.client import (
+        Client,
+        SubmittedTask,
+        TaskChange,
+        TaskOutcome,
+        TaskStatus,
+    )
     from podwright.api.loading import (
         Policies,
         Workload,
@@ -46,10 +59,20 @@ if TYPE_CHECKING:
         render,
     )
     from podwright.core.evaluation import Violation
+    from podwright.core.lifecycle.phases import Phase
     from podwright.core.policies import Scope
     from podwright.core.workload_fields import WorkloadType
+    from podwright.engine.task_store import AttachedEvent, HistoryEntry, TaskRecord
+    from podwright.engine.task_views import SortKey
 
 _LAZY = {
+    "podwright.api.client": (
+        "Client",
+        "SubmittedTask",
+        "TaskChange",
+        "TaskOutcome",
+        "TaskStatus",
+    ),
     "podwright.api.loading": (
         "Policies",
         "Workload",
@@ -71,20 +94,36 @@ _LAZY = {
     ),
     "podwright.core.evaluation": ("Violation",),
     "podwright.core.policies": ("Scope",),
+    "podwright.core.lifecycle.phases": ("Phase",),
     "podwright.core.workload_fields": ("WorkloadType",),
+    "podwright.engine.task_store": ("AttachedEvent", "HistoryEntry", "TaskRecord"),
+    "podwright.engine.task_views": ("SortKey",),
 }
 """What is loaded on first use (PEP 562): the exceptions are light, and ``podwright --help``
 imports them without the policy engine."""
 
 __all__ = [
+    "AdmissionDeniedError",
+    "AttachedEvent",
     "BackendError",
+    "BackendUnreachableError",
+    "Client",
     "Evaluation",
+    "HistoryEntry",
     "InvalidInputError",
+    "Phase",
     "PodwrightError",
     "Policies",
     "PolicyViolationError",
     "Prepared",
     "Scope",
+    "SortKey",
+    "SubmittedTask",
+    "TaskChange",
+    "TaskNotFoundError",
+    "TaskOutcome",
+    "TaskRecord",
+    "TaskStatus",
     "Violation",
     "Workload",
     "WorkloadType",

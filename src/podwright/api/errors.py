@@ -4,12 +4,15 @@
 
     PodwrightError                     anything podwright's API raises on purpose
     ├── InvalidInputError              a document, option or argument cannot be used (ValueError)
+    │   └── TaskNotFoundError          no task of that id (or Workload name) where it was looked for
     ├── PolicyViolationError           the policies reject the workload (``.evaluation``)
+    ├── AdmissionDeniedError           the cluster's admission webhook refused it (``.issues``)
     └── BackendError                   podwright could not do its part; the input was good
+        └── BackendUnreachableError    the Kubernetes API server gave no answer, after retries
 
 Every message names the file (``file:line:column``), the field or argument, and what is allowed.
-The command line maps them to its exit statuses (2, 1 and 5), so a script and a notebook see the
-same refusals.
+The command line maps them to its exit statuses (2, 1, 5 and 6), so a script and a notebook see
+the same refusals.
 """
 
 from __future__ import annotations
@@ -51,6 +54,26 @@ class PolicyViolationError(PodwrightError):
         )
 
 
+class TaskNotFoundError(InvalidInputError):
+    """No task of the id (or, with the operator, the Workload name) where it was looked for."""
+
+
+class AdmissionDeniedError(PodwrightError):
+    """The cluster's admission webhook refused a Workload: ``issues`` lists what it said, one
+    compliance issue each (``field: details``) when it listed them, and ``webhook`` names it."""
+
+    def __init__(self, message: str, *, webhook: str, issues: Sequence[str]) -> None:
+        self.webhook = webhook
+        self.issues: tuple[str, ...] = tuple(issues)
+        super().__init__(message)
+
+
 class BackendError(PodwrightError):
-    """podwright could not do its part, though the input was good (a file could not be
-    written)."""
+    """podwright could not do its part, though the input was good: the task store cannot be
+    read or written, no executor could be started, the API server refused, a file could not be
+    written."""
+
+
+class BackendUnreachableError(BackendError):
+    """The Kubernetes API server gave no answer, after bounded retries with backoff; the
+    message names the server and the cause."""

@@ -20,8 +20,8 @@ import click
 from podwright.adapters.documents import Document, DocumentError, document_files, read_documents
 from podwright.adapters.kubernetes import KubernetesClient
 from podwright.adapters.kubernetes.policy_state import ClusterPolicyState
+from podwright.api.backends import ClusterAccess, cluster_client, cluster_name
 from podwright.api.loading import located
-from podwright.cli.backends import ClusterAccess, cluster_client, cluster_name
 from podwright.cli.common import BadInput
 from podwright.core.admission import problem_lines
 from podwright.core.cluster_resources import (

@@ -7,7 +7,7 @@ every task's last transition is in the store, and the watches and connections cl
 local backend the tasks' processes cannot outlive the executor, so stopping it aborts the tasks it
 runs first (they end Aborted, their processes stopped).
 
-One executor serves a (task store, backend) pair at a time (:mod:`podwright.cli.executors`): one
+One executor serves a (task store, backend) pair at a time (:mod:`podwright.api.executors`): one
 that finds another holding the pair's executor lock says which pid serves and exits at once, with
 status 0. ``--until-idle`` exits once no active task of the backend is left, after releasing the
 lock and re-reading the store (a task that arrived meanwhile makes it take the lock again and go
@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -30,23 +29,22 @@ from typing import TypeVar
 
 import click
 
-from podwright.adapters.documents import DocumentError, read_document
 from podwright.adapters.observability import ExecutorMetrics, StatusServer
 from podwright.adapters.sqlite_store import SQLiteTaskStore
-from podwright.cli.backends import (
+from podwright.api.backends import (
     LOCAL,
     ClusterAccess,
     LocalBackendBusyError,
     OpenBackend,
-    cluster_options,
     open_backend,
     resolve_backend,
 )
+from podwright.api.executors import ExecutorSlot, HeldSlot, load_lifecycle_config
+from podwright.api.state import open_store, utc_now
 from podwright.cli.common import BadInput, Unavailable
-from podwright.cli.executors import ExecutorSlot, HeldSlot
 from podwright.cli.signals import stopping_on_signals
-from podwright.cli.state import home_option, open_store, utc_now
-from podwright.engine.config import ConfigError, LifecycleConfig, config_from_data, parse_duration
+from podwright.cli.task_options import cluster_options, home_option
+from podwright.engine.config import ConfigError, LifecycleConfig, parse_duration
 from podwright.engine.event_index import EventIndex
 from podwright.engine.executor import (
     Executor,
@@ -102,23 +100,6 @@ class _Address(click.ParamType[tuple[str, int] | None]):
 
 DURATION = _Duration()
 ADDRESS = _Address()
-
-
-def load_lifecycle_config(path: str | None) -> LifecycleConfig:
-    """The lifecycle engine's settings from a YAML file; without one, the defaults with
-    podwright's finalizer on (no resource disappears before its task is finalized)."""
-    if path is None:
-        return LifecycleConfig(inject_finalizer=True)
-    try:
-        data = read_document(path, sys.stdin).data
-    except DocumentError as error:
-        raise BadInput(str(error)) from error
-    if not isinstance(data, dict):
-        raise BadInput(f"{path}: the lifecycle configuration must be a mapping")
-    try:
-        return config_from_data(data)
-    except ConfigError as error:
-        raise BadInput(f"{path}: {error}") from error
 
 
 lifecycle_option = click.option(

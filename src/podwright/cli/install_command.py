@@ -37,7 +37,7 @@ import click
 
 from podwright.adapters.documents import dump_yaml
 from podwright.adapters.kubernetes import KubernetesClient
-from podwright.cli.backends import ClusterAccess, cluster_client
+from podwright.api.backends import ClusterAccess, cluster_client
 from podwright.cli.common import BadInput, Unavailable, kubeconfig_options
 from podwright.cli.executor_command import DURATION
 from podwright.core.cluster_resources import API_VERSION, WORKLOAD_KIND

@@ -17,7 +17,9 @@ import click
 
 from podwright._version import __version__
 from podwright.api.errors import (
+    AdmissionDeniedError,
     BackendError,
+    BackendUnreachableError,
     PodwrightError,
     PolicyViolationError,
 )
@@ -25,6 +27,7 @@ from podwright.cli.common import (
     BadInput,
     ExitCode,
     Unavailable,
+    Unreachable,
     Violations,
     exit_status_help,
     point_output_at_devnull,
@@ -184,8 +187,10 @@ class PodwrightGroup(click.Group):
 
 def _as_click_exception(error: PodwrightError) -> click.ClickException:
     """The exit status of each of the public API's exceptions (see podwright.api.errors)."""
-    if isinstance(error, PolicyViolationError):
+    if isinstance(error, PolicyViolationError | AdmissionDeniedError):
         return Violations(str(error))
+    if isinstance(error, BackendUnreachableError):
+        return Unreachable(str(error))
     if isinstance(error, BackendError):
         return Unavailable(str(error))
     return BadInput(str(error))

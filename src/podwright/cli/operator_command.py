@@ -37,18 +37,18 @@ from podwright.adapters.operator_runtime import (
     OperatorSettings,
     OperatorStartError,
 )
-from podwright.cli.backends import ClusterAccess
-from podwright.cli.backends import cluster_name as default_cluster_name
+from podwright.api.backends import ClusterAccess
+from podwright.api.backends import cluster_name as default_cluster_name
+from podwright.api.executors import load_lifecycle_config
+from podwright.api.state import utc_now
 from podwright.cli.common import BadInput, Unavailable, Unreachable, cluster_access_options
 from podwright.cli.executor_command import (
     DURATION,
     lifecycle_option,
-    load_lifecycle_config,
     loop_options,
     status_server,
 )
 from podwright.cli.signals import stopping_on_signals
-from podwright.cli.state import utc_now
 from podwright.cli.webhook_command import listen_address, serving_options
 from podwright.core.k8s_names import dns1123_label_problem
 from podwright.core.leader_election import ElectionSettings, ElectionSettingsError

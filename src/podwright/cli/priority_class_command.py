@@ -22,7 +22,7 @@ import click
 from podwright.adapters.documents import dump_yaml
 from podwright.adapters.kubernetes import KubernetesClient, KubernetesConfigError, connect
 from podwright.api import load_profile
-from podwright.cli.backends import KUBERNETES, ClusterAccess, backend_key
+from podwright.api.backends import KUBERNETES, ClusterAccess, backend_key
 from podwright.cli.common import BadInput, ExitCode, Unreachable, output_option
 from podwright.core.render.priority_classes import (
     API_VERSION,

@@ -1,9 +1,10 @@
 """``podwright run``: a workload through its policies and rendering, then its task followed.
 
-``run`` takes a workload through its policies, renders it, records a task in the task store
+``run`` takes a workload through its policies, renders it, and submits it through
+:class:`podwright.api.Client`: it records a task in the task store
 (``$PODWRIGHT_HOME/tasks.db``; default ``~/.local/state/podwright``), makes sure an executor serves
 the task's backend (starting ``podwright executor --until-idle`` in the background when none does;
-:mod:`podwright.cli.executors`), and follows the task from the store and its output until it is
+:mod:`podwright.api.executors`), and follows the task from the store and its output until it is
 finalized: the phase timeline, the Kubernetes events and the primary container's output, in the
 order they happened (a live display on a terminal, plain lines elsewhere). It never runs the
 engine itself, so nothing it does to itself (Ctrl-C, SIGTERM, SIGHUP, its output closed) can
@@ -18,7 +19,7 @@ written into the recorded manifests as their ``workingDir``, since the executor 
 may have been started anywhere.
 
 With ``--backend operator`` nothing of this is local: ``run`` creates a Workload of the workload
-file, which the cluster's operator runs (:mod:`podwright.cli.operator_backend`), and follows it
+file, which the cluster's operator runs (:mod:`podwright.api.operator_tasks`), and follows it
 with the same display; Ctrl-C then stops following at once, and the Workload goes on.
 
 Ctrl-C on a terminal asks whether to abort the task, detach from it, or continue; elsewhere it
@@ -34,87 +35,47 @@ when the server was lost while following, the task goes on with the executor.
 from __future__ import annotations
 
 import contextlib
-import copy
-import json
 import os
-import secrets
 import signal
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
-from pathlib import Path
 from types import FrameType
-from typing import Any, Protocol
+from typing import Any
 
 import click
 
-from podwright.adapters.kubernetes import KubernetesClient, KubernetesConfigError, connect
-from podwright.adapters.local.cluster import RECORDED, RUNNABLE
-from podwright.api import Prepared, Workload
-from podwright.cli.backends import (
-    FALLBACK_NAMESPACE,
-    LOCAL,
-    OPERATOR,
-    ClusterAccess,
-    access_for,
-    check_reachable,
-    cluster_client,
-    context_namespace,
-    context_of,
-    resolve_backend,
-    submit_options,
+from podwright.api import (
+    AdmissionDeniedError,
+    BackendError,
+    Client,
+    Phase,
+    Prepared,
+    SubmittedTask,
+    TaskRecord,
 )
+from podwright.api.backends import LOCAL, OPERATOR, context_of
+from podwright.api.client import Keeper, TaskReader
+from podwright.api.state import utc_now
+from podwright.api.task_logs import API_SERVER_UNREACHABLE, LOST_SERVER_AFTER, LogTail
 from podwright.cli.common import (
-    BadInput,
     ExitCode,
-    Unavailable,
     Unreachable,
     point_output_at_devnull,
     scalar_text,
     table,
 )
-from podwright.cli.executor_command import lifecycle_option, load_lifecycle_config
-from podwright.cli.executors import ExecutorKeeper, ExecutorLaunch
+from podwright.cli.executor_command import lifecycle_option
 from podwright.cli.inputs import load_workload
-from podwright.cli.operator_backend import (
-    NoExecutor,
-    WorkloadLogTail,
-    create_workload,
-    following,
-    operator_target,
-    refuse_for_operator,
-    runner,
-    workload_object,
-)
+from podwright.cli.operator_options import refuse_for_operator
 from podwright.cli.render_command import (
     Preparation,
     preparation_options,
     prepare_workload,
 )
 from podwright.cli.run_display import Display, LiveDisplay, PlainDisplay, Timeline, show
-from podwright.cli.state import home_option, open_store, utc_now
-from podwright.cli.task_logs import (
-    LOST_SERVER_AFTER,
-    ClusterLogTail,
-    LocalLogTail,
-    LogTail,
-    primary_container,
-)
-from podwright.core.lifecycle.phases import Phase
-from podwright.engine.config import LifecycleConfig
-from podwright.engine.executor import resource_ref, workload_resource
-from podwright.engine.kubernetes_port import ForbiddenError, NotFoundError, ObjectRef
-from podwright.engine.plugin_manager import API_SERVER_UNREACHABLE
-from podwright.engine.plugins import default_plugins
-from podwright.engine.task_store import (
-    AttachedEvent,
-    HistoryEntry,
-    NewTask,
-    TaskRecord,
-    TaskStoreError,
-)
-from podwright.engine.workload_tasks import task_id_of
+from podwright.cli.task_options import home_option, submit_options
 
 POLL_SECONDS = 0.2
 SETTLE = timedelta(seconds=1.5)
@@ -159,212 +120,110 @@ def run_command(
     """
     if backend == OPERATOR:
         refuse_for_operator(preparation, lifecycle_config, namespace)
-        workload = load_workload(preparation.workload_file, preparation.workload_type)
-        access = ClusterAccess(kubeconfig, context)
-        sys.exit(
-            _run_on_operator(
-                preparation, workload, namespace_of(workload, namespace), access, detach
-            )
-        )
-    key = resolve_backend(backend, ClusterAccess(kubeconfig, context))
-    workload = load_workload(preparation.workload_file, preparation.workload_type)
-    namespace = namespace_of(workload, namespace)
-    if namespace is None and key != LOCAL:
-        namespace = context_namespace(access_for(key, kubeconfig))
-    lifecycle = load_lifecycle_config(lifecycle_config)
-    # On this machine a workload that names no namespace is judged by the policies' deepest
-    # scope, as `policy evaluate` judges it, and runs in the fallback namespace. In a cluster,
-    # the namespace's own labels name its project and department, as the admission webhook
-    # reads them.
-    namespace_object = (
-        cluster_namespace(access_for(key, kubeconfig), namespace)
-        if key != LOCAL and namespace and preparation.policy_files
-        else None
-    )
-    prepared = prepare_workload(preparation, namespace, workload, namespace_object=namespace_object)
-    namespace = namespace or FALLBACK_NAMESPACE
-    manifests: Sequence[Mapping[str, Any]] = prepared.rendering.manifests
-    if key == LOCAL:
-        refuse_unrunnable_locally(prepared)
-        manifests = with_working_dir(manifests, Path.cwd(), namespace)
-    check_reachable(key, kubeconfig)
-    workload_type = str(prepared.workload.type.value)
-    task = NewTask(
-        task_id=f"{prepared.name}-{secrets.token_hex(3)}",
-        workload_type=workload_type,
-        name=prepared.name,
+    client = Client(
+        backend,
+        kubeconfig=kubeconfig,
+        context=context,
         namespace=namespace,
-        backend=key,
-        workload=_plain(prepared.workload.spec),
-        effective=_plain(prepared.effective),
-        manifests=tuple(manifests),
-        submitted_at=utc_now(),
-        labels=dict(workload.labels),
+        home=home,
+        lifecycle_config=lifecycle_config,
     )
-    store = open_store(home)
-    with contextlib.closing(store), Signals() as signals:
-        launch = ExecutorLaunch(Path(home), store.path, key, kubeconfig, lifecycle_config)
-        keeper = ExecutorKeeper(launch)
+    with client:
+        sys.exit(_run(client, preparation, detach))
+
+
+def _run(client: Client, preparation: Preparation, detach: bool) -> int:
+    """Submit the workload, then follow its task (unless ``detach``) until it is finalized;
+    the exit status."""
+    workload = load_workload(preparation.workload_file, preparation.workload_type)
+    prepared: Prepared | None = None
+    if not client.is_operator:
+        namespace = client.submission_namespace(workload)
+        # On this machine a workload that names no namespace is judged by the policies'
+        # deepest scope, as `policy evaluate` judges it, and runs in the fallback namespace. In
+        # a cluster, the namespace's own labels name its project and department, as the
+        # admission webhook reads them.
+        namespace_object = (
+            _namespace_object(client, namespace) if namespace and preparation.policy_files else None
+        )
+        prepared = prepare_workload(
+            preparation, namespace, workload, namespace_object=namespace_object
+        )
+    with Signals() as signals:
         # Signals wait while the task is recorded and handed to an executor: it is never left
         # recorded with nobody to run it.
         try:
-            record = store.submit(task)
-        except TaskStoreError as error:
-            raise Unavailable(str(error)) from error
-        keeper.keep(task.task_id, record.revision, now=True)
+            submitted = client.submit(
+                prepared or workload,
+                name=preparation.name if prepared is None else None,
+                labels=workload.labels,
+            )
+        except AdmissionDeniedError as denied:
+            _report_denial(denied)
+            return ExitCode.VIOLATIONS
+        task_id, again = submitted.task_id, submitted.again
         try:
             signals.start_following()
-            _introduce(prepared, task, key)
+            _introduce(client, submitted, prepared)
             if detach:
-                _say_left(task.task_id, keeper)
-                return
-            logs = _log_tail(record, Path(home), kubeconfig, lifecycle)
-            with contextlib.closing(logs):
-                follower = Follower(store, record, logs, keeper, signals)
-                code = follower.follow(_display(f"{workload_type} {prepared.name}"))
-        except _StopFollowing as stopped:
-            if stopped.exit_code == ExitCode.HANGUP:
-                point_output_at_devnull()  # the terminal is gone
-            _note_quietly(
-                f"podwright: {stopped.name}: stopped following task {task.task_id}; it goes on "
-                f"with the executor (podwright status {task.task_id})"
-            )
-            code = stopped.exit_code
-    sys.exit(code)
-
-
-def _run_on_operator(
-    preparation: Preparation,
-    workload: Workload,
-    namespace: str | None,
-    access: ClusterAccess,
-    detach: bool,
-) -> int:
-    """Create the workload's Workload, then follow its task (unless ``detach``) until the
-    operator finalized it; the exit status. Ctrl-C stops following: the operator runs it on."""
-    target = operator_target(access.kubeconfig, access.context, namespace)
-    namespace = str(target.namespace)
-    document = workload_object(workload, namespace, preparation.name)
-    name, workload_type = document["metadata"]["name"], document["spec"]["type"]
-    with cluster_client(target.access) as client, Signals() as signals:
-        created = create_workload(client, document, target)
-        task_id, again = task_id_of(created), target.again()
-        try:
-            signals.start_following()
-            click.echo(
-                f"task {task_id}: {workload_type} workload {name!r}, cluster {target.cluster} "
-                "(operator)"
-            )
-            if detach:
-                click.echo(f"task {task_id} left to the operator (Workload {namespace}/{name})")
+                click.echo(f"task {task_id} left to {submitted.runner}")
                 click.echo(
                     f"  follow it: podwright status {task_id}{again}; podwright logs {task_id} "
                     f"-f{again}"
                 )
                 return ExitCode.OK
-            with following(client, created) as view:
-                record = view.get(task_id)
-                logs = WorkloadLogTail(target.access, lambda: view.get(task_id))
-                with contextlib.closing(logs):
-                    follower = Follower(
-                        view,
-                        record,
-                        logs,
-                        NoExecutor(),
-                        signals,
-                        runner=runner(record),
-                        again=again,
-                        interrupt_detaches=True,
-                    )
-                    return follower.follow(_display(f"{workload_type} {name}"))
+            task = submitted.record.task
+            with client.following(submitted) as following:
+                follower = Follower(
+                    following.view,
+                    submitted.record,
+                    following.logs,
+                    following.keeper,
+                    signals,
+                    runner=submitted.runner if client.is_operator else None,
+                    again=again,
+                    interrupt_detaches=client.is_operator,
+                )
+                return follower.follow(_display(f"{task.workload_type} {task.name}"))
         except _StopFollowing as stopped:
             if stopped.exit_code == ExitCode.HANGUP:
                 point_output_at_devnull()  # the terminal is gone
+            who = "the operator" if client.is_operator else "the executor"
             _note_quietly(
-                f"podwright: {stopped.name}: stopped following task {task_id}; it goes on with "
-                f"the operator (podwright status {task_id}{again})"
+                f"podwright: {stopped.name}: stopped following task {task_id}; it goes on "
+                f"with {who} (podwright status {task_id}{again})"
             )
             return stopped.exit_code
 
 
-def namespace_of(workload: Workload, namespace: str | None) -> str | None:
-    """Where ``workload`` runs: ``-n``, else its own ``metadata.namespace``; the two must agree,
-    as kubectl requires of a file's namespace and its ``--namespace``."""
-    if namespace and workload.namespace and namespace != workload.namespace:
-        raise BadInput(
-            f"--namespace {namespace}: the workload file says metadata.namespace "
-            f"{workload.namespace}; leave one out, or make them agree"
-        )
-    return namespace or workload.namespace
+def _namespace_object(client: Client, namespace: str) -> Mapping[str, object] | None:
+    """The cluster's Namespace, or None; a note when this user may not read it."""
+    return client.namespace_object(
+        namespace,
+        unreadable=lambda: click.echo(
+            f"podwright: note: namespace {namespace}: this user may not read it, so its "
+            "project and department are inferred from the policies",
+            err=True,
+        ),
+    )
 
 
-def cluster_namespace(access: ClusterAccess, namespace: str) -> Mapping[str, object] | None:
-    """The cluster's Namespace ``namespace``, whose labels name its project and department;
-    None when there is none, or when this user may not read it (then the policies' placement
-    of the project is used, and the evaluation says so)."""
-    with cluster_client(access) as client:
-        try:
-            return client.get(ObjectRef("v1", "Namespace", "", namespace))
-        except NotFoundError:
-            return None
-        except ForbiddenError:
-            click.echo(
-                f"podwright: note: namespace {namespace}: this user may not read it, so its "
-                "project and department are inferred from the policies",
-                err=True,
-            )
-            return None
+def _report_denial(denied: AdmissionDeniedError) -> None:
+    """Each issue of an admission webhook's refusal on a line of its own, then what it did."""
+    for issue in denied.issues:
+        click.echo(f"podwright: violation: {issue}", err=True)
+    click.echo(f"podwright: {denied}", err=True)
 
 
-def refuse_unrunnable_locally(prepared: Prepared) -> None:
-    """Bad input, before anything is recorded: a manifest the local backend cannot run."""
-    handled = RUNNABLE | RECORDED
-    for manifest in prepared.rendering.manifests:
-        api_version, kind = str(manifest.get("apiVersion")), str(manifest.get("kind"))
-        if (api_version, kind) in handled:
-            continue
-        group = api_version.partition("/")[0]
-        workload_type = str(prepared.workload.type.value)
-        if group == "kubeflow.org":
-            what = f"a {workload_type} ({kind.removesuffix('Job')}) workload renders a {kind}"
-        elif group == "serving.knative.dev":
-            what = f"an {workload_type} workload renders a Knative {kind}"
-        else:
-            what = f"a {workload_type} workload renders a {kind} ({api_version})"
-        runs = " and ".join(f"{runnable}s" for _, runnable in sorted(RUNNABLE, reverse=True))
-        plugin = default_plugins().get((api_version, kind))
-        needs = plugin.properties.served_by if plugin is not None else ""
-        where = f"a cluster with {needs}" if needs else "a cluster"
-        raise BadInput(
-            f"{what}; the local backend runs {runs} only: run it with --backend kubernetes on "
-            f"{where}"
-        )
-
-
-def with_working_dir(
-    manifests: Sequence[Mapping[str, Any]], directory: Path, namespace: str
-) -> list[Mapping[str, Any]]:
-    """The manifests, in ``namespace`` unless they name one, with ``directory`` as the
-    ``workingDir`` of every container of their pods (a Pod's, a Job's template's) that has
-    none."""
-    result: list[Mapping[str, Any]] = []
-    for manifest in manifests:
-        changed = copy.deepcopy(dict(manifest))
-        changed.setdefault("metadata", {}).setdefault("namespace", namespace)
-        spec = changed.get("spec") or {}
-        if changed.get("kind") != "Pod":
-            spec = (spec.get("template") or {}).get("spec") or {}
-        for field in ("initContainers", "containers"):
-            for container in spec.get(field) or []:
-                container.setdefault("workingDir", str(directory))
-        result.append(changed)
-    return result
-
-
-def _introduce(prepared: Prepared, task: NewTask, key: str) -> None:
-    where = "local backend" if key == LOCAL else f"cluster {context_of(key)}"
+def _introduce(client: Client, submitted: SubmittedTask, prepared: Prepared | None) -> None:
+    task = submitted.record.task
+    key = submitted.backend
+    if client.is_operator:
+        where = f"cluster {key.partition('/')[2]} (operator)"
+    else:
+        where = "local backend" if key == LOCAL else f"cluster {context_of(key)}"
     click.echo(f"task {task.task_id}: {task.workload_type} workload {task.name!r}, {where}")
-    if prepared.sources:
+    if prepared is not None and prepared.sources:
         rows = [
             [f"  {path}", scalar_text(prepared.values[path]), source]
             for path, source in prepared.sources.items()
@@ -375,32 +234,10 @@ def _introduce(prepared: Prepared, task: NewTask, key: str) -> None:
             click.echo(f"  image {image} is recorded, not pulled: commands run on this machine")
 
 
-def _say_left(task_id: str, keeper: ExecutorKeeper) -> None:
-    runner = "a background executor" if keeper.started else "the running executor"
-    click.echo(f"task {task_id} left to {runner} (pid {keeper.pid})")
-    click.echo(f"  follow it: podwright status {task_id}; podwright logs {task_id} -f")
-
-
 def _display(title: str) -> Display:
     if sys.stdout.isatty() and os.environ.get("TERM") != "dumb":
         return LiveDisplay(title)
     return PlainDisplay()
-
-
-def _log_tail(
-    record: TaskRecord, home: Path, kubeconfig: str | None, lifecycle: LifecycleConfig
-) -> LogTail:
-    """The task's primary container's output, from the local log files or the cluster."""
-    ref = resource_ref(record, default_plugins(), lifecycle)
-    if record.task.backend == LOCAL:
-        manifest = workload_resource(record, default_plugins())
-        return LocalLogTail(home / LOCAL, ref, primary_container(manifest))
-    access = access_for(record.task.backend, kubeconfig)
-    try:
-        client = KubernetesClient(connect(access.kubeconfig, access.context))
-    except KubernetesConfigError as error:  # it loaded before the task was recorded
-        raise Unavailable(f"{error} (task {record.task_id} goes on with the executor)") from error
-    return ClusterLogTail(client, ref)
 
 
 class _StopFollowing(BaseException):
@@ -472,26 +309,6 @@ def _note_quietly(text: str) -> None:
         click.echo(text, err=True)
 
 
-class TaskView(Protocol):
-    """What the follower reads of the task store (the SQLite store, in tests a recording)."""
-
-    def get(self, task_id: str) -> TaskRecord: ...
-
-    def history(self, task_id: str) -> list[HistoryEntry]: ...
-
-    def events(self, task_id: str) -> list[AttachedEvent]: ...
-
-    def request_abort(self, task_id: str, now: datetime) -> TaskRecord: ...
-
-
-class Keeper(Protocol):
-    """Keeps an executor serving the task (:class:`~podwright.cli.executors.ExecutorKeeper`)."""
-
-    pid: int | None
-
-    def keep(self, task_id: str, revision: int, *, now: bool = False) -> None: ...
-
-
 class Follower:
     """Shows what happens to the task, from the store and its output, until it is finalized.
 
@@ -503,7 +320,7 @@ class Follower:
 
     def __init__(
         self,
-        store: TaskView,
+        store: TaskReader,
         record: TaskRecord,
         logs: LogTail,
         keeper: Keeper,
@@ -557,10 +374,10 @@ class Follower:
             record = self._store.get(self._task_id)
             phases = self._store.history(self._task_id)[self._phases :]
             events = self._store.events(self._task_id)[self._events :]
-        except TaskStoreError as error:
+        except BackendError as error:
             runner = self._runner or "the executor"
             message = f"{error} (task {self._task_id} goes on with {runner})"
-            raise Unavailable(message) from error
+            raise BackendError(message) from error
         self._phases += len(phases)
         self._events += len(events)
         if phases:
@@ -620,10 +437,7 @@ class Follower:
         if choice == "detach":
             return self._detach(display, record)
         if choice == "abort":
-            try:
-                self._store.request_abort(self._task_id, utc_now())
-            except TaskStoreError as error:
-                raise Unavailable(str(error)) from error
+            self._store.request_abort(self._task_id, utc_now())
             self._signals.aborting = True
             display.note(
                 "interrupted: aborting the task (Ctrl-C again stops following; the executor "
@@ -667,11 +481,6 @@ def _images(manifests: Sequence[Mapping[str, Any]]) -> list[str]:
 
     walk(list(manifests))
     return sorted(set(found))
-
-
-def _plain(data: object) -> dict[str, Any]:
-    plain: dict[str, Any] = json.loads(json.dumps(data, default=str))
-    return plain
 
 
 def _exit_code(phase: Phase, error_code: str | None) -> int:

@@ -31,9 +31,8 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from podwright.cli.task_logs import LogLine
-from podwright.core.lifecycle.phases import Phase
-from podwright.engine.task_store import AttachedEvent, HistoryEntry
+from podwright.api import AttachedEvent, HistoryEntry, Phase
+from podwright.api.task_logs import LogLine
 
 Happening = HistoryEntry | AttachedEvent | LogLine
 """A phase the task entered, an event attached to it, or a line of its output."""

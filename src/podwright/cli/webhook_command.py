@@ -31,11 +31,11 @@ from podwright.adapters.admission_webhooks import (
     WebhooksStartError,
     address_towards,
 )
-from podwright.cli.backends import ClusterAccess, cluster_client
-from podwright.cli.backends import cluster_name as default_cluster_name
+from podwright.api.backends import ClusterAccess, cluster_client
+from podwright.api.backends import cluster_name as default_cluster_name
+from podwright.api.state import utc_now
 from podwright.cli.common import BadInput, Unavailable, cluster_access_options
 from podwright.cli.signals import stopping_on_signals
-from podwright.cli.state import utc_now
 
 logger = logging.getLogger("podwright.webhook")
 

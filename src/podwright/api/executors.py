@@ -39,8 +39,9 @@ from pathlib import Path
 from typing import IO
 from urllib.parse import quote
 
+from podwright.adapters.documents import DocumentError, read_document
 from podwright.adapters.proc import start_time
-from podwright.cli.backends import (
+from podwright.api.backends import (
     KUBERNETES,
     LOCAL,
     access_for,
@@ -48,7 +49,8 @@ from podwright.cli.backends import (
     try_lock,
     write_pid,
 )
-from podwright.cli.common import Unavailable
+from podwright.api.errors import BackendError, InvalidInputError
+from podwright.engine.config import ConfigError, LifecycleConfig, config_from_data
 
 _DAEMON_LAUNCHER = """
 import subprocess, sys
@@ -251,7 +253,7 @@ class ExecutorKeeper:
 
     When the serving executor is gone (it failed, or was killed) it starts another; when three it
     started in a row exited without the task moving (its revision unchanged), no executor can
-    serve it from here, and :class:`~podwright.cli.common.Unavailable` says why, with the last
+    serve it from here, and :class:`~podwright.api.errors.BackendError` says why, with the last
     line of their log. Checks are at most once a second unless ``now``.
     """
 
@@ -279,7 +281,7 @@ class ExecutorKeeper:
         if revision == self._revision_at_start:
             self._starts_without_progress += 1
             if self._starts_without_progress >= _STARTS_WITHOUT_PROGRESS:
-                raise Unavailable(
+                raise BackendError(
                     f"no executor keeps serving the {self._launch.key} tasks of "
                     f"{self._launch.store}: {self._starts_without_progress} started in a row "
                     f"exited without moving task {task_id}; the last one said: "
@@ -291,7 +293,24 @@ class ExecutorKeeper:
         try:
             serving = self._launch.ensure()
         except ExecutorStartError as error:
-            raise Unavailable(f"task {task_id} is kept, but {error}") from error
+            raise BackendError(f"task {task_id} is kept, but {error}") from error
         self.pid, self.started = serving.pid, serving.started
         if serving.started:
             self._revision_at_start = revision
+
+
+def load_lifecycle_config(path: str | None) -> LifecycleConfig:
+    """The lifecycle engine's settings from a YAML file; without one, the defaults with
+    podwright's finalizer on (no resource disappears before its task is finalized)."""
+    if path is None:
+        return LifecycleConfig(inject_finalizer=True)
+    try:
+        data = read_document(path, sys.stdin).data
+    except DocumentError as error:
+        raise InvalidInputError(str(error)) from error
+    if not isinstance(data, dict):
+        raise InvalidInputError(f"{path}: the lifecycle configuration must be a mapping")
+    try:
+        return config_from_data(data)
+    except ConfigError as error:
+        raise InvalidInputError(f"{path}: {error}") from error

@@ -25,6 +25,11 @@ from typing import Any, Protocol
 from podwright.adapters.kubernetes import KubernetesClient
 from podwright.core.lifecycle.objects import section, text
 from podwright.engine.kubernetes_port import ApiConnectionError, KubernetesError, ObjectRef
+from podwright.engine.plugin_manager import API_SERVER_UNREACHABLE
+
+__all__ = ["API_SERVER_UNREACHABLE"]
+"""Only what is re-exported (the rest is reached by name): the follower's exit status for a
+task whose launch never reached its API server."""
 
 PRIMARY_ANNOTATIONS = ("podwright.dev/primary-container", "kubectl.kubernetes.io/default-container")
 _PRIMARY_REPLICAS = ("master", "launcher", "chief")

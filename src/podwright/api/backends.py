@@ -6,10 +6,10 @@
 * ``local``: this machine (:class:`LocalCluster`), with state under ``<home>/local``. Its processes
   belong to the process that runs the backend, so one process at a time may: the one holding
   ``<home>/local/executor.lock`` (beside the executor lock of its task store and backend, which
-  :mod:`podwright.cli.executors` keeps; this one keeps two stores' executors out of one state
+  :mod:`podwright.api.executors` keeps; this one keeps two stores' executors out of one state
   directory).
 * ``operator``: the cluster's operator runs the task, a Workload resource
-  (:mod:`podwright.cli.operator_backend`); no executor of this machine serves it, so it is a
+  (:mod:`podwright.api.operator_tasks`); no executor of this machine serves it, so it is a
   choice of ``run`` and the task commands, never of ``podwright executor``
   (:data:`EXECUTOR_BACKENDS`).
 
@@ -38,9 +38,8 @@ import fcntl
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, Any
 
-import click
 import yaml
 from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
@@ -49,7 +48,7 @@ from podwright.adapters.kubernetes import KubernetesClient, KubernetesConfigErro
 from podwright.adapters.kubernetes.client import RequestObserver
 from podwright.adapters.kubernetes.cluster_port import ClusterPort, connection_pool_size
 from podwright.adapters.local.cluster import LOCK_NAME, LocalCluster
-from podwright.cli.common import BadInput, Unavailable, Unreachable, kubeconfig_options
+from podwright.api.errors import BackendError, BackendUnreachableError, InvalidInputError
 from podwright.engine.config import LifecycleConfig
 from podwright.engine.event_index import EventIndex
 from podwright.engine.kubernetes_port import (
@@ -83,34 +82,6 @@ class ClusterAccess:
     context: str | None = None
 
 
-F = TypeVar("F", bound=Callable[..., object])
-
-
-def cluster_options(command: F) -> F:
-    """``--backend`` (local or kubernetes: what an executor runs), ``--kubeconfig`` and
-    ``--context``."""
-    command = kubeconfig_options(command)
-    return click.option(
-        "--backend",
-        type=click.Choice(EXECUTOR_BACKENDS),
-        default=None,
-        help="Where tasks run (default: kubernetes when a cluster is configured, else local).",
-    )(command)
-
-
-def submit_options(command: F) -> F:
-    """``--backend`` (any of :data:`BACKENDS`), ``--kubeconfig`` and ``--context``: ``run``."""
-    command = kubeconfig_options(command)
-    return click.option(
-        "--backend",
-        type=click.Choice(BACKENDS),
-        default=None,
-        help="Where the task runs: local, kubernetes (this machine's executor against the "
-        "cluster) or operator (the cluster's operator, as a Workload); default: kubernetes when "
-        "a cluster is configured, else local.",
-    )(command)
-
-
 def choose_backend(requested: str | None, access: ClusterAccess) -> str:
     """The backend asked for, else kubernetes when a cluster is configured, else local (never
     the operator unless asked for)."""
@@ -134,8 +105,8 @@ URL has one)."""
 def backend_key(name: str, access: ClusterAccess) -> str:
     """What a task records as its backend: ``local``, ``kubernetes/in-cluster``, or
     ``kubernetes/<context>#<server>`` (``operator/...`` alike for the operator's cluster);
-    :class:`BadInput` naming the argument at fault when the kubeconfig or its context cannot be
-    used."""
+    :class:`InvalidInputError` naming the argument at fault when the kubeconfig or its context
+    cannot be used."""
     if name == LOCAL:
         return LOCAL
     if access.kubeconfig is None and access.context is None and _in_pod():
@@ -144,7 +115,7 @@ def backend_key(name: str, access: ClusterAccess) -> str:
     context = access.context if access.context is not None else active
     problem = _context_problem(dataclasses.replace(access, context=context), contexts)
     if problem is not None:
-        raise BadInput(problem)
+        raise InvalidInputError(problem)
     return f"{name}/{context}{SERVER_MARK}{_server(access.kubeconfig, context)}"
 
 
@@ -155,11 +126,12 @@ def context_of(key: str) -> str:
 
 def resolve_backend(requested: str | None, access: ClusterAccess) -> str:
     """The backend key of a command's ``--backend``, ``--kubeconfig`` and ``--context``, once the
-    cluster's configuration is known to load; :class:`BadInput` naming the argument otherwise."""
+    cluster's configuration is known to load; :class:`InvalidInputError` naming the argument
+    otherwise."""
     key = backend_key(choose_backend(requested, access), access)
     problem = cluster_problem(key, access.kubeconfig)
     if problem is not None:
-        raise BadInput(problem)
+        raise InvalidInputError(problem)
     return key
 
 
@@ -178,8 +150,8 @@ def cluster_problem(key: str, kubeconfig: str | None) -> str | None:
         )
     try:
         contexts, _active = _kubeconfig_contexts(access)
-    except BadInput as error:
-        return error.format_message()
+    except InvalidInputError as error:
+        return str(error)
     problem = _context_problem(access, contexts)
     if problem is not None:
         return problem
@@ -220,27 +192,28 @@ def _server(kubeconfig: str | None, context: str) -> str:
 
 def check_reachable(key: str, kubeconfig: str | None) -> None:
     """That the API server of a cluster backend answers (``GET /version``, a few bounded retries
-    with backoff), before anything is recorded that would need it: :class:`Unreachable` naming
-    the server and the cause when it does not; :class:`BadInput` naming the context when it
-    refuses its credentials. Nothing to check for the local backend."""
+    with backoff), before anything is recorded that would need it:
+    :class:`BackendUnreachableError` naming the server and the cause when it does not;
+    :class:`InvalidInputError` naming the context when it refuses its credentials. Nothing to
+    check for the local backend."""
     if key == LOCAL:
         return
     access = access_for(key, kubeconfig)
     try:
         client = KubernetesClient(connect(access.kubeconfig, access.context, pool_size=1))
     except (KubernetesConfigError, yaml.YAMLError) as error:
-        raise BadInput(str(error)) from error
+        raise InvalidInputError(str(error)) from error
     try:
         client.server_version()
     except ApiConnectionError as error:
-        raise Unreachable(f"{error.message}; nothing was recorded") from error
+        raise BackendUnreachableError(f"{error.message}; nothing was recorded") from error
     except ForbiddenError as error:
-        raise BadInput(
+        raise InvalidInputError(
             f"the API server {client.server} refused the credentials of the backend {key}: "
             f"{error.message}"
         ) from error
     except KubernetesError as error:
-        raise Unreachable(
+        raise BackendUnreachableError(
             f"the API server {client.server} cannot serve: {error.message}; nothing was recorded"
         ) from error
     finally:
@@ -250,18 +223,18 @@ def check_reachable(key: str, kubeconfig: str | None) -> None:
 @contextlib.contextmanager
 def cluster_client(access: ClusterAccess) -> Iterator[KubernetesClient]:
     """A client of the cluster ``access`` names, closed after the block; the API server's
-    failures in the block end the command: no answer is :class:`Unreachable` (exit 6), any
-    other refusal :class:`Unavailable` (exit 5), naming the server."""
+    failures in the block end the command: no answer is :class:`BackendUnreachableError`
+    (exit 6), any other refusal :class:`BackendError` (exit 5), naming the server."""
     try:
         client = KubernetesClient(connect(access.kubeconfig, access.context))
     except KubernetesConfigError as error:
-        raise BadInput(str(error)) from error
+        raise InvalidInputError(str(error)) from error
     try:
         yield client
     except ApiConnectionError as error:
-        raise Unreachable(error.message) from error
+        raise BackendUnreachableError(error.message) from error
     except KubernetesError as error:
-        raise Unavailable(f"the API server {client.server} refused: {error.message}") from error
+        raise BackendError(f"the API server {client.server} refused: {error.message}") from error
     finally:
         client.close()
 
@@ -280,9 +253,9 @@ def _read_contexts(access: ClusterAccess) -> tuple[list[dict[str, Any]], dict[st
         contexts, active = k8s_config.list_kube_config_contexts(access.kubeconfig)
     except (ConfigException, OSError, TypeError, ValueError, yaml.YAMLError) as error:
         reason = " ".join(str(error).split())
-        raise BadInput(f"{source}: not a usable kubeconfig: {reason}") from error
+        raise InvalidInputError(f"{source}: not a usable kubeconfig: {reason}") from error
     if access.context is None and not active:
-        raise BadInput(f"{source}: has no current context: give one with --context")
+        raise InvalidInputError(f"{source}: has no current context: give one with --context")
     return list(contexts or []), dict(active or {})
 
 
@@ -320,7 +293,7 @@ def _chosen_context(access: ClusterAccess) -> dict[str, Any]:
         if context.get("name") == access.context:
             chosen = context
     if chosen is None:
-        raise BadInput(
+        raise InvalidInputError(
             f"--context {access.context}: {_kubeconfig_source(access)} has no such context"
         )
     return chosen
@@ -386,7 +359,7 @@ def open_backend(
     :class:`LocalBackendBusyError` when the executor of another task store holds it.
     ``namespace`` limits a cluster's watches to one namespace; ``concurrency`` (the executor's
     workers) sizes the connection pool, with room for every watch stream. A cluster that cannot be
-    configured is :class:`BadInput`. ``events`` indexes the Kubernetes events the executor
+    configured is :class:`InvalidInputError`. ``events`` indexes the Kubernetes events the executor
     attaches (default: as the lifecycle configuration's defaults bound it).
     """
     if events is None:
@@ -411,7 +384,7 @@ def open_backend(
     try:
         api = connect(access.kubeconfig, access.context, pool_size=pool_size)
     except (KubernetesConfigError, yaml.YAMLError) as error:
-        raise BadInput(str(error)) from error
+        raise InvalidInputError(str(error)) from error
     client = KubernetesClient(api, observer=observer)
     port = ClusterPort(client, plugins, events, namespace=namespace)
     return OpenBackend(key, port, events, port.synced, cluster=port)

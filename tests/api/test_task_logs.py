@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from podwright.cli.task_logs import LocalLogTail, LogLine, primary_container
+from podwright.api.task_logs import LocalLogTail, LogLine, primary_container
 from podwright.engine.kubernetes_port import ObjectRef
 
 

@@ -1,28 +1,22 @@
-"""``--backend operator``: the cluster's operator runs the task, a ``Workload`` resource.
+"""The tasks of the cluster's operator: Workload resources, read and written as tasks.
 
-``podwright run --backend operator`` reads the workload file as ``run`` always does, and creates
-a Workload of it (``metadata`` its name and namespace, ``spec`` the file's spec with ``type``
-beside it); the operator (the leader of its replicas) holds it with its finalizer, renders it,
-runs its task and keeps the task's record in the Workload's status. The cluster's policies,
-assets and profile apply, through its admission webhooks: ``--policy``, ``--scope``,
-``--assets``, ``--profile`` and ``--lifecycle-config`` are refused. A refusal of the validating
-webhook (403) lists every issue, one ``podwright: violation:`` line each (exit status 1); a
-Workload of that name already there is bad input (2). ``run`` then follows the Workload (a
-watch of that one object) with the follower of ``run`` (:class:`~podwright.cli.run_commands.
-Follower`): nothing on this machine runs the task, so Ctrl-C stops following at once and the
-Workload goes on.
+A task submitted to the operator is a Workload (``metadata`` its name and namespace, ``spec``
+the workload's spec with ``type`` beside it): the operator (the leader of its replicas) holds it
+with its finalizer, renders it, runs its task and keeps the task's record in the Workload's
+status. The cluster's policies, assets and profile apply, through its admission webhooks; a
+refusal of the validating webhook is :class:`~podwright.api.errors.AdmissionDeniedError`, with
+every issue.
 
-The task commands (``list``, ``status``, ``logs``, ``abort``, ``delete``) with ``--backend
-operator`` list the namespace's Workloads into a :class:`WorkloadCache` and read them through a
-:class:`WorkloadTaskStore`, so they show what they show of this machine's tasks. The client
-writes nothing of a task's record: ``abort`` sets the annotation ``podwright.dev/abort-requested``
-(the operator aborts the task, the Workload stays) and ``delete`` deletes the Workload (the
-operator aborts the task and finalizes it, and the Workload goes once it is finalized). A task is
-named by its id (``<name>-<first 8 hex digits of the Workload's uid>``) or by its Workload's name.
-A Workload the operator has not taken yet shows as its task would, phase Undefined, waiting for
-the operator (:func:`~podwright.engine.workload_tasks.pending_record`). ``list -l`` sends its label
-selector to the API server; ``list --watch`` and ``status --watch`` follow the Workloads by a
-watch (:class:`WorkloadWatch`), woken by each change (:class:`ChangeWaiter`).
+The Workloads of a namespace (or of all) are listed into a :class:`WorkloadCache` and read
+through a :class:`WorkloadTaskStore`, so a :class:`~podwright.api.client.Client` shows them as it
+shows this machine's tasks. Nothing of a task's record is written here: an abort sets the
+annotation ``podwright.dev/abort-requested`` (the operator aborts the task, the Workload stays)
+and a delete deletes the Workload (the operator aborts the task and finalizes it, and the
+Workload goes once it is finalized). A task is named by its id (``<name>-<first 8 hex digits of
+the Workload's uid>``) or by its Workload's name. A Workload the operator has not taken yet
+shows as its task would, phase Undefined, waiting for the operator
+(:func:`~podwright.engine.workload_tasks.pending_record`). Watches follow Workloads
+(:class:`WorkloadWatch`), each change waking a waiter (:class:`ChangeWaiter`).
 """
 
 from __future__ import annotations
@@ -31,13 +25,10 @@ import contextlib
 import dataclasses
 import json
 import re
-import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
-
-import click
+from typing import Any
 
 from podwright.adapters.kubernetes import (
     KubernetesClient,
@@ -50,10 +41,7 @@ from podwright.adapters.kubernetes.workload_store import (
     WorkloadTaskStore,
     request_abort_annotation,
 )
-from podwright.api import Workload
-from podwright.api.pipeline import check_runnable
-from podwright.cli.backends import (
-    BACKENDS,
+from podwright.api.backends import (
     OPERATOR,
     ClusterAccess,
     cluster_client,
@@ -61,10 +49,17 @@ from podwright.cli.backends import (
     context_of,
     resolve_backend,
 )
-from podwright.cli.common import BadInput, ExitCode, Unavailable, Unreachable
-from podwright.cli.render_command import Preparation
-from podwright.cli.state import utc_now
-from podwright.cli.task_logs import ClusterLogTail, LogLine
+from podwright.api.errors import (
+    AdmissionDeniedError,
+    BackendError,
+    BackendUnreachableError,
+    InvalidInputError,
+    TaskNotFoundError,
+)
+from podwright.api.loading import Workload
+from podwright.api.pipeline import check_runnable
+from podwright.api.state import utc_now
+from podwright.api.task_logs import ClusterLogTail, LogLine
 from podwright.core.cluster_resources import API_VERSION, WORKLOAD_KIND
 from podwright.core.lifecycle.objects import JsonObject, section, text
 from podwright.engine.config import LifecycleConfig
@@ -86,9 +81,11 @@ from podwright.engine.plugins import default_plugins
 from podwright.engine.task_store import (
     AttachedEvent,
     HistoryEntry,
-    TaskNotFoundError,
     TaskRecord,
     TaskStoreError,
+)
+from podwright.engine.task_store import (
+    TaskNotFoundError as UnrecordedTaskError,
 )
 from podwright.engine.workload_tasks import (
     is_submitted,
@@ -96,91 +93,8 @@ from podwright.engine.workload_tasks import (
     task_id_of,
 )
 
-F = TypeVar("F", bound=Callable[..., object])
-
 WAITING = "waiting for the operator"
 """The reason of a Workload's task before the operator recorded it."""
-
-# Options --------------------------------------------------------------------------------------
-
-_BACKEND_HELP = (
-    "operator: the Workloads of the cluster's operator (with -n, --context, --kubeconfig); "
-    "local or kubernetes (the default): this machine's task store, which holds the tasks of both."
-)
-
-
-def operator_options(command: F) -> F:
-    """``--backend``, ``-n/--namespace`` and ``--context`` of a task command (the command has
-    its own ``--kubeconfig``)."""
-    command = click.option(
-        "--context",
-        default=None,
-        help="With --backend operator: the kubeconfig context (default: its current one).",
-    )(command)
-    command = click.option(
-        "-n",
-        "--namespace",
-        default=None,
-        help="With --backend operator: the Workloads' namespace (default: the kubeconfig "
-        "context's namespace, else default).",
-    )(command)
-    return click.option(
-        "--backend",
-        type=click.Choice(BACKENDS),
-        default=None,
-        help=_BACKEND_HELP,
-    )(command)
-
-
-all_namespaces_option = click.option(
-    "-A",
-    "--all-namespaces",
-    is_flag=True,
-    help="With --backend operator: the Workloads of every namespace.",
-)
-
-_RECORDED = "a task of this machine's store records its own cluster and namespace"
-_ONLY_WITH_OPERATOR = {
-    "namespace": ("--namespace", _RECORDED),
-    "context": ("--context", _RECORDED),
-    "kubeconfig": ("--kubeconfig", _RECORDED),
-    "all_namespaces": ("--all-namespaces", _RECORDED),
-    "wait": ("--wait", "a task of this machine's store is deleted once its abort ended"),
-}
-
-
-def refuse_without_operator(**given: object) -> None:
-    """:class:`BadInput` naming the first option given (not None, not False) of those that only
-    ``--backend operator`` takes."""
-    for name, value in given.items():
-        if value is not None and value is not False:
-            flag, why = _ONLY_WITH_OPERATOR[name]
-            raise BadInput(f"{flag}: goes with --backend operator ({why})")
-
-
-def refuse_for_operator(
-    preparation: Preparation, lifecycle_config: str | None, namespace: str | None
-) -> None:
-    """:class:`BadInput` for the options of ``run`` that mean nothing to the operator."""
-    given = (
-        ("--policy", bool(preparation.policy_files)),
-        ("--cluster-name", preparation.cluster_name is not None),
-        ("--assets", preparation.assets_file is not None),
-        ("--profile", preparation.profile_file is not None),
-    )
-    namespace_option = "" if namespace is None else f" -n {namespace}"
-    for flag, present in given:
-        if present:
-            raise BadInput(
-                f"{flag}: with --backend operator the cluster's policies, assets and profile "
-                f"apply ('podwright policy effective{namespace_option} --type TYPE' shows its "
-                f"policies); leave {flag} out"
-            )
-    if lifecycle_config is not None:
-        raise BadInput(
-            "--lifecycle-config: with --backend operator the operator's lifecycle configuration "
-            "applies; leave --lifecycle-config out"
-        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -224,9 +138,9 @@ def operator_target(
     all_namespaces: bool = False,
 ) -> OperatorTarget:
     """The cluster and namespace of ``--kubeconfig``, ``--context``, ``-n`` and
-    ``--all-namespaces``; :class:`BadInput` naming the argument that cannot be used."""
+    ``--all-namespaces``; :class:`InvalidInputError` naming the argument that cannot be used."""
     if all_namespaces and namespace is not None:
-        raise BadInput("--all-namespaces: give it or --namespace, not both")
+        raise InvalidInputError("--all-namespaces: give it or --namespace, not both")
     access = ClusterAccess(kubeconfig, context)
     cluster = context_of(resolve_backend(OPERATOR, access))
     default_namespace = context_namespace(access)
@@ -238,8 +152,8 @@ def operator_target(
     )
 
 
-def not_served(target: OperatorTarget) -> BadInput:
-    return BadInput(
+def not_served(target: OperatorTarget) -> InvalidInputError:
+    return InvalidInputError(
         f"--backend operator: cluster {target.cluster} does not serve {API_VERSION} Workloads: "
         "install podwright's operator there, or run with --backend kubernetes"
     )
@@ -254,7 +168,7 @@ def workload_object(workload: Workload, namespace: str, name: str | None) -> dic
     check_runnable(workload)
     name = name or workload.name
     if not name:
-        raise BadInput(
+        raise InvalidInputError(
             "the workload has no name: give one in its file (metadata.name) or with --name"
         )
     document: dict[str, Any] = json.loads(json.dumps(workload.to_document(), default=str))
@@ -282,58 +196,54 @@ def create_workload(
     try:
         return client.create(workload)
     except AlreadyExistsError as error:
-        raise BadInput(
+        raise InvalidInputError(
             f"{what} exists already: give the workload another name with --name, or delete it "
             f"(podwright delete {name}{target.again(namespace)})"
         ) from error
     except NamespaceNotFoundError as error:
-        raise BadInput(
+        raise InvalidInputError(
             f"--namespace {namespace}: cluster {target.cluster} has no such namespace"
         ) from error
     except NotFoundError as error:
         raise not_served(target) from error
     except QuotaExceededError as error:
-        raise Unavailable(f"cluster {target.cluster} refused {what}: {error.message}") from error
+        raise BackendError(f"cluster {target.cluster} refused {what}: {error.message}") from error
     except ForbiddenError as error:
         denial = _DENIAL.search(error.message)
         if denial is None:
-            raise Unavailable(
+            raise BackendError(
                 f"cluster {target.cluster} refused {what}: {error.message}"
             ) from error
-        _report_denial(denial["webhook"], denial["why"], what)
-        sys.exit(ExitCode.VIOLATIONS)
+        raise _denied(denial["webhook"], denial["why"], what) from error
     except InvalidError as error:
-        raise BadInput(
+        raise InvalidInputError(
             f"cluster {target.cluster} refused {what} as invalid: {error.message}"
         ) from error
     except ApiConnectionError as error:
         if error.may_have_reached:
-            raise Unreachable(
+            raise BackendUnreachableError(
                 f"{error.message}: {what} may have been created (podwright status {name}"
                 f"{target.again(namespace)})"
             ) from error
-        raise Unreachable(f"{error.message}; nothing was created") from error
+        raise BackendUnreachableError(f"{error.message}; nothing was created") from error
 
 
-def _report_denial(webhook: str, why: str, what: str) -> None:
-    """Each issue of an admission webhook's refusal on a line of its own, then what it did."""
+def _denied(webhook: str, why: str, what: str) -> AdmissionDeniedError:
+    """An admission webhook's refusal, its compliance issues one each when it listed them."""
     found = _ISSUES.fullmatch(why.strip())
     if found is None:
-        click.echo(f"podwright: violation: {why.strip()}", err=True)
-        click.echo(
-            f"podwright: the cluster's admission webhook {webhook!r} refused {what}; nothing "
-            "was created",
-            err=True,
+        return AdmissionDeniedError(
+            f"the cluster's admission webhook {webhook!r} refused {what}: {why.strip()}; "
+            "nothing was created",
+            webhook=webhook,
+            issues=[why.strip()],
         )
-        return
-    issues = re.split(r"; (?=spec\.)", found["issues"])
-    for issue in issues:
-        click.echo(f"podwright: violation: {issue}", err=True)
     count = int(found["count"])
-    click.echo(
-        f"podwright: {count} violation{'s' if count > 1 else ''} of the policies of "
-        f"{found['scope']}: the cluster's admission webhook refused {what}; nothing was created",
-        err=True,
+    return AdmissionDeniedError(
+        f"{count} violation{'s' if count > 1 else ''} of the policies of {found['scope']}: the "
+        f"cluster's admission webhook refused {what}; nothing was created",
+        webhook=webhook,
+        issues=re.split(r"; (?=spec\.)", found["issues"]),
     )
 
 
@@ -355,15 +265,15 @@ def _key(workload: JsonObject) -> tuple[str, str]:
 
 def _record(store: WorkloadTaskStore, workload: JsonObject) -> TaskRecord:
     """``workload``'s task as ``store`` reads it, or its :func:`pending_record` before the
-    operator recorded it; :class:`Unavailable` when its record cannot be read."""
+    operator recorded it; :class:`BackendError` when its record cannot be read."""
     if not is_submitted(workload) or not _uid(workload):
         return pending_record(workload, WAITING, utc_now())
     try:
         return store.get(task_id_of(workload))
-    except TaskNotFoundError:
+    except UnrecordedTaskError:
         return pending_record(workload, WAITING, utc_now())
     except TaskStoreError as error:
-        raise Unavailable(str(error)) from error
+        raise BackendError(str(error)) from error
 
 
 class WorkloadTasks:
@@ -391,11 +301,11 @@ class WorkloadTasks:
 
     def find(self, task_id: str | None) -> TaskRecord:
         """The task of ``task_id`` (a task id, or a Workload's name), else the latest one;
-        :class:`BadInput` when there is none."""
+        :class:`TaskNotFoundError` when there is none."""
         if task_id is None:
             records = self.records()
             if not records:
-                raise BadInput(f"no Workloads in {self.target.where()}")
+                raise TaskNotFoundError(f"no Workloads in {self.target.where()}")
             return records[-1]
         workloads = self._cache.workloads()
         for workload in workloads:
@@ -404,7 +314,7 @@ class WorkloadTasks:
         for workload in workloads:
             if _key(workload)[1] == task_id:
                 return _record(self.store, workload)
-        raise BadInput(
+        raise TaskNotFoundError(
             f"no task {task_id!r} in {self.target.where()}: give a task id or a Workload's name "
             f"(podwright list{self.target.again()})"
         )
@@ -426,11 +336,11 @@ class WorkloadTasks:
         where = f"Workload {record.task.namespace}/{record.task.name}"
         workload = self.workload(record)
         if workload is None:
-            raise BadInput(f"task {task_id}: {where} is gone")
+            raise InvalidInputError(f"task {task_id}: {where} is gone")
         try:
             request_abort_annotation(self._client, workload_ref(record), _uid(workload), utc_now())
         except NotFoundError as error:
-            raise BadInput(f"task {task_id}: {where} is gone") from error
+            raise InvalidInputError(f"task {task_id}: {where} is gone") from error
         return (
             f"abort requested for task {task_id}: the operator stops it ({where} stays; "
             f"podwright status {task_id}{self.target.again(record.task.namespace)})"
@@ -454,9 +364,9 @@ class WorkloadTasks:
                 "now is another task's, left alone)"
             )
         except ApiConnectionError as error:
-            raise Unreachable(f"task {task_id}: {error.message}") from error
+            raise BackendUnreachableError(f"task {task_id}: {error.message}") from error
         except KubernetesError as error:
-            raise Unavailable(
+            raise BackendError(
                 f"task {task_id}: cluster {self.target.cluster} refused to delete {where}: "
                 f"{error.message}"
             ) from error
@@ -507,7 +417,7 @@ class WorkloadTasks:
         """The task's Workload, kept current by a watch, until the block ends."""
         workload = self.workload(record)
         if workload is None:
-            raise BadInput(f"task {record.task_id}: its Workload is gone")
+            raise InvalidInputError(f"task {record.task_id}: its Workload is gone")
         with following(self._client, workload) as view:
             yield view
 
@@ -672,7 +582,7 @@ class WorkloadView:
     def _workload(self) -> JsonObject:
         current = self._watch.cache.get(self._namespace, self._name)
         if current is None or _uid(current) != self._uid:
-            raise Unavailable(
+            raise BackendError(
                 f"Workload {self._namespace}/{self._name} was deleted, and its task's end was "
                 "not seen"
             )
@@ -681,7 +591,7 @@ class WorkloadView:
     def get(self, task_id: str) -> TaskRecord:
         record = _record(self._store, self._workload())
         if self._watch.is_gone(self._uid) and not record.finalized:
-            raise Unavailable(
+            raise BackendError(
                 f"Workload {self._namespace}/{self._name} was deleted before its task was "
                 f"finalized (it was {record.phase.value}): nobody runs it any more"
             )
@@ -690,14 +600,14 @@ class WorkloadView:
     def history(self, task_id: str) -> list[HistoryEntry]:
         try:
             return self._store.history(task_id)
-        except TaskNotFoundError:
+        except UnrecordedTaskError:
             self._workload()
             return []
 
     def events(self, task_id: str) -> list[AttachedEvent]:
         try:
             return self._store.events(task_id)
-        except TaskNotFoundError:
+        except UnrecordedTaskError:
             self._workload()
             return []
 
@@ -720,6 +630,7 @@ class NoExecutor:
     """The follower's keeper of an operator's task: the operator runs it, nothing is started."""
 
     pid: int | None = None
+    started = False
 
     def keep(self, task_id: str, revision: int, *, now: bool = False) -> None:
         """The operator keeps its own tasks."""
@@ -746,7 +657,7 @@ class WorkloadLogTail:
             try:
                 api = connect(self._access.kubeconfig, self._access.context)
             except KubernetesConfigError as error:  # it loaded a moment ago
-                raise Unavailable(str(error)) from error
+                raise BackendError(str(error)) from error
             self._tail = ClusterLogTail(KubernetesClient(api), ref)
         return self._tail
 

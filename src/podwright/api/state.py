@@ -6,10 +6,8 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
-import click
-
 from podwright.adapters.sqlite_store import SQLiteTaskStore
-from podwright.cli.common import BadInput, Unavailable
+from podwright.api.errors import BackendError, InvalidInputError
 from podwright.engine.task_store import StoreUnavailableError
 
 HOME_ENV = "PODWRIGHT_HOME"
@@ -25,31 +23,22 @@ def default_home() -> str:
     return os.path.join(state, "podwright")
 
 
-home_option = click.option(
-    "--home",
-    type=click.Path(file_okay=False),
-    default=default_home,
-    show_default=f"${HOME_ENV}, else ~/.local/state/podwright",
-    help="podwright's state directory: the task store and the local backend's logs.",
-)
-
-
 def store_path(home: str | Path) -> Path:
     """``$PODWRIGHT_TASK_STORE`` if set, else ``<home>/tasks.db``."""
     return Path(os.environ.get(STORE_ENV) or Path(home) / STORE_NAME)
 
 
 def open_store(home: str | Path) -> SQLiteTaskStore:
-    """The task store (see :func:`store_path`), created on first use; :class:`Unavailable` when it
-    cannot be opened, :class:`BadInput` when its path names a directory."""
+    """The task store (see :func:`store_path`), created on first use; :class:`BackendError` when it
+    cannot be opened, :class:`InvalidInputError` when its path names a directory."""
     path = store_path(home)
     if path.is_dir():
         source = f"${STORE_ENV}" if os.environ.get(STORE_ENV) else "--home"
-        raise BadInput(f"{source}: the task store {path} is a directory; name a file")
+        raise InvalidInputError(f"{source}: the task store {path} is a directory; name a file")
     try:
         return SQLiteTaskStore(path)
     except StoreUnavailableError as error:
-        raise Unavailable(str(error)) from error
+        raise BackendError(str(error)) from error
 
 
 def utc_now() -> datetime:
