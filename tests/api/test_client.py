@@ -24,6 +24,7 @@ from podwright.api.errors import (
     PodwrightError,
     TaskNotFoundError,
 )
+from podwright.core.lifecycle.phases import PhaseInfo
 from podwright.engine.kubernetes_port import NotFoundError
 from podwright.engine.task_store import HistoryEntry
 from tests.cli.background import no_executor_left
@@ -31,6 +32,7 @@ from tests.cli.test_operator_backend import (
     NAMESPACE,
     Cluster,
     cluster,
+    now,
     pod_manifest,
     refusing,
     validating_webhook,
@@ -275,10 +277,11 @@ def test_a_refusal_of_the_admission_webhook_is_admission_denied(
             client.submit(podwright.load(workload_file(tmp_path)))
     assert raised.value.issues == (issue,)
     assert raised.value.webhook == "workloads.podwright.dev"
-    assert str(raised.value) == (
+    assert raised.value.summary == (
         "1 violation of the policies of project vision: the cluster's admission webhook "
         f"refused Workload {NAMESPACE}/hello; nothing was created"
     )
+    assert str(raised.value) == f"{raised.value.summary}: {issue}"
 
 
 def test_the_operator_takes_the_workload_as_it_is(cluster: Cluster, tmp_path: Path) -> None:
@@ -318,3 +321,65 @@ def test_a_workload_goes_to_its_own_namespace_and_is_followed_there(
             there.following(there.get("placed").record) as again,
         ):
             assert again.view.get(submitted.task_id).revision == 1
+
+
+def test_watch_from_a_status_yields_what_came_after_it_even_once_finalized(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    with Client("operator", kubeconfig=cluster.kubeconfig, namespace=NAMESPACE) as client:
+        task_id = client.submit(podwright.load(workload_file(tmp_path))).task_id
+        cluster.take("hello", [pod_manifest("hello")])
+        cluster.advance("hello", PhaseInfo(Phase.RUNNING, 1, "started", occurred_at=now()))
+        status = client.get(task_id)
+        cluster.advance("hello", PhaseInfo(Phase.SUCCESS, 2, "", occurred_at=now()))
+        cluster.finalize("hello")
+        changes = list(client.watch(task_id, since=status))
+    assert [change.what.phase for change in changes if isinstance(change.what, HistoryEntry)] == [
+        Phase.SUCCESS
+    ]
+
+
+def test_a_client_of_every_namespace_submits_to_the_contexts(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    with Client("operator", kubeconfig=cluster.kubeconfig, all_namespaces=True) as client:
+        submitted = client.submit(podwright.load(workload_file(tmp_path)))
+        assert submitted.record.task.namespace == "default"
+        assert [record.task_id for record in client.list()] == [submitted.task_id]
+        with pytest.raises(InvalidInputError, match=r"^labels: the operator takes the Workload"):
+            client.submit(podwright.load(workload_file(tmp_path, "other")), labels={"a": "b"})
+
+
+def test_a_prepared_workload_runs_where_it_was_judged(cluster: Cluster, tmp_path: Path) -> None:
+    workload = training(tmp_path, "judged", "echo hi")
+    with Client("local", home=tmp_path / "home", namespace="team-a") as client:
+        with pytest.raises(
+            InvalidInputError, match=r"^namespace team-a: the workload was prepared"
+        ):
+            client.submit(podwright.prepare(workload, namespace="team-b"))
+        assert client.list() == []
+    policies = podwright.load_policies(EXAMPLES / "policies" / "local-dev.yaml")
+    judged = podwright.prepare(workload, policies)
+    assert judged.namespace is None
+    on_cluster = Client("kubernetes", kubeconfig=cluster.kubeconfig, home=tmp_path / "home")
+    with on_cluster, pytest.raises(InvalidInputError, match="judged without a namespace"):
+        on_cluster.submit(judged)
+
+
+def test_delete_takes_one_id_or_many_and_reports_each_as_it_comes(
+    tmp_path: Path, home: Path
+) -> None:
+    reported: list[str] = []
+    with Client("local", home=home) as client:
+        ids = []
+        for name in ("one", "two"):
+            task_id = client.submit(training(tmp_path, name, "echo hi"), working_dir=tmp_path)
+            ids.append(task_id.task_id)
+            for _change in client.watch(task_id.task_id):
+                pass
+        [first] = client.delete(ids[0], timeout=30)
+        assert first.message == f"task {ids[0]} deleted"
+        outcomes = client.delete(
+            ["nope-1", ids[1]], report=lambda outcome: reported.append(outcome.task_id)
+        )
+    assert reported == [outcome.task_id for outcome in outcomes] == ["nope-1", ids[1]]

@@ -66,6 +66,7 @@ def test_the_package_offers_exactly_the_api() -> None:
     assert issubclass(api.BackendError, api.PodwrightError)
     assert issubclass(api.TaskNotFoundError, api.InvalidInputError)
     assert issubclass(api.BackendUnreachableError, api.BackendError)
+    assert issubclass(api.TaskStoreUnavailableError, api.BackendError)
     assert issubclass(api.AdmissionDeniedError, api.PodwrightError)
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         _ = api.nothing  # type: ignore[attr-defined]

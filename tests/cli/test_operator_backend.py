@@ -120,14 +120,16 @@ class Cluster:
         body = advanced_workload(workload, record, record.plugin_state, info, now()).workload
         return self.client.replace_status(ref(name), body)
 
-    def finish(self, name: str) -> None:
-        """Record the task finalized, and let the Workload go."""
+    def finalize(self, name: str) -> dict[str, Any]:
+        """Record the task finalized (the Workload stays, held by the finalizer)."""
         workload = self.workload(name)
         record = record_of(workload)
         assert record is not None
-        finalized = self.client.replace_status(
-            ref(name), finalized_workload(workload, record, now())
-        )
+        return self.client.replace_status(ref(name), finalized_workload(workload, record, now()))
+
+    def finish(self, name: str) -> None:
+        """Record the task finalized, and let the Workload go."""
+        finalized = self.finalize(name)
         self.client.patch(ref(name), without_finalizer_patch(finalized), PatchType.MERGE)
 
     def primary_pod(self, name: str) -> str:

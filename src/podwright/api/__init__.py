@@ -11,7 +11,7 @@ does::
     policies = podwright.load_policies("examples/policies/")
     evaluation = podwright.evaluate(workload, policies, assets="examples/assets.yaml")
     manifests = podwright.render(evaluation)
-    task = podwright.Client(backend="kubernetes").submit(podwright.prepare(evaluation))
+    task = podwright.Client(backend="local").submit(podwright.prepare(evaluation))
 
 Everything it raises on purpose is a :class:`PodwrightError` (see :mod:`podwright.api.errors`).
 """
@@ -29,6 +29,7 @@ from podwright.api.errors import (
     PodwrightError,
     PolicyViolationError,
     TaskNotFoundError,
+    TaskStoreUnavailableError,
 )
 
 if TYPE_CHECKING:
@@ -124,6 +125,7 @@ __all__ = [
     "TaskOutcome",
     "TaskRecord",
     "TaskStatus",
+    "TaskStoreUnavailableError",
     "Violation",
     "Workload",
     "WorkloadType",

@@ -61,6 +61,7 @@ from podwright.api.errors import (
     InvalidInputError,
     PodwrightError,
     TaskNotFoundError,
+    TaskStoreUnavailableError,
 )
 from podwright.api.executors import (
     ExecutorKeeper,
@@ -216,8 +217,9 @@ class SubmittedTask:
 
 @dataclasses.dataclass(frozen=True)
 class TaskOutcome:
-    """What became of one task of an ``abort`` or ``delete``: ``message`` says it in one line;
-    ``error`` is set when it could not be done (the others still were)."""
+    """What became of one task of an ``abort`` or a ``delete``: ``message`` says it in one
+    line. ``error`` is set when a ``delete`` could not delete it (it deletes the others all
+    the same; an ``abort`` that cannot be done raises)."""
 
     task_id: str
     message: str
@@ -294,6 +296,7 @@ class Client:
         self._lifecycle = load_lifecycle_config(lifecycle_config)
         self._store: SQLiteTaskStore | None = None
         self._key: str | None = None
+        self._reachable = False
         self._target: OperatorTarget | None = None
         if backend == OPERATOR:
             self._target = operator_target(
@@ -413,6 +416,12 @@ class Client:
         Nothing is recorded unless the backend can run it: a manifest the local backend cannot
         run, or a cluster that does not answer, is refused first."""
         if self._target is not None:
+            if labels is not None or working_dir is not None:
+                given = "labels" if labels is not None else "working_dir"
+                raise InvalidInputError(
+                    f"{given}: the operator takes the Workload as it is (its own labels; its "
+                    f"containers run in their images); leave {given} out"
+                )
             return self._submit_to_operator(workload, name)
         if isinstance(workload, Prepared):
             if name is not None:
@@ -423,13 +432,13 @@ class Client:
         else:
             prepared = prepare(workload, namespace=self.submission_namespace(workload), name=name)
         key = self.backend_key()
-        namespace = self.submission_namespace(prepared.workload) or FALLBACK_NAMESPACE
+        namespace = self._prepared_namespace(prepared, key)
         manifests: Sequence[Mapping[str, Any]] = prepared.rendering.manifests
         if key == LOCAL:
             refuse_unrunnable_locally(prepared)
             directory = Path(working_dir) if working_dir is not None else Path.cwd()
             manifests = with_working_dir(manifests, directory.resolve(), namespace)
-        check_reachable(key, self.access.kubeconfig)
+        self.check_reachable()
         task = NewTask(
             task_id=f"{prepared.name}-{secrets.token_hex(3)}",
             workload_type=str(prepared.workload.type.value),
@@ -447,6 +456,39 @@ class Client:
         keeper.keep(task.task_id, record.revision, now=True)
         return SubmittedTask(record, key, keeper, _executor_runner(keeper))
 
+    def check_reachable(self) -> None:
+        """That the API server of the backend a submission runs on answers (``GET /version``,
+        a few bounded retries with backoff; once per client):
+        :class:`~podwright.api.errors.BackendUnreachableError` naming the server and the cause
+        when it does not. Nothing to check locally, nor for the operator (the create says)."""
+        if self._target is not None or self._reachable:
+            return
+        check_reachable(self.backend_key(), self.access.kubeconfig)
+        self._reachable = True
+
+    def _prepared_namespace(self, prepared: Prepared, key: str) -> str:
+        """Where a prepared workload runs: the namespace it was judged and rendered for, which
+        the client's (or its file's) must not contradict; else as :meth:`submission_namespace`
+        says. A workload judged without a namespace, in the policies' deepest scope, runs so
+        only on this machine: a cluster's namespace has a scope of its own."""
+        wanted = self.namespace_of(prepared.workload)
+        if prepared.namespace and wanted and wanted != prepared.namespace:
+            raise InvalidInputError(
+                f"namespace {wanted}: the workload was prepared for namespace "
+                f"{prepared.namespace}; prepare it for {wanted} (prepare(..., namespace=...))"
+            )
+        namespace = (
+            prepared.namespace or self.submission_namespace(prepared.workload) or FALLBACK_NAMESPACE
+        )
+        evaluation = prepared.evaluation
+        if evaluation is not None and prepared.namespace is None and key != LOCAL:
+            raise InvalidInputError(
+                f"the workload was judged without a namespace, in {evaluation.scope} (the "
+                f"policies' deepest scope), and on the cluster it runs in namespace {namespace}, "
+                f"whose scope is its own: prepare it with namespace={namespace!r}"
+            )
+        return namespace
+
     def _submit_to_operator(self, workload: Workload | Prepared, name: str | None) -> SubmittedTask:
         target = self._require_target()
         if isinstance(workload, Prepared):
@@ -454,7 +496,7 @@ class Client:
                 "the operator renders a Workload under the cluster's policies, assets and "
                 "profile: submit the workload itself, not a prepared one"
             )
-        namespace = self.namespace_of(workload) or target.namespace
+        namespace = self.namespace_of(workload) or target.namespace or target.default_namespace
         target = dataclasses.replace(target, namespace=namespace)
         document = workload_object(workload, str(namespace), name)
         with cluster_client(target.access) as client:
@@ -556,23 +598,27 @@ class Client:
     def watch(self, task_id: str, *, since: TaskStatus | None = None) -> Iterator[TaskChange]:
         """Each phase the task enters and each event attached to it, in the order they
         happened, until it is finalized: those after ``since`` (a :meth:`get` of it), else all
-        of them from its submission on."""
+        of them from its submission on. An unknown task is refused here, before iterating;
+        close the iterator to stop early."""
         if since is None:
             shown_phases, shown_events = 0, []
         else:
             shown_phases, shown_events = len(since.history), list(since.events)
         if self._target is not None:
-            with workload_tasks(self._target) as tasks:
-                record = tasks.find(task_id)
-                task_id = record.task_id
-                if record.finalized and since is not None:
-                    return
-                with tasks.following(record) as view:
-                    yield from _changes(view, task_id, view.changes, shown_phases, shown_events)
-            return
+            found = self.get(task_id)
+            if found.finalized:
+                return iter(_news(found, shown_phases, shown_events))
+            return self._watch_workload(found.record, shown_phases, shown_events)
         changes = _StoreChanges(self.store)  # before the first read: no change is missed
-        task_id = self._find(task_id).task_id
-        yield from _changes(_StoreReader(self.store), task_id, changes, shown_phases, shown_events)
+        found_id = self._find(task_id).task_id
+        reader = _StoreReader(self.store)
+        return _changes(reader, found_id, changes, shown_phases, shown_events)
+
+    def _watch_workload(
+        self, record: TaskRecord, shown_phases: int, shown_events: builtins.list[AttachedEvent]
+    ) -> Iterator[TaskChange]:
+        with self._workload_view(record) as view:
+            yield from _changes(view, record.task_id, view.changes, shown_phases, shown_events)
 
     def watch_list(
         self,
@@ -604,30 +650,32 @@ class Client:
     def logs(self, task_id: str, *, follow: bool = False) -> Iterator[str]:
         """The task's output, line by line: every container of a local task's pods, in order;
         the primary container of a cluster task's primary pod. With ``follow``, until the task
-        is finalized. :class:`~podwright.api.errors.BackendUnreachableError` when its API
-        server does not answer (following: for ``LOST_SERVER_AFTER``)."""
+        is finalized. An unknown task is refused here, before iterating;
+        :class:`~podwright.api.errors.BackendUnreachableError` when its API server does not
+        answer (following: for ``LOST_SERVER_AFTER``)."""
         if self._target is not None:
-            with workload_tasks(self._target) as tasks:
-                record = tasks.find(task_id)
-                if not follow:
-                    tail: LogTail = WorkloadLogTail(self._target.access, lambda: record)
-                    with contextlib.closing(tail):
-                        yield from _output(tail, lambda: record, record.task_id, follow=False)
-                    return
-                with tasks.following(record) as view:
-                    current_id = record.task_id
-                    tail = WorkloadLogTail(self._target.access, lambda: view.get(current_id))
-                    with contextlib.closing(tail):
-                        yield from _output(
-                            tail, lambda: view.get(current_id), current_id, follow=True
-                        )
-            return
+            return self._workload_logs(self.get(task_id).record, follow=follow)
         record = self._find(task_id)
         tail = self._log_tail(record, every_container=True)
+        return self._store_logs(tail, record.task_id, follow=follow)
+
+    def _store_logs(self, tail: LogTail, task_id: str, *, follow: bool) -> Iterator[str]:
         with contextlib.closing(tail):
-            yield from _output(
-                tail, lambda: _stored(lambda: self.store.get(record.task_id)), task_id, follow
-            )
+            current = _StoreReader(self.store).get
+            yield from _output(tail, lambda: current(task_id), task_id, follow=follow)
+
+    def _workload_logs(self, record: TaskRecord, *, follow: bool) -> Iterator[str]:
+        access = self._require_target().access
+        if not follow:
+            tail = WorkloadLogTail(access, lambda: record)
+            with contextlib.closing(tail):
+                yield from _output(tail, lambda: record, record.task_id, follow=False)
+            return
+        with self._workload_view(record) as view:
+            task_id = record.task_id
+            tail = WorkloadLogTail(access, lambda: view.get(task_id))
+            with contextlib.closing(tail):
+                yield from _output(tail, lambda: view.get(task_id), task_id, follow=True)
 
     # Aborting and deleting ----------------------------------------------------------------------
 
@@ -660,13 +708,14 @@ class Client:
 
     def delete(
         self,
-        task_ids: Iterable[str] = (),
+        task_ids: str | Iterable[str] = (),
         *,
         all_finished: bool = False,
         force: bool = False,
-        timeout: timedelta = DELETE_TIMEOUT,
+        timeout: timedelta | float = DELETE_TIMEOUT,
         wait: bool = False,
         progress: Callable[[str], None] | None = None,
+        report: Callable[[TaskOutcome], None] | None = None,
     ) -> builtins.list[TaskOutcome]:
         """Delete tasks (and every finalized one, ``all_finished``), each on its own: an
         outcome each, in order, with its ``error`` when it could not be deleted (an unknown id
@@ -675,24 +724,28 @@ class Client:
         From this machine's store an active task is aborted first and removed once its
         executor finalized it (within ``timeout``), with its history, events and local log
         files. A task whose backend cannot be reached from here is removed only when its
-        resource was never created there, unless ``force``. ``progress`` hears what is being
-        waited for. For the operator, its Workload is deleted (the operator aborts and
-        finalizes the task first); ``wait`` waits until it is gone, within ``timeout``."""
+        resource was never created there, unless ``force``. For the operator, its Workload is
+        deleted (the operator aborts and finalizes the task first); ``wait`` waits until it is
+        gone, within ``timeout`` (a timedelta, or seconds). ``progress`` hears what is being
+        waited for, ``report`` each outcome as it comes."""
+        ids = [task_ids] if isinstance(task_ids, str) else list(task_ids)
+        limit = timeout if isinstance(timeout, timedelta) else timedelta(seconds=timeout)
+        outcomes = _Outcomes(report)
         if self._target is not None:
             if force:
                 raise InvalidInputError(
                     "--force: with --backend operator the operator finalizes every Workload "
                     "deleted (podwright's finalizer holds it until then); leave --force out"
                 )
-            return self._delete_workloads(task_ids, all_finished, wait=wait, timeout=timeout)
+            self._delete_workloads(ids, all_finished, outcomes, wait=wait, timeout=limit)
+            return outcomes.all
         if wait:
             raise InvalidInputError(
                 "--wait: goes with --backend operator (a task of this machine's store is "
                 "deleted once its abort ended)"
             )
-        outcomes: builtins.list[TaskOutcome] = []
         records: dict[str, TaskRecord] = {}
-        for task_id in dict.fromkeys(task_ids):
+        for task_id in dict.fromkeys(ids):
             try:
                 records[task_id] = self.store.get(task_id)
             except UnrecordedTaskError:
@@ -705,19 +758,24 @@ class Client:
             for record in _stored(self.store.list_tasks):
                 if record.finalized:
                     records.setdefault(record.task_id, record)
-        deleter = _Deleter(self, force=force, timeout=timeout, progress=progress)
+        deleter = _Deleter(self, force=force, timeout=limit, progress=progress)
         for task_id, record in records.items():
             try:
                 outcomes.append(TaskOutcome(task_id, deleter.delete(record)))
             except PodwrightError as error:
                 outcomes.append(_failed(task_id, error))
-        return outcomes
+        return outcomes.all
 
     def _delete_workloads(
-        self, task_ids: Iterable[str], all_finished: bool, *, wait: bool, timeout: timedelta
-    ) -> builtins.list[TaskOutcome]:
+        self,
+        task_ids: builtins.list[str],
+        all_finished: bool,
+        outcomes: _Outcomes,
+        *,
+        wait: bool,
+        timeout: timedelta,
+    ) -> None:
         target = self._require_target()
-        outcomes: builtins.list[TaskOutcome] = []
         with workload_tasks(target) as tasks:
             records: dict[str, TaskRecord] = {}
             for task_id in dict.fromkeys(task_ids):
@@ -740,7 +798,7 @@ class Client:
                 else:
                     deleted.append(record)
             if not wait or not deleted:
-                return outcomes
+                return
             left = {record.task_id for record in tasks.wait_gone(deleted, timeout)}
         for record in deleted:
             if record.task_id not in left:
@@ -759,7 +817,6 @@ class Client:
                     ),
                 )
             )
-        return outcomes
 
     # Helpers ------------------------------------------------------------------------------------
 
@@ -869,13 +926,13 @@ def _executor_runner(keeper: Keeper) -> str:
 
 def _stored(read: Callable[[], T]) -> T:
     """A store operation: an unknown task is :class:`TaskNotFoundError`, a store that cannot be
-    read or written :class:`BackendError`."""
+    read or written :class:`TaskStoreUnavailableError`."""
     try:
         return read()
     except UnrecordedTaskError as error:
         raise TaskNotFoundError(str(error)) from error
     except TaskStoreError as error:
-        raise BackendError(str(error)) from error
+        raise TaskStoreUnavailableError(str(error)) from error
 
 
 class _StoreReader:
@@ -943,13 +1000,22 @@ def _changes(
     it is finalized."""
     while True:
         status = _read_status(reader, task_id)
-        new_events = events_after(events_shown, status.events)
-        for at, item in in_order(status.history[phases_shown:], new_events, now=utc_now()):
-            yield TaskChange(task_id, at, item)
+        yield from _news(status, phases_shown, events_shown)
         phases_shown, events_shown = len(status.history), status.events
         if status.finalized:
             return
         changes.wait()
+
+
+def _news(
+    status: TaskStatus, phases_shown: int, events_shown: list[AttachedEvent]
+) -> list[TaskChange]:
+    """The phases and events of ``status`` after those shown, in the order they happened."""
+    new_events = events_after(events_shown, status.events)
+    return [
+        TaskChange(status.task_id, at, item)
+        for at, item in in_order(status.history[phases_shown:], new_events, now=utc_now())
+    ]
 
 
 def events_after(shown: list[AttachedEvent], now: list[AttachedEvent]) -> list[AttachedEvent]:
@@ -1089,6 +1155,19 @@ def _unless_silent(tail: LogTail, task_id: str, *, patience: timedelta | None) -
 
 
 # Aborting and deleting ---------------------------------------------------------------------------
+
+
+class _Outcomes:
+    """The outcomes of a delete, each reported (``report``) as it comes."""
+
+    def __init__(self, report: Callable[[TaskOutcome], None] | None) -> None:
+        self.all: list[TaskOutcome] = []
+        self._report = report
+
+    def append(self, outcome: TaskOutcome) -> None:
+        self.all.append(outcome)
+        if self._report is not None:
+            self._report(outcome)
 
 
 def _failed(task_id: str, error: PodwrightError) -> TaskOutcome:

@@ -8,6 +8,7 @@
     ├── PolicyViolationError           the policies reject the workload (``.evaluation``)
     ├── AdmissionDeniedError           the cluster's admission webhook refused it (``.issues``)
     └── BackendError                   podwright could not do its part; the input was good
+        ├── TaskStoreUnavailableError  a task's record cannot be read or written
         └── BackendUnreachableError    the Kubernetes API server gave no answer, after retries
 
 Every message names the file (``file:line:column``), the field or argument, and what is allowed.
@@ -60,18 +61,24 @@ class TaskNotFoundError(InvalidInputError):
 
 class AdmissionDeniedError(PodwrightError):
     """The cluster's admission webhook refused a Workload: ``issues`` lists what it said, one
-    compliance issue each (``field: details``) when it listed them, and ``webhook`` names it."""
+    compliance issue each (``field: details``) when it listed them, ``webhook`` names it, and
+    ``summary`` says what was refused, without the issues."""
 
-    def __init__(self, message: str, *, webhook: str, issues: Sequence[str]) -> None:
-        self.webhook = webhook
+    def __init__(self, summary: str, *, webhook: str, issues: Sequence[str]) -> None:
+        self.webhook, self.summary = webhook, summary
         self.issues: tuple[str, ...] = tuple(issues)
-        super().__init__(message)
+        super().__init__(f"{summary}: {'; '.join(self.issues)}")
 
 
 class BackendError(PodwrightError):
     """podwright could not do its part, though the input was good: the task store cannot be
     read or written, no executor could be started, the API server refused, a file could not be
     written."""
+
+
+class TaskStoreUnavailableError(BackendError):
+    """A task's record cannot be read or written: this machine's task store, or the status of
+    an operator's Workload."""
 
 
 class BackendUnreachableError(BackendError):

@@ -28,7 +28,7 @@ import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from podwright.adapters.kubernetes import (
     KubernetesClient,
@@ -55,6 +55,7 @@ from podwright.api.errors import (
     BackendUnreachableError,
     InvalidInputError,
     TaskNotFoundError,
+    TaskStoreUnavailableError,
 )
 from podwright.api.loading import Workload
 from podwright.api.pipeline import check_runnable
@@ -233,8 +234,7 @@ def _denied(webhook: str, why: str, what: str) -> AdmissionDeniedError:
     found = _ISSUES.fullmatch(why.strip())
     if found is None:
         return AdmissionDeniedError(
-            f"the cluster's admission webhook {webhook!r} refused {what}: {why.strip()}; "
-            "nothing was created",
+            f"the cluster's admission webhook {webhook!r} refused {what}; nothing was created",
             webhook=webhook,
             issues=[why.strip()],
         )
@@ -273,7 +273,19 @@ def _record(store: WorkloadTaskStore, workload: JsonObject) -> TaskRecord:
     except UnrecordedTaskError:
         return pending_record(workload, WAITING, utc_now())
     except TaskStoreError as error:
-        raise BackendError(str(error)) from error
+        raise TaskStoreUnavailableError(str(error)) from error
+
+
+T = TypeVar("T")
+
+
+def _read(read: Callable[[], T]) -> T:
+    """A read of a Workload's record; one that cannot be read is
+    :class:`TaskStoreUnavailableError`."""
+    try:
+        return read()
+    except TaskStoreError as error:
+        raise TaskStoreUnavailableError(str(error)) from error
 
 
 class WorkloadTasks:
@@ -320,10 +332,14 @@ class WorkloadTasks:
         )
 
     def history(self, record: TaskRecord) -> list[HistoryEntry]:
-        return [] if record.revision == 0 else self.store.history(record.task_id)
+        if record.revision == 0:
+            return []
+        return _read(lambda: self.store.history(record.task_id))
 
     def events(self, record: TaskRecord) -> list[AttachedEvent]:
-        return [] if record.revision == 0 else self.store.events(record.task_id)
+        if record.revision == 0:
+            return []
+        return _read(lambda: self.store.events(record.task_id))
 
     def workload(self, record: TaskRecord) -> JsonObject | None:
         return self._cache.get(record.task.namespace, record.task.name)
@@ -603,6 +619,8 @@ class WorkloadView:
         except UnrecordedTaskError:
             self._workload()
             return []
+        except TaskStoreError as error:
+            raise TaskStoreUnavailableError(str(error)) from error
 
     def events(self, task_id: str) -> list[AttachedEvent]:
         try:
@@ -610,6 +628,8 @@ class WorkloadView:
         except UnrecordedTaskError:
             self._workload()
             return []
+        except TaskStoreError as error:
+            raise TaskStoreUnavailableError(str(error)) from error
 
     def request_abort(self, task_id: str, now: datetime) -> TaskRecord:
         """The abort annotation (the operator records the request)."""

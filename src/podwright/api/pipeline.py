@@ -377,6 +377,9 @@ class Prepared:
     effective: Mapping[str, object]
     profile: ClusterProfile
     rendering: Rendering
+    namespace: str | None = None
+    """The namespace it was judged and rendered for (None: none; judged in the policies'
+    deepest scope, if any)."""
 
     @property
     def sources(self) -> Mapping[str, str]:
@@ -472,7 +475,13 @@ def prepare(
             [f"cannot render on cluster profile {cluster_profile.name!r}:", *lines]
         ) from None
     return Prepared(
-        workload_name, workload, evaluation, effective_workload, cluster_profile, rendering
+        workload_name,
+        workload,
+        evaluation,
+        effective_workload,
+        cluster_profile,
+        rendering,
+        namespace or submitted.namespace,
     )
 
 

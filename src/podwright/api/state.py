@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from podwright.adapters.sqlite_store import SQLiteTaskStore
-from podwright.api.errors import BackendError, InvalidInputError
+from podwright.api.errors import InvalidInputError, TaskStoreUnavailableError
 from podwright.engine.task_store import StoreUnavailableError
 
 HOME_ENV = "PODWRIGHT_HOME"
@@ -38,7 +38,7 @@ def open_store(home: str | Path) -> SQLiteTaskStore:
     try:
         return SQLiteTaskStore(path)
     except StoreUnavailableError as error:
-        raise BackendError(str(error)) from error
+        raise TaskStoreUnavailableError(str(error)) from error
 
 
 def utc_now() -> datetime:

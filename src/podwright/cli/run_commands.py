@@ -53,7 +53,9 @@ from podwright.api import (
     Phase,
     Prepared,
     SubmittedTask,
+    TaskNotFoundError,
     TaskRecord,
+    TaskStoreUnavailableError,
 )
 from podwright.api.backends import LOCAL, OPERATOR, context_of
 from podwright.api.client import Keeper, TaskReader
@@ -149,14 +151,15 @@ def _run(client: Client, preparation: Preparation, detach: bool) -> int:
         prepared = prepare_workload(
             preparation, namespace, workload, namespace_object=namespace_object
         )
+    client.check_reachable()  # before the signals wait: Ctrl-C still ends it, nothing recorded
     with Signals() as signals:
         # Signals wait while the task is recorded and handed to an executor: it is never left
         # recorded with nobody to run it.
         try:
-            submitted = client.submit(
-                prepared or workload,
-                name=preparation.name if prepared is None else None,
-                labels=workload.labels,
+            submitted = (
+                client.submit(workload, name=preparation.name)
+                if prepared is None
+                else client.submit(prepared)
             )
         except AdmissionDeniedError as denied:
             _report_denial(denied)
@@ -212,7 +215,7 @@ def _report_denial(denied: AdmissionDeniedError) -> None:
     """Each issue of an admission webhook's refusal on a line of its own, then what it did."""
     for issue in denied.issues:
         click.echo(f"podwright: violation: {issue}", err=True)
-    click.echo(f"podwright: {denied}", err=True)
+    click.echo(f"podwright: {denied.summary}", err=True)
 
 
 def _introduce(client: Client, submitted: SubmittedTask, prepared: Prepared | None) -> None:
@@ -374,10 +377,12 @@ class Follower:
             record = self._store.get(self._task_id)
             phases = self._store.history(self._task_id)[self._phases :]
             events = self._store.events(self._task_id)[self._events :]
-        except BackendError as error:
+        except TaskNotFoundError as error:
+            raise BackendError(f"{error}: it was deleted while it was followed") from error
+        except TaskStoreUnavailableError as error:
             runner = self._runner or "the executor"
             message = f"{error} (task {self._task_id} goes on with {runner})"
-            raise BackendError(message) from error
+            raise TaskStoreUnavailableError(message) from error
         self._phases += len(phases)
         self._events += len(events)
         if phases:

@@ -48,6 +48,7 @@ from podwright.api import (
     SortKey,
     TaskChange,
     TaskNotFoundError,
+    TaskOutcome,
     TaskRecord,
     TaskStatus,
     WorkloadType,
@@ -528,13 +529,17 @@ def delete_command(
             timeout=timeout,
             wait=wait,
             progress=lambda text: click.echo(text, err=True),
+            report=_print_outcome,
         )
-    for outcome in outcomes:
-        if outcome.error is None:
-            click.echo(outcome.message)
-        else:
-            click.echo(f"podwright: error: {outcome.message}", err=True)
     if any(isinstance(outcome.error, TaskNotFoundError) for outcome in outcomes):
         sys.exit(ExitCode.BAD_INPUT)
     if any(outcome.error is not None for outcome in outcomes):
         sys.exit(ExitCode.UNAVAILABLE)
+
+
+def _print_outcome(outcome: TaskOutcome) -> None:
+    """What became of a task, as it comes: a line on the output, or an error."""
+    if outcome.error is None:
+        click.echo(outcome.message)
+    else:
+        click.echo(f"podwright: error: {outcome.message}", err=True)
