@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import os
 import re
@@ -55,6 +56,35 @@ def test_the_readme_examples_run_as_written(
         line.split("# prints: ", 1)[1] for line in code.splitlines() if "# prints: " in line
     ]
     assert output.getvalue().splitlines() == expected
+
+
+def _docstring_example(module: object) -> str:
+    """The example of a module's docstring: the indented block after its ``::``."""
+    doc = str(getattr(module, "__doc__", ""))
+    block = doc.split("::\n", 1)[1]
+    lines = []
+    for line in block.splitlines()[1:]:
+        if line and not line.startswith("    "):
+            break
+        lines.append(line[4:])
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("module", ["podwright.api", "podwright.api.client"])
+def test_the_docstring_examples_run(
+    module: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code = _docstring_example(importlib.import_module(module))
+    assert "podwright." in code
+    home = tmp_path / "home"
+    monkeypatch.setenv("PODWRIGHT_HOME", str(home))
+    output = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(output):
+            exec(compile(code, module, "exec"), {})
+    finally:
+        no_executor_left(home / "tasks.db")
+    assert re.fullmatch(r"\d\d:\d\d:\d\d  Success", output.getvalue().splitlines()[-1])
 
 
 def test_the_package_offers_exactly_the_api() -> None:

@@ -7,11 +7,13 @@ does::
 
     import podwright
 
-    workload = podwright.load("examples/workload-training.yaml")
-    policies = podwright.load_policies("examples/policies/")
-    evaluation = podwright.evaluate(workload, policies, assets="examples/assets.yaml")
-    manifests = podwright.render(evaluation)
-    task = podwright.Client(backend="local").submit(podwright.prepare(evaluation))
+    workload = podwright.load("examples/workload-local.yaml")
+    policies = podwright.load_policies("examples/policies/local-dev.yaml")
+    manifests = podwright.render(workload, policies)
+    with podwright.Client(backend="local") as client:
+        task = client.submit(podwright.prepare(workload, policies))
+        for change in client.watch(task.task_id):
+            print(change)
 
 Everything it raises on purpose is a :class:`PodwrightError` (see :mod:`podwright.api.errors`).
 """

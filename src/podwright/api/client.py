@@ -3,10 +3,14 @@
 ``podwright run``, ``list``, ``status``, ``logs``, ``abort`` and ``delete`` are built on it (an
 import-linter contract keeps them to :mod:`podwright.api`), so a notebook sees what they show::
 
+    import podwright
+
+    workload = podwright.load("examples/workload-local.yaml")
     client = podwright.Client(backend="local")
-    submission = client.submit(podwright.prepare(workload, policies))
+    submission = client.submit(workload)
     for change in client.watch(submission.task_id):
-        print(change.at, change.what)
+        print(change)
+    client.close()
 
 Two kinds of client, by ``backend``:
 
@@ -177,11 +181,28 @@ class TaskChange:
     def is_phase(self) -> bool:
         return isinstance(self.what, HistoryEntry)
 
+    @property
+    def text(self) -> str:
+        """The change in words, as ``podwright status --watch`` prints it: the phase and why,
+        or ``event:`` and the event."""
+        if isinstance(self.what, HistoryEntry):
+            return history_line(self.what)
+        return f"event: {self.what.reason}"
+
+    def __str__(self) -> str:
+        return f"{self.at:%H:%M:%S}  {self.text}"
+
     def to_data(self) -> dict[str, Any]:
         """As ``podwright status --watch -o json`` prints it: a TaskPhase or a TaskEvent."""
         if isinstance(self.what, HistoryEntry):
             return phase_change(self.task_id, self.what)
         return task_event(self.task_id, self.what)
+
+
+def history_line(entry: HistoryEntry) -> str:
+    """A phase and why: the error's message when it failed, else the reason."""
+    why = entry.error_message or entry.reason
+    return f"{entry.phase.value}  {why}" if why else entry.phase.value
 
 
 class Keeper(Protocol):

@@ -32,6 +32,7 @@ from rich.table import Table
 from rich.text import Text
 
 from podwright.api import AttachedEvent, HistoryEntry, Phase
+from podwright.api.client import history_line
 from podwright.api.task_logs import LogLine
 
 Happening = HistoryEntry | AttachedEvent | LogLine
@@ -150,12 +151,6 @@ def show(display: Display, item: Happening, origin: datetime, now: datetime) -> 
         display.phase(item, elapsed)
     else:
         display.event(item.reason, elapsed)
-
-
-def history_line(entry: HistoryEntry) -> str:
-    """A phase and why: the error's message when it failed, else the reason."""
-    why = entry.error_message or entry.reason
-    return f"{entry.phase.value}  {why}" if why else entry.phase.value
 
 
 class PlainDisplay:

@@ -43,7 +43,6 @@ import click
 from podwright import api
 from podwright.api import (
     Client,
-    HistoryEntry,
     Phase,
     SortKey,
     TaskChange,
@@ -54,7 +53,7 @@ from podwright.api import (
     WorkloadType,
 )
 from podwright.api.backends import OPERATOR
-from podwright.api.client import parse_phase, parse_selector
+from podwright.api.client import history_line, parse_phase, parse_selector
 from podwright.cli.common import (
     ExitCode,
     output_option,
@@ -66,7 +65,6 @@ from podwright.cli.operator_options import (
     operator_options,
     refuse_without_operator,
 )
-from podwright.cli.run_display import history_line
 from podwright.cli.task_options import home_option
 
 TABLE, JSON, YAML = "table", "json", "yaml"
@@ -377,12 +375,7 @@ def status_command(
 def _show_change(change: TaskChange, output: str) -> None:
     """A new phase or event, as ``status --watch`` prints it."""
     if output == TABLE:
-        what = (
-            history_line(change.what)
-            if isinstance(change.what, HistoryEntry)
-            else f"event: {change.what.reason}"
-        )
-        click.echo(f"  {change.at:%H:%M:%S}  {what}")
+        click.echo(f"  {change.at:%H:%M:%S}  {change.text}")
         return
     if output == YAML:
         click.echo("---")
