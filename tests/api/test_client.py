@@ -200,23 +200,6 @@ def test_bad_arguments_and_unknown_tasks_are_named(
     assert isinstance(raised.value, PodwrightError)
 
 
-def test_an_unknown_task_to_delete_is_named_and_the_others_are_deleted(
-    tmp_path: Path, home: Path
-) -> None:
-    with Client("local", home=home) as client:
-        task_id = client.submit(
-            training(tmp_path, "one", "echo done"), working_dir=tmp_path
-        ).task_id
-        for _change in client.watch(task_id):
-            pass
-        outcomes = client.delete(["nope-1", task_id])
-    assert [(o.task_id, type(o.error)) for o in outcomes] == [
-        ("nope-1", TaskNotFoundError),
-        (task_id, type(None)),
-    ]
-    assert isinstance(outcomes[0].error, ValueError)  # bad input, as every InvalidInputError
-
-
 def test_a_client_refuses_what_its_backend_does_not_take(home: Path) -> None:
     with pytest.raises(InvalidInputError, match=r"^backend 'cloud': one of local, kubernetes"):
         Client("cloud", home=home)
@@ -366,7 +349,7 @@ def test_a_prepared_workload_runs_where_it_was_judged(cluster: Cluster, tmp_path
         on_cluster.submit(judged)
 
 
-def test_delete_takes_one_id_or_many_and_reports_each_as_it_comes(
+def test_delete_takes_one_id_or_many_names_the_unknown_and_reports_each_as_it_comes(
     tmp_path: Path, home: Path
 ) -> None:
     reported: list[str] = []
@@ -383,3 +366,7 @@ def test_delete_takes_one_id_or_many_and_reports_each_as_it_comes(
             ["nope-1", ids[1]], report=lambda outcome: reported.append(outcome.task_id)
         )
     assert reported == [outcome.task_id for outcome in outcomes] == ["nope-1", ids[1]]
+    unknown, deleted = outcomes
+    assert isinstance(unknown.error, TaskNotFoundError)
+    assert isinstance(unknown.error, ValueError)  # bad input, as every InvalidInputError
+    assert (deleted.message, deleted.error) == (f"task {ids[1]} deleted", None)
