@@ -131,7 +131,7 @@ from podwright.engine.workload_tasks import pending_record
 T = TypeVar("T")
 
 POLL_SECONDS = 0.2
-"""How often this machine's task store is looked at while following it (it is read again only
+"""How often a task is looked at while it is followed (this machine's store is read again only
 when another process wrote it)."""
 DELETE_TIMEOUT = timedelta(minutes=2)
 """How long ``delete`` waits for an active task's abort by default."""
@@ -779,7 +779,9 @@ class Client:
             for record in _stored(self.store.list_tasks):
                 if record.finalized:
                     records.setdefault(record.task_id, record)
-        deleter = _Deleter(self, force=force, timeout=limit, progress=progress)
+        deleter = _Deleter(
+            self.store, self.home, self._launch, force=force, timeout=limit, progress=progress
+        )
         for task_id, record in records.items():
             try:
                 outcomes.append(TaskOutcome(task_id, deleter.delete(record)))
@@ -1200,13 +1202,15 @@ class _Deleter:
 
     def __init__(
         self,
-        client: Client,
+        store: SQLiteTaskStore,
+        home: Path,
+        launch: Callable[[str], ExecutorLaunch],
         *,
         force: bool,
         timeout: timedelta,
         progress: Callable[[str], None] | None,
     ) -> None:
-        self._client, self._store = client, client.store
+        self._store, self._home, self._launch = store, home, launch
         self._force, self._timeout = force, timeout
         self._progress = progress or (lambda _text: None)
 
@@ -1216,7 +1220,7 @@ class _Deleter:
         if record.finalized:
             self._remove(record)
             return f"task {task_id} deleted"
-        launch = self._client._launch(backend)
+        launch = self._launch(backend)
         problem = _unreachable(launch)
         if problem is None:
             ended = self._aborted(record, launch)
@@ -1292,7 +1296,7 @@ class _Deleter:
         if record.task.backend == LOCAL:
             with contextlib.suppress(PluginError):
                 ref = resource_ref(record, default_plugins(), LifecycleConfig())
-                for directory in local_log_directories(self._client.home / LOCAL, ref):
+                for directory in local_log_directories(self._home / LOCAL, ref):
                     shutil.rmtree(directory, ignore_errors=True)
 
 

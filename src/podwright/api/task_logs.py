@@ -24,16 +24,14 @@ from typing import Any, Protocol
 
 from podwright.adapters.kubernetes import KubernetesClient
 from podwright.core.lifecycle.objects import section, text
+from podwright.engine import plugin_manager
 from podwright.engine.kubernetes_port import ApiConnectionError, KubernetesError, ObjectRef
-from podwright.engine.plugin_manager import API_SERVER_UNREACHABLE
-
-__all__ = ["API_SERVER_UNREACHABLE"]
-"""Only what is re-exported (the rest is reached by name): the follower's exit status for a
-task whose launch never reached its API server."""
 
 PRIMARY_ANNOTATIONS = ("podwright.dev/primary-container", "kubectl.kubernetes.io/default-container")
 _PRIMARY_REPLICAS = ("master", "launcher", "chief")
 _POLL_SECONDS = 1.0
+API_SERVER_UNREACHABLE = plugin_manager.API_SERVER_UNREACHABLE
+"""The error code of a task whose launch never reached its API server (a follower exits 6)."""
 LOST_SERVER_AFTER = timedelta(seconds=30)
 """How long a follower waits on an API server that gives no answer before it stops following
 (exit status 6): about as long as the executor retries a launch before it gives up."""

@@ -58,7 +58,7 @@ from podwright.api import (
     TaskStoreUnavailableError,
 )
 from podwright.api.backends import LOCAL, OPERATOR, context_of
-from podwright.api.client import Keeper, TaskReader
+from podwright.api.client import POLL_SECONDS, Keeper, TaskReader
 from podwright.api.state import utc_now
 from podwright.api.task_logs import API_SERVER_UNREACHABLE, LOST_SERVER_AFTER, LogTail
 from podwright.cli.common import (
@@ -79,7 +79,6 @@ from podwright.cli.render_command import (
 from podwright.cli.run_display import Display, LiveDisplay, PlainDisplay, Timeline, show
 from podwright.cli.task_options import home_option, submit_options
 
-POLL_SECONDS = 0.2
 SETTLE = timedelta(seconds=1.5)
 """How long what happened is held back before it is shown: the executor records a task's events
 and phases in its next round (a second by default), after the output they came before."""

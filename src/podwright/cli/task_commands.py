@@ -122,7 +122,7 @@ def _client(
 ) -> Client:
     """The client of a task command's options: the operator's Workloads, or this machine's
     store, which takes none of the operator's options (``namespace``, ``context``,
-    ``all_namespaces``, and the options ``refused`` names, when given)."""
+    ``all_namespaces``, and those of ``refused``, the command's own, when given)."""
     if backend == OPERATOR:
         return Client(
             OPERATOR,
@@ -212,7 +212,6 @@ def list_command(
 
     Those the filters select, in the order of --sort-by; with --watch, then each one that
     appears, changes phase or is finalized, until Ctrl-C."""
-    refused: dict[str, object] = {} if backend == OPERATOR else {"kubeconfig": kubeconfig}
     client = _client(
         backend,
         home=home,
@@ -220,7 +219,7 @@ def list_command(
         context=context,
         namespace=namespace,
         all_namespaces=all_namespaces,
-        refused=refused,
+        refused={"kubeconfig": kubeconfig},
     )
     selection: dict[str, Any] = {
         "phases": phases,
@@ -352,14 +351,13 @@ def status_command(
     """Show a task (default: the latest): its phase, its phase history and its events.
 
     With --watch, then each new phase and event, until the task is finalized."""
-    refused: dict[str, object] = {} if backend == OPERATOR else {"kubeconfig": kubeconfig}
     client = _client(
         backend,
         home=home,
         kubeconfig=kubeconfig,
         context=context,
         namespace=namespace,
-        refused=refused,
+        refused={"kubeconfig": kubeconfig},
     )
     with client, _watching() if watch else contextlib.nullcontext():
         status = client.get(task_id)
@@ -505,14 +503,13 @@ def delete_command(
     log files go with it. With --backend operator: their Workloads (the operator aborts them)."""
     if not task_ids and not all_finished:
         raise click.UsageError("give the IDs of the tasks to delete, or --all-finished")
-    refused: dict[str, object] = {} if backend == OPERATOR else {"wait": wait}
     client = _client(
         backend,
         home=home,
         kubeconfig=kubeconfig,
         context=context,
         namespace=namespace,
-        refused=refused,
+        refused={"wait": wait},
     )
     with client:
         outcomes = client.delete(
