@@ -45,7 +45,13 @@ APPLY_PATCH = "application/apply-patch+yaml"
 
 @dataclass
 class Fault:
-    """Answer the next ``times`` requests that match with ``status`` (and Retry-After)."""
+    """Answer the next ``times`` requests that match with ``status``.
+
+    ``retry_after`` answers as the API server answers an ``errors.NewTooManyRequests(message,
+    retryAfterSeconds)`` (k8s.io/apimachinery/pkg/api/errors/errors.go), a 429 ``storage is
+    (re)initializing`` from a watch cache still starting among them: the seconds go into the
+    Status's ``details.retryAfterSeconds``, and into a ``Retry-After`` header when more than 0
+    (``ErrorNegotiated``, k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/writers.go)."""
 
     status: int
     times: int = 1
@@ -53,6 +59,19 @@ class Fault:
     path: str | None = None  # a regular expression searched in the path
     retry_after: int | None = None
     reason: str = ""
+    message: str = ""
+    """The Status's message; "injected fault <status>" when empty."""
+
+    def error(self) -> ApiError:
+        reason = self.reason or ("TooManyRequests" if self.status == 429 else "InternalError")
+        details = {"retryAfterSeconds": self.retry_after} if self.retry_after else {}
+        return ApiError(
+            self.status,
+            reason,
+            self.message or f"injected fault {self.status}",
+            details=details,
+            retry_after=self.retry_after,
+        )
 
     def matches(self, method: str, path: str) -> bool:
         return (self.method is None or self.method == method) and (
@@ -269,15 +288,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.controls.requests[verb] += 1
             fault = self.controls.take_fault(method, url.path)
             if fault is not None:
-                reason = fault.reason or (
-                    "TooManyRequests" if fault.status == 429 else "InternalError"
-                )
-                raise ApiError(
-                    fault.status,
-                    reason,
-                    f"injected fault {fault.status}",
-                    retry_after=fault.retry_after,
-                )
+                raise fault.error()
             if verb == "watch":
                 self._watch(resource, namespace, query)
                 return
@@ -311,9 +322,7 @@ class _Handler(BaseHTTPRequestHandler):
                 payload = self._table(resource, payload, query, version)
             self._send(code, payload)
         except ApiError as error:
-            headers = (
-                {"Retry-After": str(error.retry_after)} if error.retry_after is not None else {}
-            )
+            headers = {"Retry-After": str(error.retry_after)} if error.retry_after else {}
             self._send(error.code, error.status(), headers)
 
     def _write(self, method: str) -> Write:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,6 +15,7 @@ import pytest
 import urllib3
 
 from podwright.adapters.kubernetes import EventWatcher, KubernetesClient, Reflector, WatchCache
+from podwright.adapters.kubernetes.retry import DEFAULT_RETRIES
 from podwright.core.lifecycle import ManagerPhase, Phase
 from podwright.engine.config import FINALIZER, MANAGED_BY, MANAGED_BY_LABEL, LifecycleConfig
 from podwright.engine.event_index import EventIndex
@@ -315,16 +316,49 @@ def test_410_on_resume_relists(emulated_engine: Engine) -> None:
     assert engine.pods.lists > lists
 
 
-def test_429_with_retry_after_on_create(emulated_engine: Engine) -> None:
-    engine = emulated_engine
+@pytest.fixture
+def throttled_engine(emulator_api: ApiServer) -> Iterator[tuple[Engine, list[float]]]:
+    """An engine whose client records the Retry-After waits it makes instead of sleeping."""
+    assert emulator_api.emulator is not None
+    waits: list[float] = []
+    client = KubernetesClient.for_host(emulator_api.emulator.url, sleep=waits.append)
+    try:
+        for engine in _engine(replace(emulator_api, client=client), LifecycleConfig()):
+            yield engine, waits
+    finally:
+        client.close()
+
+
+def test_429_with_retry_after_on_create_is_retried_by_the_client(
+    throttled_engine: tuple[Engine, list[float]],
+) -> None:
+    """The client retries what the server did not do and asked to be asked again (client-go's
+    ``checkWait``, rest/request.go): the round creates the pod, once."""
+    engine, waits = throttled_engine
     emulator = engine.api.emulator
     assert emulator is not None
-    emulator.inject(Fault(429, times=1, method="POST", retry_after=3))
+    emulator.inject(Fault(429, times=2, method="POST", retry_after=3))
+    creates = emulator.requests("create")
+    task = _task(engine.api)
+    assert engine.round(task).info.phase is Phase.QUEUED
+    assert waits == [3, 3]
+    assert emulator.requests("create") == creates + 3
+    assert engine.api.client.list_objects("v1", "Pod", namespace=engine.api.namespace)[0]
+
+
+def test_429_the_client_gave_up_on_is_retried_by_the_engine_after_retry_after(
+    throttled_engine: tuple[Engine, list[float]],
+) -> None:
+    engine, waits = throttled_engine
+    emulator = engine.api.emulator
+    assert emulator is not None
+    emulator.inject(Fault(429, times=DEFAULT_RETRIES.max_retries + 1, method="POST", retry_after=3))
     task = _task(engine.api)
     throttled = engine.round(task)
     assert throttled.info.phase is Phase.NOT_READY
     assert throttled.retry_after is not None
     assert throttled.retry_after >= timedelta(seconds=3)
+    assert waits == [3] * DEFAULT_RETRIES.max_retries
     assert engine.round(task).info.phase is Phase.QUEUED
 
 

@@ -11,6 +11,11 @@ connection for every request beyond it and throws it away afterwards (urllib3's 
 is full, discarding connection"). urllib3's own retries are off: a request that gets no answer
 fails at once with an :class:`ApiConnectionError` that names the server and the cause, and the
 engine decides whether and when to try again.
+
+An answer that says the request was not carried out and when to ask again (429, or a 5xx, with
+``Retry-After``) is retried here, below every caller, as client-go retries it (``retry.py``):
+every command and the engine get the answer the server gives once it is ready, watches
+included, and an error only when the retries are spent, saying how many were made.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from podwright.adapters.kubernetes.errors import connection_error, error_from_status
 from podwright.adapters.kubernetes.resources import rest_resource
+from podwright.adapters.kubernetes.retry import DEFAULT_RETRIES, RetryAfterPolicy
 from podwright.engine.kubernetes_port import (
     ApiConnectionError,
     JsonObject,
@@ -148,15 +154,24 @@ class KubernetesClient:
     """The engine's Kubernetes port, plus list and watch for the reflectors.
 
     ``cached`` reads from the watch caches registered with :meth:`add_cache`; ``observer`` is
-    told of every request (the executor's metrics count them).
+    told of every request (the executor's metrics count them, each retry as a request).
+    ``retries`` says how answers asking to be retried later are retried, ``sleep`` waits the
+    seconds they ask for.
     """
 
     def __init__(
-        self, api: k8s_client.ApiClient, *, observer: RequestObserver | None = None
+        self,
+        api: k8s_client.ApiClient,
+        *,
+        observer: RequestObserver | None = None,
+        retries: RetryAfterPolicy = DEFAULT_RETRIES,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._api = api
         self._caches: dict[tuple[str, str], ObjectCache] = {}
         self._observer = observer
+        self._retries = retries
+        self._sleep = sleep
 
     @classmethod
     def for_host(
@@ -165,10 +180,14 @@ class KubernetesClient:
         *,
         observer: RequestObserver | None = None,
         pool_size: int = DEFAULT_POOL_SIZE,
+        retries: RetryAfterPolicy = DEFAULT_RETRIES,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> KubernetesClient:
         """A client of an API server that needs no credentials (an emulator, a local proxy)."""
         configuration = k8s_client.Configuration(host=host)
-        return cls(_api_client(configuration, pool_size), observer=observer)
+        return cls(
+            _api_client(configuration, pool_size), observer=observer, retries=retries, sleep=sleep
+        )
 
     @property
     def server(self) -> str:
@@ -373,8 +392,6 @@ class KubernetesClient:
         if stream_holder is not None:
             stream_holder.append(raw)
         try:
-            if response.status >= 400:
-                raise error_from_status(response.status, raw.read(), dict(raw.headers))
             for line in _lines(raw):
                 event = json.loads(line)
                 if event.get("type") == "ERROR":
@@ -433,13 +450,13 @@ class KubernetesClient:
         response = self._request(
             method, path, verb, query=query, body=body, content_type=content_type, timeout=timeout
         )
+        return self._read(response)
+
+    def _read(self, response: Any) -> bytes:
         try:
-            data = bytes(response.read())
+            return bytes(response.read())
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise connection_error(self.server, exc) from exc
-        if response.status >= 400:
-            raise error_from_status(response.status, data, dict(response.getheaders()))
-        return data
 
     def _request(
         self,
@@ -451,6 +468,46 @@ class KubernetesClient:
         body: Any = None,
         content_type: str = "application/json",
         timeout: tuple[float, float] | float = REQUEST_TIMEOUT_SECONDS,
+    ) -> Any:
+        """The server's successful answer, its body unread (a watch streams it). An error
+        answer is raised as the port's error once :class:`RetryAfterPolicy` retries it no more."""
+        retries, waited = 0, 0.0
+        while True:
+            response = self._send(
+                method,
+                path,
+                verb,
+                query=query,
+                body=body,
+                content_type=content_type,
+                timeout=timeout,
+            )
+            if response.status < 400:
+                return response
+            data = self._read(response)
+            headers = dict(response.getheaders())
+            seconds = self._retries.next_wait(
+                response.status, headers, retries=retries, waited=waited
+            )
+            if seconds is None:
+                note = self._retries.outcome(
+                    response.status, headers, retries=retries, waited=waited
+                )
+                raise error_from_status(response.status, data, headers, note=note)
+            self._sleep(seconds)
+            retries += 1
+            waited += seconds
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        verb: str,
+        *,
+        query: Mapping[str, str] | None,
+        body: Any,
+        content_type: str,
+        timeout: tuple[float, float] | float,
     ) -> Any:
         headers = {"Accept": "application/json"}
         if body is not None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import urllib3
 
+from podwright.adapters.kubernetes.retry import retry_after_seconds
 from podwright.engine.kubernetes_port import (
     AlreadyExistsError,
     ApiConnectionError,
@@ -35,12 +36,19 @@ from podwright.engine.kubernetes_port import (
 
 
 def error_from_status(
-    code: int, body: bytes | str | Mapping[str, object], headers: Mapping[str, str] | None = None
+    code: int,
+    body: bytes | str | Mapping[str, object],
+    headers: Mapping[str, str] | None = None,
+    *,
+    note: str = "",
 ) -> KubernetesError:
-    """The error for an HTTP status ``code`` and its ``Status`` body."""
+    """The error for an HTTP status ``code`` and its ``Status`` body; ``note`` (how the request
+    was retried) follows the server's message in parentheses."""
     status = _status(body)
     reason = str(status.get("reason") or "")
     message = str(status.get("message") or f"HTTP {code}")
+    if note:
+        message = f"{message} ({note})"
     found = status.get("details")
     details: dict[str, Any] = dict(found) if isinstance(found, Mapping) else {}
     common: dict[str, Any] = {"status": code, "reason": reason, "details": details}
@@ -66,7 +74,7 @@ def error_from_status(
     if code == 413:
         return TooLargeError(message, **common)
     if code == 429:
-        return ThrottledError(message, **common, retry_after=_retry_after(headers or {}))
+        return ThrottledError(message, **common, retry_after=retry_after_seconds(headers or {}))
     return ServerError(message, **common)
 
 
@@ -142,13 +150,3 @@ def _status(body: bytes | str | Mapping[str, object]) -> Mapping[str, object]:
         text = body.decode(errors="replace") if isinstance(body, bytes) else body
         return {"message": text.strip()[:500]}
     return decoded if isinstance(decoded, dict) else {}
-
-
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    for key, value in headers.items():
-        if key.lower() == "retry-after":
-            try:
-                return max(0.0, float(value))
-            except ValueError:
-                return None
-    return None
