@@ -26,6 +26,7 @@ from podwright.engine.kubernetes_port import (
     ObjectRef,
     PatchType,
 )
+from tests.k8s_emulator import Fault
 from tests.kube.support import CRD_PATH, ApiServer, eventually, installed_crd
 
 WIDGET_SCHEMA: dict[str, Any] = {
@@ -95,19 +96,59 @@ def widget_crd(group: str) -> dict[str, Any]:
     }
 
 
+def _new_widgets(api: ApiServer, monkeypatch: pytest.MonkeyPatch) -> Widgets:
+    """The Widget kind of a group of its own, podwright's client told of it."""
+    kind = Widgets(api, f"w{uuid.uuid4().hex[:8]}.test.podwright.dev")
+    resource = RestResource(kind.api_version, "Widget", "widgets")
+    monkeypatch.setitem(RESOURCES, (resource.api_version, resource.kind), resource)
+    return kind
+
+
+def _first_list(widgets: Widgets) -> list[dict[str, Any]]:
+    """The first LIST of a fresh CRD's kind through podwright's client. Established, the kind
+    is served, but its handler may still be installing (a 404 for a moment: tried again), and
+    its watch cache still starting: a 429 ``storage is (re)initializing`` with Retry-After, which
+    the client retries (tests/kube/test_throttled_requests.py)."""
+    api = widgets.api
+    items, _version = eventually(
+        lambda: api.client.list_objects(widgets.api_version, "Widget", namespace=api.namespace)
+    )
+    return items
+
+
 @pytest.fixture
 def widgets(api: ApiServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[Widgets]:
     """The Widget CRD installed (podwright's client told of its kind), deleted afterwards."""
-    group = f"w{uuid.uuid4().hex[:8]}.test.podwright.dev"
-    kind = Widgets(api, group)
-    resource = RestResource(kind.api_version, "Widget", "widgets")
-    monkeypatch.setitem(RESOURCES, (resource.api_version, resource.kind), resource)
-    with installed_crd(api, widget_crd(group)):
-        # Established: the kind is served; the first create may still race its handler.
-        eventually(
-            lambda: api.client.list_objects(kind.api_version, "Widget", namespace=api.namespace)
-        )
+    kind = _new_widgets(api, monkeypatch)
+    with installed_crd(api, widget_crd(kind.group)):
+        _first_list(kind)
         yield kind
+
+
+def test_the_first_list_of_a_fresh_crd_waits_out_storage_initializing(
+    api: ApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Right after a CRD is Established, a real server answered its first LIST ``429 storage is
+    (re)initializing`` with ``Retry-After``: the new kind's watch cache was still starting
+    (``Cacher``, k8s.io/apiserver/pkg/storage/cacher/cacher.go; the wait from
+    ``calculateRetryAfterForUnreadyCache``, at least 1 s). Whether or not a server answers so,
+    the first list through podwright's client gets the kind's objects. The emulator has no watch
+    cache: its first answer is injected."""
+    widgets = _new_widgets(api, monkeypatch)
+    fault = None
+    if api.emulator is not None:
+        fault = api.emulator.inject(
+            Fault(
+                429,
+                method="GET",
+                path=f"{widgets.collection}$",
+                retry_after=1,
+                message="storage is (re)initializing",
+            )
+        )
+    with installed_crd(api, widget_crd(widgets.group)):
+        assert _first_list(widgets) == []
+    assert fault is None or fault.times == 0
 
 
 def test_a_crd_is_established_and_its_kind_served_and_discoverable(
