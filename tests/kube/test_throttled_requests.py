@@ -125,6 +125,8 @@ def test_the_emulator_answers_a_throttled_request_as_the_api_server_does(
 
 
 def test_a_list_answered_429_twice_is_answered_on_the_third_try(throttled: Throttled) -> None:
+    """Each throttled answer is read whole before the retry, so the retry goes over the same
+    connection (client-go's ``readAndCloseResponseBody``, rest/with_retry.go)."""
     throttled.client.create(config_map("kept", NAMESPACE, app="t"))
     throttled.inject(2, 2)
     items, _version = throttled.client.list_objects(
@@ -133,6 +135,7 @@ def test_a_list_answered_429_twice_is_answered_on_the_third_try(throttled: Throt
     assert [item["metadata"]["name"] for item in items] == ["kept"]
     assert throttled.waits == [2, 2]
     assert throttled.answers[-3:] == [("list", "429"), ("list", "429"), ("list", "200")]
+    assert throttled.client.connections_opened() == 1
 
 
 def test_a_create_answered_429_is_made_once_on_its_retry(throttled: Throttled) -> None:
