@@ -8,9 +8,10 @@ containers, init containers included, does not specify that resource, before any
 compared: ``failed quota: tiny: must specify limits.memory for: clone-git-course`` (Kubernetes'
 ``pkg/quota/v1/evaluator/core/pods.go``, ``podEvaluator.Constraints``). Most multi-tenant
 clusters have such quotas, so every container podwright adds carries requests and limits for
-both, from the cluster profile's ``helperResources`` (:data:`DEFAULT_HELPER_RESOURCES` when it
-says nothing). Ephemeral storage is left out: that list of resources a quota makes mandatory is
-frozen at cpu and memory ("do not add more resources to this list!", in the same file).
+both: a rendered workload's from the cluster profile's ``helperResources``, the shim installer's
+from ``FuseProxySetup.resources``, :data:`DEFAULT_HELPER_RESOURCES` when they say nothing.
+Ephemeral storage is left out: the list of resources a quota makes mandatory is frozen at cpu
+and memory ("do not add more resources to this list!", in the same file).
 
 The defaults, and why:
 

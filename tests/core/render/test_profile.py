@@ -81,6 +81,7 @@ def test_the_example_profile() -> None:
     assert profile.s3_adapter is S3Adapter.S3FS
     assert profile.node_pool_label == "node.example.com/pool"
     assert set(profile.priority_classes) == set(PRIORITY_LEVELS)
+    assert profile.helper_resources == DEFAULT_PROFILE.helper_resources  # shown as they are
 
 
 def test_kai_defaults_its_scheduler_name_and_queue() -> None:
