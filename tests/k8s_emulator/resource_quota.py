@@ -61,10 +61,10 @@ def admit_pod_quotas(pod: Obj, quotas: Iterable[Obj], others: Iterable[Obj]) -> 
         missing = _missing(pod, MANDATORY.intersection(hard))
         if missing:
             raise forbidden_pod(pod, f"failed quota: {name}: must specify {missing}")
-    requested = pod_usage(pod)
+    requested = _pod_usage(pod)
     used: dict[str, Decimal] = {}
     for other in others:
-        for resource, amount in pod_usage(other).items():
+        for resource, amount in _pod_usage(other).items():
             used[resource] = used.get(resource, Decimal(0)) + amount
     for name, hard in hard_limits:
         over = sorted(
@@ -81,7 +81,7 @@ def admit_pod_quotas(pod: Obj, quotas: Iterable[Obj], others: Iterable[Obj]) -> 
             )
 
 
-def _missing(pod: Obj, required: set[str] | frozenset[str]) -> str:
+def _missing(pod: Obj, required: frozenset[str]) -> str:
     """``enforcePodContainerConstraints`` over the containers, then the init containers:
     ``<resource> for: <names>`` per resource some container leaves out, or ``""``."""
     without: dict[str, set[str]] = {}
@@ -96,7 +96,7 @@ def _missing(pod: Obj, required: set[str] | frozenset[str]) -> str:
     )
 
 
-def pod_usage(pod: Mapping[str, Any]) -> dict[str, Decimal]:
+def _pod_usage(pod: Mapping[str, Any]) -> dict[str, Decimal]:
     """What the pod counts against a quota: one of ``pods`` and its compute resources."""
     spec = pod.get("spec") or {}
     usage = _compute_usage(_pod_total(spec, "requests"), _pod_total(spec, "limits"))
