@@ -6,7 +6,8 @@
 * a failure with the reason the container's end gives: a non-zero exit code, an OOM kill, an
   image that cannot be pulled;
 * ``podwright abort``; the task's pod deleted by someone else; a ResourceQuota that refuses the
-  pod.
+  pod (its amounts, or containers that leave out what it tracks), and one a workload with data
+  sources fits.
 
 Every task ends with podwright's finalizer removed from what it created: nothing is left
 Terminating.
@@ -206,31 +207,89 @@ def test_a_pod_deleted_by_someone_else_ends_its_task_as_the_platforms_failure(
     eventually(lambda: not kube_cluster.task_objects(task_id, "Pod"))
 
 
+def quota(kube_cluster: ClusterUnderTest, name: str, hard: dict[str, str]) -> None:
+    """A ResourceQuota in the test's namespace, once its status says what it tracks (the
+    admission plugin constrains pods by ``status.hard``, which the quota controller writes)."""
+    kube_cluster.client.create(
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": name, "namespace": kube_cluster.namespace},
+            "spec": {"hard": hard},
+        }
+    )
+    eventually(
+        lambda: (
+            kube_cluster.client.get(kube_cluster.ref("ResourceQuota", name))
+            .get("status", {})
+            .get("hard")
+        )
+    )
+
+
 def test_a_resource_quota_that_refuses_the_pod_fails_the_task_naming_it(
     kube_cluster: ClusterUnderTest,
 ) -> None:
     """The quota admission plugin refuses a pod whose requests alone exceed the quota's hard
     limit (403, ``exceeded quota: <name>, requested: ...``; plugin/pkg/admission/resourcequota):
-    it can never be admitted, and the task fails permanently."""
-    kube_cluster.client.create(
-        {
-            "apiVersion": "v1",
-            "kind": "ResourceQuota",
-            "metadata": {"name": "tiny", "namespace": kube_cluster.namespace},
-            "spec": {"hard": {"requests.cpu": "50m", "limits.memory": "1Gi"}},
-        }
-    )
-    eventually(
-        lambda: (
-            kube_cluster.client.get(kube_cluster.ref("ResourceQuota", "tiny"))
-            .get("status", {})
-            .get("hard")
-        )
-    )
+    it can never be admitted, and the task fails permanently. The workspace's git clone and S3
+    adapter state cpu and memory (the profile's helperResources), so the quota compares amounts
+    rather than refusing them as containers that leave out what it tracks."""
+    quota(kube_cluster, "tiny", {"requests.cpu": "50m", "limits.memory": "1Gi"})
     example = kube_cluster.workload(WORKSPACE, compute=SMALL, restartPolicy="Never")
     result = kube_cluster.run(example)
     assert result.returncode == 3, result.stdout + result.stderr
     last = result.stdout.splitlines()[-1]
     assert "PermanentFailure  the request exceeds the quota's hard limit" in last, result.stdout
     assert "exceeded quota: tiny" in last, result.stdout
+    assert not kube_cluster.task_objects(task_id_of(result.stdout), "Pod")
+
+
+STATED = {**SMALL, "cpuCoreLimit": 0.5}
+"""``SMALL`` with a cpu limit: cpu and memory requested and limited."""
+
+
+def test_a_workload_with_data_sources_runs_under_a_quota_that_tracks_cpu_and_memory(
+    kube_cluster: ClusterUnderTest,
+) -> None:
+    """A quota on requests and limits of cpu and memory needs every container, init containers
+    included, to state them (pkg/quota/v1/evaluator/core/pods.go, ``podEvaluator.Constraints``):
+    the workspace's clone and S3 adapter do, so a workload that states its own runs."""
+    quota(
+        kube_cluster,
+        "compute",
+        {
+            "requests.cpu": "2",
+            "requests.memory": "2Gi",
+            "limits.cpu": "4",
+            "limits.memory": "4Gi",
+        },
+    )
+    example = kube_cluster.workload(WORKSPACE, compute=STATED, restartPolicy="Never")
+    result = kube_cluster.run(example)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines()[-1].endswith("s  Success"), result.stdout
+    (pod,) = kube_cluster.task_objects(task_id_of(result.stdout), "Pod")
+    assert [c["name"] for c in pod["spec"]["initContainers"]] == [
+        "clone-git-course",
+        "fuse-s3-datasets",
+    ]
+
+
+def test_containers_that_leave_out_what_a_quota_tracks_fail_the_task_naming_them(
+    kube_cluster: ClusterUnderTest,
+) -> None:
+    """A quota on ``limits.cpu`` refuses a pod whose workload container states no cpu limit
+    (403 ``failed quota: <name>: must specify limits.cpu for: main``), before it compares any
+    amount: no retry can mend it, so the task fails permanently, naming the container."""
+    quota(kube_cluster, "strict", {"limits.cpu": "4"})
+    example = kube_cluster.workload(WORKSPACE, compute=SMALL, restartPolicy="Never")
+    result = kube_cluster.run(example)
+    assert result.returncode == 3, result.stdout + result.stderr
+    last = result.stdout.splitlines()[-1]
+    assert "PermanentFailure  ResourceQuota strict needs every container to specify" in last, (
+        result.stdout
+    )
+    assert "these do not: main (limits.cpu)" in last, result.stdout
+    assert "failed quota: strict: must specify limits.cpu for: main" in last, result.stdout
     assert not kube_cluster.task_objects(task_id_of(result.stdout), "Pod")

@@ -152,16 +152,16 @@ def test_relaunch_after_a_lost_create_is_idempotent(kube: FakeKubernetes) -> Non
     assert len(kube.store.list(_pods(), NAMESPACE)[0]) == 1
 
 
-def _quota(kube: FakeKubernetes, pods: str) -> None:
+def _quota(kube: FakeKubernetes, hard: dict[str, str]) -> None:
     kube.store.create(
         resource_of("v1", "ResourceQuota"),
         NAMESPACE,
-        {"metadata": {"name": "q"}, "spec": {"hard": {"pods": pods, "limits.cpu": "2"}}},
+        {"metadata": {"name": "q"}, "spec": {"hard": hard}},
     )
 
 
 def test_quota_exceeded_waits_with_backoff_per_kind_and_namespace(kube: FakeKubernetes) -> None:
-    _quota(kube, "1")
+    _quota(kube, {"pods": "1"})
     harness = Harness(kube)
     assert harness.round(task("running")).info.phase is Phase.QUEUED
     waiting = Harness(kube)
@@ -193,7 +193,7 @@ def test_quota_exceeded_waits_with_backoff_per_kind_and_namespace(kube: FakeKube
 
 
 def test_request_above_the_quotas_hard_limit_fails_permanently(kube: FakeKubernetes) -> None:
-    _quota(kube, "5")
+    _quota(kube, {"pods": "5", "limits.cpu": "2"})
     resource = podresource_of()
     resource["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "4"}}
     transition = Harness(kube).round(task(resource=resource))
@@ -201,6 +201,27 @@ def test_request_above_the_quotas_hard_limit_fails_permanently(kube: FakeKuberne
     assert transition.info.reason == "ResourceRequestsExceedLimits"
     assert transition.info.error is not None
     assert "limits.cpu: requested 4, limit 2" in transition.info.error.message
+
+
+def test_containers_that_leave_out_what_the_quota_tracks_fail_permanently_naming_them(
+    kube: FakeKubernetes,
+) -> None:
+    """The quota admission plugin refuses the pod before comparing amounts ("must specify"):
+    retrying cannot help, so the task fails at once, naming each container and what it lacks."""
+    _quota(kube, {"requests.cpu": "2", "limits.memory": "1Gi"})
+    resource = podresource_of()
+    resource["spec"]["initContainers"] = [
+        {"name": "clone", "image": "git", "resources": {"requests": {"cpu": "100m"}}}
+    ]
+    transition = Harness(kube).round(task(resource=resource))
+    assert transition.info.phase is Phase.PERMANENT_FAILURE
+    assert transition.info.reason == "ResourcesNotSpecified"
+    assert transition.state.manager_phase is ManagerPhase.NOT_STARTED
+    assert transition.info.error is not None
+    message = transition.info.error.message
+    assert "ResourceQuota q needs every container to specify" in message
+    assert "clone (limits.memory); main (limits.memory, requests.cpu)" in message
+    assert "failed quota: q: must specify limits.memory for: clone,main" in message
 
 
 @pytest.mark.parametrize(

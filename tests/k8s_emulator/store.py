@@ -30,10 +30,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 from typing import Any, TypeVar
-
-from kubernetes.utils.quantity import parse_quantity
 
 from podwright.core.json_patch import (
     MalformedPatchError,
@@ -41,7 +38,6 @@ from podwright.core.json_patch import (
     apply_json_patch,
     apply_merge_patch,
 )
-from podwright.core.quantities import format_quantity
 from tests.k8s_emulator.admission import Admission, Attributes
 from tests.k8s_emulator.custom_resources import (
     CRD,
@@ -60,6 +56,7 @@ from tests.k8s_emulator.field_validation import decoded
 from tests.k8s_emulator.json_values import json_copy
 from tests.k8s_emulator.leases import validate_lease
 from tests.k8s_emulator.openapi_schema import apply_defaults
+from tests.k8s_emulator.resource_quota import admit_pod_quotas
 from tests.k8s_emulator.resource_types import ResourceType
 from tests.k8s_emulator.selectors import field_selector, label_selector
 from tests.k8s_emulator.strategies import (
@@ -1112,7 +1109,7 @@ class ApiStore:
 
     def _admit_pod(self, namespace: str, pod: Obj) -> None:
         """Priority admission (see ``strategies.admit_pod_priority``), then ResourceQuota
-        admission: the pod count and the cpu/memory requests and limits."""
+        admission (see ``resource_quota``)."""
         admit_pod_priority(pod, list(self._of_kind(PRIORITY_CLASSES).values()))
         quotas = [obj for (ns, _name), obj in self._of_kind(QUOTAS).items() if ns == namespace]
         if not quotas:
@@ -1123,32 +1120,7 @@ class ApiStore:
             if ns == namespace
             and (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
         ]
-        requested = _pod_usage(pod)
-        requested["pods"] = Decimal(1)
-        used: dict[str, Decimal] = {"pods": Decimal(len(pods))}
-        for other in pods:
-            for name, amount in _pod_usage(other).items():
-                used[name] = used.get(name, Decimal(0)) + amount
-        for quota in quotas:
-            hard = {
-                k: parse_quantity(v) for k, v in (quota.get("spec") or {}).get("hard", {}).items()
-            }
-            over = [
-                name
-                for name, limit in hard.items()
-                if name in requested and used.get(name, Decimal(0)) + requested[name] > limit
-            ]
-            if over:
-                raise ApiError(
-                    403,
-                    "Forbidden",
-                    f'pods "{pod["metadata"]["name"]}" is forbidden: exceeded quota: '
-                    f"{quota['metadata']['name']}, "
-                    f"requested: {_listing(requested, sorted(over))}, "
-                    f"used: {_listing(used, sorted(over))}, "
-                    f"limited: {_listing(hard, sorted(over))}",
-                    details={"name": pod["metadata"]["name"], "kind": "pods"},
-                )
+        admit_pod_quotas(pod, quotas, pods)
 
 
 _NAMING_FIELDS = {
@@ -1219,23 +1191,6 @@ def _bump_generation(metadata: dict[str, Any]) -> None:
 
 def _parse_time(value: str) -> datetime:
     return datetime.fromisoformat(value)
-
-
-def _listing(amounts: Mapping[str, Decimal], names: list[str]) -> str:
-    return ",".join(f"{name}={format_quantity(amounts.get(name, Decimal(0)))}" for name in names)
-
-
-def _pod_usage(pod: Mapping[str, Any]) -> dict[str, Decimal]:
-    usage: dict[str, Decimal] = {}
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        resources = container.get("resources") or {}
-        for section in ("requests", "limits"):
-            for name in ("cpu", "memory"):
-                value = (resources.get(section) or {}).get(name)
-                if value is not None:
-                    key = f"{section}.{name}"
-                    usage[key] = usage.get(key, Decimal(0)) + parse_quantity(str(value))
-    return usage
 
 
 def _initial_status(resource: ResourceType, obj: Obj) -> Obj:

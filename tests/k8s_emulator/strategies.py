@@ -165,17 +165,17 @@ def admit_pod_priority(pod: dict[str, Any], classes: list[dict[str, Any]]) -> No
         priority = int(by_name[name].get("value", 0))
         policy = by_name[name].get("preemptionPolicy") or policy
     else:
-        raise _forbidden_pod(pod, f"no PriorityClass with name {name} was found")
+        raise forbidden_pod(pod, f"no PriorityClass with name {name} was found")
     given = spec.get("priority")
     if given is not None and given != priority:
-        raise _forbidden_pod(
+        raise forbidden_pod(
             pod,
             f"the integer value of priority ({given}) must not be provided in pod spec; priority "
             f"admission controller computed {priority} from the given PriorityClass name",
         )
     given_policy = spec.get("preemptionPolicy")
     if given_policy is not None and given_policy != policy:
-        raise _forbidden_pod(
+        raise forbidden_pod(
             pod,
             f"the string value of PreemptionPolicy ({given_policy}) must not be provided in pod "
             f"spec; priority admission controller computed {policy} from the given "
@@ -185,7 +185,7 @@ def admit_pod_priority(pod: dict[str, Any], classes: list[dict[str, Any]]) -> No
     spec["preemptionPolicy"] = policy
 
 
-def _forbidden_pod(pod: dict[str, Any], reason: str) -> ApiError:
+def forbidden_pod(pod: dict[str, Any], reason: str) -> ApiError:
     """``admission.NewForbidden`` for a pod: ``pods "<name>" is forbidden: <reason>``."""
     name = str((pod.get("metadata") or {}).get("name") or "")
     return ApiError(

@@ -330,24 +330,93 @@ def _event(name: str, namespace: str, regarding: dict[str, Any], reason: str) ->
     }
 
 
-def test_resource_quota_refuses_a_pod_over_its_hard_limit_with_403(api: ApiServer) -> None:
+def _quota(api: ApiServer, name: str, hard: dict[str, str]) -> None:
+    """A ResourceQuota, once its status says what it tracks: the admission plugin constrains
+    pods by ``status.hard``, which the quota controller writes."""
     api.client.create(
         {
             "apiVersion": "v1",
             "kind": "ResourceQuota",
-            "metadata": {"name": "pods", "namespace": api.namespace},
-            "spec": {"hard": {"pods": "1"}},
+            "metadata": {"name": name, "namespace": api.namespace},
+            "spec": {"hard": hard},
         }
     )
+    eventually(lambda: api.client.get(api.ref("ResourceQuota", name)).get("status", {}).get("hard"))
+
+
+def _pod_of(api: ApiServer, name: str, **spec: Any) -> dict[str, Any]:
+    body = pod(name, api.namespace)
+    body["spec"].update(spec)
+    return body
+
+
+def _container(name: str, **resources: dict[str, str]) -> dict[str, Any]:
+    return {"name": name, "image": "registry.invalid/none:1", "resources": resources}
+
+
+def test_resource_quota_refuses_a_pod_over_its_hard_limit_with_403(api: ApiServer) -> None:
+    _quota(api, "pods", {"pods": "1"})
     # Admission refuses every pod until the quota controller has written the quota's status.
-    eventually(
-        lambda: api.client.get(api.ref("ResourceQuota", "pods")).get("status", {}).get("hard")
-    )
     eventually(lambda: api.client.create(pod("first", api.namespace)))
     with pytest.raises(QuotaExceededError) as caught:
         api.client.create(pod("second", api.namespace))
     assert caught.value.status == 403
     assert "exceeded quota: pods" in caught.value.message
+
+
+def test_resource_quota_refuses_a_pod_whose_containers_leave_out_what_it_tracks(
+    api: ApiServer,
+) -> None:
+    """A quota that tracks cpu or memory needs every container, init containers included, to
+    specify it, and says which do not before it compares any amount: ``failed quota: <quota>:
+    must specify <resource> for: <containers>; ...``, the resources sorted, each one's containers
+    sorted and joined by commas (``podEvaluator.Constraints`` and
+    ``enforcePodContainerConstraints`` in ``pkg/quota/v1/evaluator/core/pods.go``, wrapped by
+    ``checkQuotas`` in ``staging/src/k8s.io/apiserver/pkg/admission/plugin/resourcequota/
+    controller.go``). It is a 403 that is not "exceeded quota"."""
+    _quota(api, "tiny", {"requests.cpu": "2", "limits.memory": "1Gi"})
+    stated = {"requests": {"cpu": "100m"}, "limits": {"memory": "64Mi"}}
+    body = _pod_of(
+        api,
+        "unstated",
+        containers=[_container("main", **stated)],
+        initContainers=[
+            _container("z-clone"),
+            _container("a-fuse", requests={"cpu": "100m"}, limits={"cpu": "1"}),
+        ],
+    )
+    with pytest.raises(ForbiddenError) as caught:
+        api.client.create(body)
+    assert not isinstance(caught.value, QuotaExceededError)
+    assert caught.value.status == 403
+    assert caught.value.message == (
+        'pods "unstated" is forbidden: failed quota: tiny: must specify limits.memory for: '
+        "a-fuse,z-clone; requests.cpu for: z-clone"
+    )
+    body["spec"]["initContainers"] = [_container("z-clone", **stated)]
+    api.client.create(body)
+
+
+def test_resource_quota_counts_a_pods_sidecars_and_its_init_containers_at_their_peak(
+    api: ApiServer,
+) -> None:
+    """A pod counts what its containers and sidecars (init containers that keep running)
+    request together, or what an init container requests beside the sidecars started before it,
+    whichever is more (``resource.PodRequests`` in ``staging/src/k8s.io/component-helpers/
+    resource/helpers.go``, which ``PodUsageFunc`` in ``pkg/quota/v1/evaluator/core/pods.go``
+    charges): the same containers fit in one order and not in the other."""
+    _quota(api, "cpu", {"requests.cpu": "1"})
+    main = _container("main", requests={"cpu": "300m"})
+    sidecar = {**_container("sidecar", requests={"cpu": "300m"}), "restartPolicy": "Always"}
+    setup = _container("setup", requests={"cpu": "800m"})
+    after_the_sidecar = _pod_of(api, "late", containers=[main], initContainers=[sidecar, setup])
+    with pytest.raises(QuotaExceededError) as caught:
+        api.client.create(after_the_sidecar)
+    assert caught.value.message == (
+        'pods "late" is forbidden: exceeded quota: cpu, requested: requests.cpu=1100m, '
+        "used: requests.cpu=0, limited: requests.cpu=1"
+    )
+    api.client.create(_pod_of(api, "early", containers=[main], initContainers=[setup, sidecar]))
 
 
 def test_a_priority_class_is_cluster_scoped_and_a_second_create_is_409(api: ApiServer) -> None:

@@ -72,6 +72,7 @@ from podwright.core.policies import (
 from podwright.core.quantities import QUANTITY_PATTERN
 from podwright.core.render.profile import (
     AUTHORIZATION_TYPES,
+    HELPER_AMOUNT_FIELDS,
     HIGHEST_USER_PRIORITY,
     KNATIVE_FEATURES,
     PRIORITY_CLASS_FIELDS,
@@ -323,6 +324,16 @@ def _cluster_profile() -> dict[str, object]:
             "image": _string(min_length=1),
         },
         "knative": {"features": _array(_enum(list(KNATIVE_FEATURES)))},
+        "helperResources": {
+            section: _object(
+                _listed(
+                    HELPER_AMOUNT_FIELDS,
+                    {name: _value(Leaf(ValueType.QUANTITY)) for name in HELPER_AMOUNT_FIELDS},
+                    f"spec.helperResources.{section}",
+                )
+            )
+            for section in SPEC_FIELDS["helperResources"]
+        },
     }
     properties = _listed(
         SPEC_FIELDS,

@@ -33,6 +33,9 @@ other 404                              PermanentFailure KindNotServed: the clust
 quota exceeded                         WaitingForResources, backing off per (kind, namespace);
                                        PermanentFailure ResourceRequestsExceedLimits when the
                                        request alone exceeds the quota's hard limit
+403 quota's "must specify"             PermanentFailure ResourcesNotSpecified: containers leave
+                                       out resources the quota tracks; names each container and
+                                       what it leaves out
 other 403                              RetryableFailure (the user's permissions or an admission
                                        policy)
 400, 422                               PermanentFailure BadTaskSpecification
@@ -81,7 +84,7 @@ from podwright.core.lifecycle.deletion import deletion_of, judge_deletion
 from podwright.core.lifecycle.names import task_object_name
 from podwright.core.lifecycle.objects import JsonObject, section, text
 from podwright.core.lifecycle.phases import hold_progress
-from podwright.core.lifecycle.quota import parse_quota_refusal
+from podwright.core.lifecycle.quota import parse_quota_refusal, parse_unspecified_resources
 from podwright.engine.backoff import BackoffKey, QuotaBackoff, jittered_delay
 from podwright.engine.config import (
     FINALIZER,
@@ -309,7 +312,12 @@ class PluginManager:
                 refused, BackoffKey(ref.kind, ref.namespace), exc, now, notes
             )
         elif isinstance(exc, ForbiddenError):
-            info = phases.retryable_failure(now, "Forbidden", exc.message)
+            unspecified = parse_unspecified_resources(exc.message)
+            if unspecified is None:
+                info = phases.retryable_failure(now, "Forbidden", exc.message)
+            else:
+                message = f"{unspecified.explain()} ({exc.message})"
+                info = phases.permanent_failure(now, "ResourcesNotSpecified", message)
         elif isinstance(exc, InvalidError):
             info = phases.permanent_failure(now, "BadTaskSpecification", exc.message)
         elif isinstance(exc, TooLargeError):

@@ -24,6 +24,7 @@ from podwright.core.fuse_proxy.manifests import (
     daemon_manifests,
 )
 from podwright.core.fuse_proxy.mount_policy import ProxyPolicy
+from podwright.core.helper_resources import DEFAULT_HELPER_RESOURCES
 from podwright.core.pod_template import PodTemplate, PodTemplateError
 from tests.manifests import assert_accepted_as_printed, assert_valid_pod, schema_errors
 
@@ -121,6 +122,8 @@ def test_the_proxy_grant_gives_no_privilege_no_capability_and_no_device() -> Non
     assert installer["command"] == ["podwright", "fuse-proxy", "install-shim", "/shim"]
     assert installer["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert installer["securityContext"]["runAsNonRoot"] is True
+    # cpu and memory stated, so that a ResourceQuota on either admits the pod.
+    assert installer["resources"] == DEFAULT_HELPER_RESOURCES.manifest()
     volumes = {volume["name"]: volume for volume in pod["spec"]["volumes"]}
     assert volumes["podwright-fuse-proxy-socket"]["hostPath"] == {
         "path": "/var/run/fusermount",

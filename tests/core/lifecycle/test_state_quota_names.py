@@ -18,7 +18,7 @@ from podwright.core.lifecycle import (
     encode_state,
 )
 from podwright.core.lifecycle.names import task_object_name
-from podwright.core.lifecycle.quota import parse_quota_refusal
+from podwright.core.lifecycle.quota import parse_quota_refusal, parse_unspecified_resources
 
 times = st.none() | st.datetimes(
     min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC)
@@ -90,6 +90,30 @@ def test_quota_refusal_that_could_fit_later() -> None:
 
 def test_message_without_a_quota_refusal() -> None:
     assert parse_quota_refusal("forbidden: User cannot create pods") is None
+    assert parse_unspecified_resources("forbidden: User cannot create pods") is None
+    assert parse_unspecified_resources(MESSAGE) is None
+
+
+MUST_SPECIFY = (
+    'pods "t-1" is forbidden: failed quota: tiny: must specify limits.memory for: '
+    "clone-git-course,fuse-s3-datasets; requests.cpu for: clone-git-course"
+)
+"""What a real v1.36 server answered (issue 30), one container less under requests.cpu."""
+
+
+def test_a_must_specify_refusal_names_each_container_and_what_it_leaves_out() -> None:
+    refusal = parse_unspecified_resources(MUST_SPECIFY)
+    assert refusal is not None
+    assert refusal.quota == "tiny"
+    assert refusal.containers == {
+        "clone-git-course": ["limits.memory", "requests.cpu"],
+        "fuse-s3-datasets": ["limits.memory"],
+    }
+    assert parse_quota_refusal(MUST_SPECIFY) is None
+    assert (
+        "ResourceQuota tiny needs every container to specify the resources it tracks, and these "
+        "do not: clone-git-course (limits.memory, requests.cpu); fuse-s3-datasets (limits.memory)"
+    ) in refusal.explain()
 
 
 @given(st.text(min_size=1, max_size=200), st.integers(12, 63))

@@ -81,6 +81,7 @@ def test_the_example_profile() -> None:
     assert profile.s3_adapter is S3Adapter.S3FS
     assert profile.node_pool_label == "node.example.com/pool"
     assert set(profile.priority_classes) == set(PRIORITY_LEVELS)
+    assert profile.helper_resources == DEFAULT_PROFILE.helper_resources  # shown as they are
 
 
 def test_kai_defaults_its_scheduler_name_and_queue() -> None:
@@ -102,10 +103,45 @@ def test_a_level_set_to_null_is_not_offered() -> None:
     assert profile.priority_classes["low"] == PriorityLevel("cheap", 40, preemptible=True)
 
 
+def test_helper_resources_default_to_small_figures_and_each_key_may_be_set_alone() -> None:
+    assert DEFAULT_PROFILE.helper_resources.manifest() == {
+        "requests": {"cpu": "100m", "memory": "128Mi"},
+        "limits": {"cpu": "1", "memory": "512Mi"},
+    }
+    profile = profile_from_data(
+        document(helperResources={"requests": {"memory": "256Mi"}, "limits": {"cpu": 2}})
+    )
+    assert profile.helper_resources.manifest() == {
+        "requests": {"cpu": "100m", "memory": "256Mi"},
+        "limits": {"cpu": "2", "memory": "512Mi"},
+    }
+
+
 @pytest.mark.parametrize(
     ("data", "problem"),
     [
         ({"kind": "Profile"}, "kind: expected 'ClusterProfile', got 'Profile' (string)"),
+        (
+            document(helperResources={"requests": {"cpu": "lots"}}),
+            "spec.helperResources.requests.cpu: 'lots' is not a quantity",
+        ),
+        (
+            document(helperResources={"limits": {"memory": 0}}),
+            "spec.helperResources.limits.memory: expected a quantity above zero, got 0 (integer)",
+        ),
+        (
+            document(helperResources={"requests": {"cpu": "2"}}),
+            "spec.helperResources.requests.cpu: 2 is above limits.cpu (1); a request may not "
+            "exceed its limit",
+        ),
+        (
+            document(helperResources={"limits": {"gpu": 1}}),
+            "spec.helperResources.limits.gpu: unknown field 'gpu'",
+        ),
+        (
+            document(helperResources={"request": {}}),
+            "spec.helperResources.request: unknown field 'request' (did you mean 'requests'?)",
+        ),
         (
             document(scheduler={"type": "volcano"}),
             "spec.scheduler.type: expected one of 'default', 'kai', got 'volcano' (string)",

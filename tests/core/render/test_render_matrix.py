@@ -7,11 +7,13 @@ server's cross-field rules (``tests/render_helpers.rendered``).
 from __future__ import annotations
 
 import dataclasses
+from decimal import Decimal
 from typing import Any
 
 import pytest
 
 from podwright.core.assets import catalogue_from_data
+from podwright.core.helper_resources import Amounts, HelperResources
 from podwright.core.render import DEFAULT_PROFILE, RenderError, render
 from podwright.core.render.profile import FuseGrantMode, PriorityLevel, S3Adapter
 from podwright.core.workload_fields import WorkloadType
@@ -636,6 +638,27 @@ def test_git_helper_runs_as_nobody_when_the_pod_must_not_run_as_root() -> None:
 
 
 S3 = {"name": "data", "bucket": "research", "path": "/data"}
+
+
+def test_every_container_podwright_adds_takes_the_profiles_helper_resources() -> None:
+    """A ResourceQuota on cpu or memory refuses a pod any container of which, init containers
+    included, leaves them out: the clone and the FUSE adapter state both, from the profile."""
+    helpers = HelperResources(
+        requests=Amounts(cpu=Decimal("0.25"), memory=Decimal(2**28)),
+        limits=Amounts(cpu=Decimal(2), memory=Decimal(2**30)),
+    )
+    git = {"name": "code", "repository": "https://example.com/r.git", "path": "/code"}
+    profile = dataclasses.replace(PERMISSIVE_PROFILE, helper_resources=helpers)
+    pod, _ = storage_of({"git": [git], "s3": [S3]}, profile=profile)
+    expected = {
+        "requests": {"cpu": "250m", "memory": "256Mi"},
+        "limits": {"cpu": "2", "memory": "1Gi"},
+    }
+    assert [(c["name"], c["resources"]) for c in pod["spec"]["initContainers"]] == [
+        ("clone-git-code", expected),
+        ("fuse-s3-data", expected),
+    ]
+    assert "resources" not in pod["spec"]["containers"][0], "the workload's own: its compute's"
 
 
 @pytest.mark.parametrize(

@@ -429,3 +429,7 @@ def test_valid_workloads_render_to_valid_manifests(
             c for c in pod["spec"]["containers"] if c["name"] == template.primary_container_name
         )
         assert primary["image"]
+        # Every container podwright adds states cpu and memory, so a quota on them admits it.
+        added = [*pod["spec"].get("initContainers", []), *pod["spec"]["containers"]]
+        for helper in [c for c in added if c is not primary]:
+            assert helper["resources"] == PERMISSIVE_PROFILE.helper_resources.manifest(), helper

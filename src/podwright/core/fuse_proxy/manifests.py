@@ -12,7 +12,10 @@ A pod that uses it gets no privilege at all: the socket directory, read-only; an
 that installs the shim bundle into an ``emptyDir``; the shim mounted (``subPath``) over
 ``fusermount`` and ``fusermount3``, so that unmodified adapters run it; and
 ``$PODWRIGHT_FUSE_PROXY_SOCKET``. :func:`apply_fuse_proxy` adds these to a pod spec for
-:meth:`podwright.core.pod_template.PodTemplate.allow_fuse_via_proxy`.
+:meth:`podwright.core.pod_template.PodTemplate.allow_fuse_via_proxy`. The installer states cpu and
+memory requests and limits (``FuseProxySetup.resources``), as every container podwright adds
+does, so that a namespace's ResourceQuota on them admits the pod
+(:mod:`podwright.core.helper_resources`).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from podwright.core.fuse_proxy.protocol import (
     SOCKET_ENV,
     SOCKET_NAME,
 )
+from podwright.core.helper_resources import DEFAULT_HELPER_RESOURCES, HelperResources
 
 DAEMON_NAME = "podwright-fuse-proxy"
 DEFAULT_FUSERMOUNT_PATHS = ("/usr/bin/fusermount", "/usr/bin/fusermount3")
@@ -183,6 +187,8 @@ class FuseProxySetup:
     shim_image: str
     socket_dir: str = DEFAULT_SOCKET_DIR
     fusermount_paths: tuple[str, ...] = DEFAULT_FUSERMOUNT_PATHS
+    resources: HelperResources = DEFAULT_HELPER_RESOURCES
+    """The shim installer's requests and limits."""
 
     def __post_init__(self) -> None:
         if not self.shim_image or self.shim_image.strip() != self.shim_image:
@@ -212,7 +218,7 @@ def apply_fuse_proxy(spec: V1PodSpec, primary: V1Container, setup: FuseProxySetu
     _ensure_volume(
         spec, V1Volume(name=SHIM_VOLUME, empty_dir=V1EmptyDirVolumeSource(size_limit="16Mi"))
     )
-    _ensure_init_container(spec, _shim_installer(setup.shim_image))
+    _ensure_init_container(spec, _shim_installer(setup.shim_image, setup.resources))
     mounts = [
         V1VolumeMount(name=SOCKET_VOLUME, mount_path=setup.socket_dir, read_only=True),
         V1VolumeMount(name=SHIM_VOLUME, mount_path=SHIM_DIR, read_only=True),
@@ -227,7 +233,8 @@ def apply_fuse_proxy(spec: V1PodSpec, primary: V1Container, setup: FuseProxySetu
     _ensure_env(primary, V1EnvVar(name=SOCKET_ENV, value=setup.socket_path))
 
 
-def _shim_installer(image: str) -> V1Container:
+def _shim_installer(image: str, resources: HelperResources) -> V1Container:
+    amounts = resources.manifest()
     return V1Container(
         name=SHIM_INIT_CONTAINER,
         image=image,
@@ -241,9 +248,7 @@ def _shim_installer(image: str) -> V1Container:
             read_only_root_filesystem=True,
             capabilities=V1Capabilities(drop=["ALL"]),
         ),
-        resources=V1ResourceRequirements(
-            requests={"cpu": "10m", "memory": "32Mi"}, limits={"memory": "128Mi"}
-        ),
+        resources=V1ResourceRequirements(requests=amounts["requests"], limits=amounts["limits"]),
     )
 
 

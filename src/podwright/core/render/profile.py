@@ -18,6 +18,9 @@ The profile says so, once per cluster, with safe defaults (no FUSE, the default 
       s3: {adapter: s3fs, image: docker.io/efrecon/s3fs:1.94}
       knative: {features: [kubernetes.podspec-affinity, ...]}
       authorizationTypes: [public]          # URL access the cluster's gateway can enforce
+      helperResources:                      # of every container podwright adds (clones, FUSE)
+        requests: {cpu: 100m, memory: 128Mi}
+        limits: {cpu: "1", memory: 512Mi}
 
 Reading a profile reports every problem at its path, like every other reader in the core.
 
@@ -31,17 +34,31 @@ build-preemptible 75, build 100 and inference 125), so the KAI preemptibility la
 writes and the value KAI would judge by agree. Training (low) is preemptible, and workspaces
 (high) and inference (very-high) are not, as in Run:ai. A profile may name other classes, and
 give a level another ``value`` (and ``preemptible``, which then defaults from the value).
+
+**Helper containers.** ``helperResources`` gives the cpu and memory requests and limits of the
+containers podwright adds to a pod (a git clone, an S3 adapter): a namespace's ResourceQuota on
+cpu or memory refuses a pod any container of which leaves them out (see
+:mod:`podwright.core.helper_resources`, which also says why the defaults are what they are). A
+key left out keeps its default; a request above its limit is refused, as the API server would.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
+from decimal import Decimal
 from enum import StrEnum
 from types import MappingProxyType
 from typing import TypeVar
 
+from podwright.core import quantities
 from podwright.core.field_paths import FieldPath
+from podwright.core.helper_resources import (
+    DEFAULT_HELPER_RESOURCES,
+    RESOURCE_NAMES,
+    Amounts,
+    HelperResources,
+)
 from podwright.core.k8s_names import (
     dns1123_label_problem,
     dns1123_subdomain_problem,
@@ -177,6 +194,8 @@ class ClusterProfile:
     s3_image: str = "docker.io/efrecon/s3fs:1.94"
     knative_features: frozenset[str] = DEFAULT_KNATIVE_FEATURES
     authorization_types: frozenset[str] = frozenset({"public"})
+    helper_resources: HelperResources = DEFAULT_HELPER_RESOURCES
+    """The requests and limits of every container podwright adds to a pod."""
 
     def label(self, name: str) -> str:
         """A label or annotation key in podwright's domain: ``podwright.dev/<name>``."""
@@ -201,6 +220,7 @@ SPEC_FIELDS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "s3": ("adapter", "image"),
         "knative": ("features",),
         "authorizationTypes": (),
+        "helperResources": ("requests", "limits"),
     }
 )
 """The keys of a profile's ``spec``, each with the keys of the mapping it holds (none for a
@@ -208,6 +228,9 @@ value), as the reader accepts them and the ClusterProfile resource's schema list
 
 PRIORITY_CLASS_FIELDS = ("name", "value", "preemptible")
 """The keys of one level's entry under ``priorityClasses``."""
+
+HELPER_AMOUNT_FIELDS = RESOURCE_NAMES
+"""The keys of ``helperResources.requests`` and ``helperResources.limits``."""
 
 
 _E = TypeVar("_E", bound=StrEnum)
@@ -339,6 +362,7 @@ def profile_from_data(data: object, source: str | None = None) -> ClusterProfile
     knative = reader.mapping(spec.get("knative"), (*path, "knative"), SPEC_FIELDS["knative"])
     features = reader.names(knative, "features", (*path, "knative"), KNATIVE_FEATURES)
     authorization = reader.names(spec, "authorizationTypes", path, AUTHORIZATION_TYPES)
+    helper_resources = _helper_resources(reader, spec.get("helperResources"), path)
 
     if reader.problems:
         raise ProfileError(reader.problems)
@@ -357,7 +381,62 @@ def profile_from_data(data: object, source: str | None = None) -> ClusterProfile
         s3_image=s3_image,
         knative_features=DEFAULT_KNATIVE_FEATURES if features is None else features,
         authorization_types=frozenset({"public"}) if authorization is None else authorization,
+        helper_resources=helper_resources,
     )
+
+
+def _helper_resources(reader: _Reader, data: object, path: FieldPath) -> HelperResources:
+    """``helperResources``: each amount a positive quantity (its default when left out), each
+    request at most its limit."""
+    path = (*path, "helperResources")
+    sections = reader.mapping(data, path, SPEC_FIELDS["helperResources"])
+    default = DEFAULT_HELPER_RESOURCES
+    chosen: dict[str, dict[str, Decimal | None]] = {}
+    for section, defaults in (("requests", default.requests), ("limits", default.limits)):
+        amounts = reader.mapping(sections.get(section), (*path, section), HELPER_AMOUNT_FIELDS)
+        chosen[section] = {
+            resource: _positive_amount(
+                reader, amounts, resource, (*path, section), getattr(defaults, resource)
+            )
+            for resource in HELPER_AMOUNT_FIELDS
+        }
+    for resource in HELPER_AMOUNT_FIELDS:
+        request, limit = chosen["requests"][resource], chosen["limits"][resource]
+        if request is not None and limit is not None and request > limit:
+            reader.problem(
+                (*path, "requests", resource),
+                f"{quantities.format_quantity(request)} is above limits.{resource} "
+                f"({quantities.format_quantity(limit)}); a request may not exceed its limit",
+            )
+    valid: dict[str, dict[str, Decimal]] = {}
+    for section, amounts in chosen.items():
+        valid[section] = {name: amount for name, amount in amounts.items() if amount is not None}
+        if len(valid[section]) < len(amounts):
+            return default  # the problem is recorded: the profile is refused
+    return HelperResources(requests=Amounts(**valid["requests"]), limits=Amounts(**valid["limits"]))
+
+
+def _positive_amount(
+    reader: _Reader,
+    data: Mapping[str, object],
+    key: str,
+    path: FieldPath,
+    default: Decimal,
+) -> Decimal | None:
+    """The quantity at ``key`` (``default`` when absent); None, with a problem, when it is no
+    quantity above zero."""
+    if key not in data:
+        return default
+    value = data[key]
+    try:
+        amount = quantities.parse(value)
+    except quantities.QuantityError as error:
+        reader.problem((*path, key), str(error))
+        return None
+    if amount <= 0:
+        reader.problem((*path, key), f"expected a quantity above zero, got {describe(value)}")
+        return None
+    return amount
 
 
 def _priority_classes(

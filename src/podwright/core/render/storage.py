@@ -13,7 +13,9 @@
 - ``dataVolume``: the asset of that id in the catalogue, rendered as its kind.
 
 Every value a shell or program reads comes through the environment or an argument vector, never
-spliced into a script, so a repository URL or branch name cannot inject commands.
+spliced into a script, so a repository URL or branch name cannot inject commands. Every container
+added here takes the profile's ``helperResources`` as its requests and limits, so that a
+namespace's ResourceQuota on cpu or memory admits the pod (:mod:`podwright.core.helper_resources`).
 """
 
 from __future__ import annotations
@@ -412,6 +414,7 @@ def _render_git(instance: Values, volume: str, result: Storage, context: Storage
         "command": ["/bin/sh", "-c", GIT_CLONE_SCRIPT],
         "env": environment,
         "volumeMounts": [{"name": volume, "mountPath": GIT_DESTINATION}],
+        "resources": context.profile.helper_resources.manifest(),
         "securityContext": {
             "allowPrivilegeEscalation": False,
             "capabilities": {"drop": ["ALL"]},
@@ -472,6 +475,7 @@ def _render_s3(instance: Values, volume: str, result: Storage, context: StorageC
         "image": context.profile.s3_image,
         "command": command,
         "restartPolicy": "Always",
+        "resources": context.profile.helper_resources.manifest(),
         "securityContext": {"privileged": True, "runAsUser": 0, "runAsNonRoot": False},
         "volumeMounts": [
             {"name": volume, "mountPath": S3_MOUNTPOINT, "mountPropagation": "Bidirectional"}
