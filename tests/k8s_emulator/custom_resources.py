@@ -95,7 +95,15 @@ def check_definition(crd: Obj) -> None:
     """The essentials of a CRD's validation (``ValidateCustomResourceDefinition`` in
     apiextensions ``pkg/apis/apiextensions/validation/validation.go``): its name is
     ``<plural>.<group>``, exactly one version is the storage version, and every version has a
-    schema (required in ``apiextensions.k8s.io/v1``)."""
+    structural schema (required in ``apiextensions.k8s.io/v1``).
+
+    The server validates the CRD's internal form, which holds a schema that every version shares
+    once, as ``spec.validation`` (``Convert_v1_CustomResourceDefinitionSpec_To_apiextensions_
+    CustomResourceDefinitionSpec`` in ``pkg/apis/apiextensions/v1/conversion.go``): a schema is
+    checked at ``spec.validation.openAPIV3Schema`` when all versions have the same one (a CRD of
+    one version always), else at each version's ``spec.versions[i].schema.openAPIV3Schema``
+    (``validateCustomResourceDefinitionSpec`` and ``validateCustomResourceDefinitionVersion``).
+    A schema missing is named at its version either way."""
     spec = crd.get("spec") or {}
     names = spec.get("names") or {}
     name = crd["metadata"]["name"]
@@ -119,8 +127,8 @@ def check_definition(crd: Obj) -> None:
                 "version",
             )
         )
-    for index, version in enumerate(versions):
-        schema = (version.get("schema") or {}).get("openAPIV3Schema")
+    schemas = [(version.get("schema") or {}).get("openAPIV3Schema") for version in versions]
+    for index, schema in enumerate(schemas):
         if not schema:
             errors.append(
                 FieldError(
@@ -129,9 +137,15 @@ def check_definition(crd: Obj) -> None:
                     "Required value: schemas are required",
                 )
             )
-        else:
-            path = f"spec.versions[{index}].schema.openAPIV3Schema"
-            errors.extend(structural_errors(schema, path))
+    shared = [version.get("schema") for version in versions]
+    if shared and all(schema == shared[0] for schema in shared):
+        if schemas[0]:
+            errors.extend(structural_errors(schemas[0], "spec.validation.openAPIV3Schema"))
+    else:
+        for index, schema in enumerate(schemas):
+            if schema:
+                path = f"spec.versions[{index}].schema.openAPIV3Schema"
+                errors.extend(structural_errors(schema, path))
     if errors:
         raise invalid(CRD, name, errors)
 

@@ -10,6 +10,7 @@ deleted afterwards, also on failure (``installed_crd``).
 
 from __future__ import annotations
 
+import copy
 import threading
 import uuid
 from collections.abc import Iterator
@@ -366,23 +367,65 @@ def test_a_deleted_crd_takes_its_kind_and_objects_with_it(api: ApiServer) -> Non
         assert listed["items"] == []
 
 
-def test_a_crd_whose_schema_is_not_structural_is_refused(api: ApiServer) -> None:
+def _untyped_field(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with a field of no type under ``spec``: not a structural schema."""
+    changed = copy.deepcopy(schema)
+    changed["properties"]["spec"]["properties"]["label"] = {"description": "a field of no type"}
+    return changed
+
+
+def _with_second_version(crd: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """``crd`` serving ``v2`` too (not stored), with ``schema``."""
+    second = {**crd["spec"]["versions"][0], "name": "v2", "storage": False}
+    second["schema"] = {"openAPIV3Schema": schema}
+    crd["spec"]["versions"].append(second)
+    return crd
+
+
+UNTYPED = "properties[spec].properties[label].type"
+
+
+@pytest.mark.parametrize(
+    ("versions", "path"),
+    [
+        pytest.param("one", f"spec.validation.openAPIV3Schema.{UNTYPED}", id="one-version"),
+        pytest.param(
+            "sharing", f"spec.validation.openAPIV3Schema.{UNTYPED}", id="versions-sharing-it"
+        ),
+        pytest.param(
+            "differing",
+            f"spec.versions[1].schema.openAPIV3Schema.{UNTYPED}",
+            id="versions-differing",
+        ),
+    ],
+)
+def test_a_crd_whose_schema_is_not_structural_is_refused(
+    api: ApiServer, versions: str, path: str
+) -> None:
     """``apiextensions.k8s.io/v1`` takes only structural schemas (the "Specifying a structural
     schema" section of kubernetes.io's CustomResourceDefinition task page): a field without a
     type is refused with a 422 naming it (``validateStructuralInvariants`` in apiextensions-apiserver
-    ``pkg/apiserver/schema/validation.go``), and no CRD is created."""
+    ``pkg/apiserver/schema/validation.go``), and no CRD is created. The server validates the
+    CRD's internal form, where a schema all versions share is ``spec.validation``
+    (``Convert_v1_CustomResourceDefinitionSpec_To_apiextensions_CustomResourceDefinitionSpec`` in
+    ``pkg/apis/apiextensions/v1/conversion.go``), so the error names it there, once; a schema of
+    one version among different ones is named at that version."""
     group = f"w{uuid.uuid4().hex[:8]}.test.podwright.dev"
     crd = widget_crd(group)
-    spec_schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-    spec_schema["properties"]["label"] = {"description": "a field of no type"}
+    untyped = _untyped_field(WIDGET_SCHEMA)
+    if versions == "differing":
+        crd = _with_second_version(crd, untyped)
+    else:
+        crd["spec"]["versions"][0]["schema"] = {"openAPIV3Schema": untyped}
+        if versions == "sharing":
+            crd = _with_second_version(crd, untyped)
     code, answer = api.request("POST", CRD_PATH, crd)
     if code == 201:
         api.request("DELETE", f"{CRD_PATH}/widgets.{group}")
     assert (code, answer["reason"]) == (422, "Invalid"), answer
     assert answer["message"] == (
         f'CustomResourceDefinition.apiextensions.k8s.io "widgets.{group}" is invalid: '
-        "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[label].type: "
-        "Required value: must not be empty for specified object fields"
+        f"{path}: Required value: must not be empty for specified object fields"
     )
     assert api.request("GET", f"{CRD_PATH}/widgets.{group}")[0] == 404
 
