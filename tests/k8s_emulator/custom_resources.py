@@ -1,11 +1,13 @@
 """CustomResourceDefinitions, and the update strategies that differ between kinds.
 
 A CRD created through the API makes its kind served (``CustomResourceRegistry``): each served
-version, its scope, and its status subresource when ``subresources.status`` is given. Its status
-gets what the apiextensions controllers write (``pkg/controller/status/naming_controller.go`` and
-``pkg/controller/establish/establishing_controller.go``): ``acceptedNames`` and the conditions
-``NamesAccepted`` and ``Established``, at once here (a real server writes them a moment later:
-tests wait for Established). Deleting a CRD stops serving it and deletes its objects (the
+version, its scope, and its status subresource when ``subresources.status`` is given. Its create
+answers with the status the create writes (``created_definition_status``): ``conditions`` JSON
+null, ``acceptedNames`` empty; then comes what the apiextensions controllers write
+(``pkg/controller/status/naming_controller.go`` and ``pkg/controller/establish/
+establishing_controller.go``): ``acceptedNames`` and the conditions ``NamesAccepted`` and
+``Established``, as a change of its own, at once here (a real server writes them a moment later:
+readers take null conditions as none, and tests wait for Established). Deleting a CRD stops serving it and deletes its objects (the
 ``customresourcecleanup`` finalizer's work in ``pkg/controller/finalizer/crd_finalizer.go``, done at
 once). Not modelled: name conflicts between CRDs, conversion webhooks, the CRD's own validation
 beyond the essentials and structural schemas (``check_definition``).
@@ -162,6 +164,21 @@ def defaulted_definition(crd: Obj) -> Obj:
         names.setdefault("listKind", f"{names['kind']}List")
     spec.setdefault("conversion", {"strategy": "None"})
     return crd
+
+
+def created_definition_status(crd: Obj) -> Obj:
+    """A new CRD's status as its create writes it, before any controller: emptied but for its
+    storage version in ``storedVersions`` (``strategy.PrepareForCreate`` in apiextensions
+    ``pkg/registry/customresourcedefinition/strategy.go``). Encoded, ``conditions`` is null and
+    ``acceptedNames`` holds an empty ``plural`` and ``kind``: those fields have no ``omitempty``
+    (``CustomResourceDefinitionStatus`` and ``CustomResourceDefinitionNames`` in
+    ``pkg/apis/apiextensions/v1/types.go``)."""
+    storage = [version["name"] for version in crd["spec"]["versions"] if version.get("storage")]
+    return {
+        "conditions": None,
+        "acceptedNames": {"plural": "", "kind": ""},
+        "storedVersions": storage[:1],
+    }
 
 
 def definition_status(crd: Obj, now: str, previous: Obj | None) -> Obj:

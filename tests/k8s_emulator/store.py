@@ -49,6 +49,7 @@ from tests.k8s_emulator.custom_resources import (
     ServedVersion,
     admit_custom_object,
     check_definition,
+    created_definition_status,
     defaulted_definition,
     definition_status,
     generation_changes,
@@ -389,7 +390,10 @@ class ApiStore:
                 )
             if resource.kind == "Pod" and resource.group == "":
                 self._admit_pod(namespace, obj)
-            return self._store(resource, key, obj, "ADDED", None)
+            created = self._store(resource, key, obj, "ADDED", None)
+            if resource == CRD and not self.in_dry_run:
+                self._establish(key, obj)
+            return created
 
     def replace(
         self,
@@ -1041,8 +1045,19 @@ class ApiStore:
         if resource == CRD:
             check_definition(obj)
             obj = defaulted_definition(obj)
-            obj["status"] = definition_status(obj, rfc3339(self._clock()), previous)
+            obj["status"] = (
+                created_definition_status(obj)
+                if previous is None
+                else definition_status(obj, rfc3339(self._clock()), previous)
+            )
         return obj
+
+    def _establish(self, key: tuple[ResourceType, str, str], crd: Obj) -> None:
+        """The naming and establishing controllers' write into a CRD just created (see
+        ``custom_resources``), as a change after the create's."""
+        established = json_copy(crd)
+        established["status"] = definition_status(established, rfc3339(self._clock()), crd)
+        self._store(CRD, key, established, "MODIFIED", crd)
 
     def _store(
         self,

@@ -27,7 +27,13 @@ from podwright.engine.kubernetes_port import (
     ObjectRef,
     PatchType,
 )
-from tests.kube.support import CRD_PATH, ApiServer, eventually, installed_crd
+from tests.kube.support import (
+    CRD_PATH,
+    ApiServer,
+    established_crd,
+    eventually,
+    installed_crd,
+)
 
 WIDGET_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -109,6 +115,30 @@ def widgets(api: ApiServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[Widgets
             lambda: api.client.list_objects(kind.api_version, "Widget", namespace=api.namespace)
         )
         yield kind
+
+
+def test_a_new_crd_has_null_conditions_until_its_controllers_establish_it(api: ApiServer) -> None:
+    """A CRD's create answers with the status the create writes, before any controller
+    (``strategy.PrepareForCreate`` in apiextensions ``pkg/registry/customresourcedefinition/
+    strategy.go``): its storage version in ``storedVersions``, and, since neither field has
+    ``omitempty`` (``CustomResourceDefinitionStatus`` in ``pkg/apis/apiextensions/v1/
+    types.go``), ``conditions`` null and ``acceptedNames`` with an empty plural and kind. The
+    naming and establishing controllers write the names and the conditions afterwards."""
+    group = f"w{uuid.uuid4().hex[:8]}.test.podwright.dev"
+    name = f"widgets.{group}"
+    code, created = api.request("POST", CRD_PATH, widget_crd(group))
+    try:
+        assert code == 201, created
+        status = created["status"]
+        assert "conditions" in status
+        assert status["conditions"] is None
+        assert status["acceptedNames"] == {"plural": "", "kind": ""}
+        assert status["storedVersions"] == ["v1"]
+        established = eventually(lambda: established_crd(api, name))
+        assert established["status"]["acceptedNames"]["kind"] == "Widget"
+        assert established["status"]["storedVersions"] == ["v1"]
+    finally:
+        api.request("DELETE", f"{CRD_PATH}/{name}")
 
 
 def test_a_crd_is_established_and_its_kind_served_and_discoverable(
