@@ -13,7 +13,9 @@ store.go``, ``Delete`` and ``updateForGracefulDeletionAndFinalizers``; ``rest.Be
   ``orphan``; Background removes both; none: the kind's default, see ``strategies.py``), which
   the garbage collector (``controllers.py``, when the :class:`Emulator` runs) acts on;
 * an object with finalizers stays, marked as deleting (``deletionTimestamp`` now, grace 0), and
-  goes once the last finalizer is removed.
+  goes once the last finalizer is removed; a Pod deleted with a period of 0 and no finalizer is
+  written with its ``deletionTimestamp`` first, then removed (two changes a watch sees, MODIFIED
+  then DELETED, as ``updateForGracefulDeletionAndFinalizers`` writes before ``Delete`` removes).
 
 Pods are bound to nodes through the ``binding`` subresource, as the scheduler does. Per-kind
 registry rules (Job defaulting, namespace lifecycle) live in ``strategies.py``.
@@ -639,8 +641,12 @@ class ApiStore:
             if updated == current:
                 return json_copy(current)
             return self._store(resource, key, updated, "MODIFIED", current)
-        if graceful and meta["deletionGracePeriodSeconds"] > 0:
-            return self._store(resource, key, updated, "MODIFIED", current)
+        if graceful:
+            # updateForGracefulDeletionAndFinalizers writes the deletion first: a watch sees it
+            # (MODIFIED) even when a grace period of 0 lets Delete remove the pod right after.
+            written = self._store(resource, key, updated, "MODIFIED", current)
+            if meta["deletionGracePeriodSeconds"] > 0:
+                return written
         return self._remove(resource, key, updated)
 
     def bind(self, namespace: str, name: str, binding: Mapping[str, Any]) -> Obj:
