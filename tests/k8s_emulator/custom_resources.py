@@ -1,11 +1,13 @@
 """CustomResourceDefinitions, and the update strategies that differ between kinds.
 
 A CRD created through the API makes its kind served (``CustomResourceRegistry``): each served
-version, its scope, and its status subresource when ``subresources.status`` is given. Its status
-gets what the apiextensions controllers write (``pkg/controller/status/naming_controller.go`` and
-``pkg/controller/establish/establishing_controller.go``): ``acceptedNames`` and the conditions
-``NamesAccepted`` and ``Established``, at once here (a real server writes them a moment later:
-tests wait for Established). Deleting a CRD stops serving it and deletes its objects (the
+version, its scope, and its status subresource when ``subresources.status`` is given. Its create
+answers with the status the create writes (``created_definition_status``): ``conditions`` JSON
+null, ``acceptedNames`` empty; then comes what the apiextensions controllers write
+(``pkg/controller/status/naming_controller.go`` and ``pkg/controller/establish/
+establishing_controller.go``): ``acceptedNames`` and the conditions ``NamesAccepted`` and
+``Established``, as a change of its own, at once here (a real server writes them a moment later:
+readers take null conditions as none, and tests wait for Established). Deleting a CRD stops serving it and deletes its objects (the
 ``customresourcecleanup`` finalizer's work in ``pkg/controller/finalizer/crd_finalizer.go``, done at
 once). Not modelled: name conflicts between CRDs, conversion webhooks, the CRD's own validation
 beyond the essentials and structural schemas (``check_definition``).
@@ -95,7 +97,15 @@ def check_definition(crd: Obj) -> None:
     """The essentials of a CRD's validation (``ValidateCustomResourceDefinition`` in
     apiextensions ``pkg/apis/apiextensions/validation/validation.go``): its name is
     ``<plural>.<group>``, exactly one version is the storage version, and every version has a
-    schema (required in ``apiextensions.k8s.io/v1``)."""
+    structural schema (required in ``apiextensions.k8s.io/v1``).
+
+    The server validates the CRD's internal form, which holds a schema that every version shares
+    once, as ``spec.validation`` (``Convert_v1_CustomResourceDefinitionSpec_To_apiextensions_
+    CustomResourceDefinitionSpec`` in ``pkg/apis/apiextensions/v1/conversion.go``): a schema is
+    checked at ``spec.validation.openAPIV3Schema`` when all versions have the same one (a CRD of
+    one version always), else at each version's ``spec.versions[i].schema.openAPIV3Schema``
+    (``validateCustomResourceDefinitionSpec`` and ``validateCustomResourceDefinitionVersion``).
+    A schema missing is named at its version either way."""
     spec = crd.get("spec") or {}
     names = spec.get("names") or {}
     name = crd["metadata"]["name"]
@@ -119,8 +129,8 @@ def check_definition(crd: Obj) -> None:
                 "version",
             )
         )
-    for index, version in enumerate(versions):
-        schema = (version.get("schema") or {}).get("openAPIV3Schema")
+    schemas = [(version.get("schema") or {}).get("openAPIV3Schema") for version in versions]
+    for index, schema in enumerate(schemas):
         if not schema:
             errors.append(
                 FieldError(
@@ -129,9 +139,15 @@ def check_definition(crd: Obj) -> None:
                     "Required value: schemas are required",
                 )
             )
-        else:
-            path = f"spec.versions[{index}].schema.openAPIV3Schema"
-            errors.extend(structural_errors(schema, path))
+    shared = [version.get("schema") for version in versions]
+    if shared and all(schema == shared[0] for schema in shared):
+        if schemas[0]:
+            errors.extend(structural_errors(schemas[0], "spec.validation.openAPIV3Schema"))
+    else:
+        for index, schema in enumerate(schemas):
+            if schema:
+                path = f"spec.versions[{index}].schema.openAPIV3Schema"
+                errors.extend(structural_errors(schema, path))
     if errors:
         raise invalid(CRD, name, errors)
 
@@ -148,6 +164,21 @@ def defaulted_definition(crd: Obj) -> Obj:
         names.setdefault("listKind", f"{names['kind']}List")
     spec.setdefault("conversion", {"strategy": "None"})
     return crd
+
+
+def created_definition_status(crd: Obj) -> Obj:
+    """A new CRD's status as its create writes it, before any controller: emptied but for its
+    storage version in ``storedVersions`` (``strategy.PrepareForCreate`` in apiextensions
+    ``pkg/registry/customresourcedefinition/strategy.go``). Encoded, ``conditions`` is null and
+    ``acceptedNames`` holds an empty ``plural`` and ``kind``: those fields have no ``omitempty``
+    (``CustomResourceDefinitionStatus`` and ``CustomResourceDefinitionNames`` in
+    ``pkg/apis/apiextensions/v1/types.go``)."""
+    storage = [version["name"] for version in crd["spec"]["versions"] if version.get("storage")]
+    return {
+        "conditions": None,
+        "acceptedNames": {"plural": "", "kind": ""},
+        "storedVersions": storage[:1],
+    }
 
 
 def definition_status(crd: Obj, now: str, previous: Obj | None) -> Obj:

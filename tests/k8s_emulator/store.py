@@ -13,7 +13,9 @@ store.go``, ``Delete`` and ``updateForGracefulDeletionAndFinalizers``; ``rest.Be
   ``orphan``; Background removes both; none: the kind's default, see ``strategies.py``), which
   the garbage collector (``controllers.py``, when the :class:`Emulator` runs) acts on;
 * an object with finalizers stays, marked as deleting (``deletionTimestamp`` now, grace 0), and
-  goes once the last finalizer is removed.
+  goes once the last finalizer is removed; a Pod deleted with a period of 0 and no finalizer is
+  written with its ``deletionTimestamp`` first, then removed (two changes a watch sees, MODIFIED
+  then DELETED, as ``updateForGracefulDeletionAndFinalizers`` writes before ``Delete`` removes).
 
 Pods are bound to nodes through the ``binding`` subresource, as the scheduler does. Per-kind
 registry rules (Job defaulting, namespace lifecycle) live in ``strategies.py``.
@@ -45,6 +47,7 @@ from tests.k8s_emulator.custom_resources import (
     ServedVersion,
     admit_custom_object,
     check_definition,
+    created_definition_status,
     defaulted_definition,
     definition_status,
     generation_changes,
@@ -386,7 +389,10 @@ class ApiStore:
                 )
             if resource.kind == "Pod" and resource.group == "":
                 self._admit_pod(namespace, obj)
-            return self._store(resource, key, obj, "ADDED", None)
+            created = self._store(resource, key, obj, "ADDED", None)
+            if resource == CRD and not self.in_dry_run:
+                self._establish(key, obj)
+            return created
 
     def replace(
         self,
@@ -632,8 +638,12 @@ class ApiStore:
             if updated == current:
                 return json_copy(current)
             return self._store(resource, key, updated, "MODIFIED", current)
-        if graceful and meta["deletionGracePeriodSeconds"] > 0:
-            return self._store(resource, key, updated, "MODIFIED", current)
+        if graceful:
+            # updateForGracefulDeletionAndFinalizers writes the deletion first: a watch sees it
+            # (MODIFIED) even when a grace period of 0 lets Delete remove the pod right after.
+            written = self._store(resource, key, updated, "MODIFIED", current)
+            if meta["deletionGracePeriodSeconds"] > 0:
+                return written
         return self._remove(resource, key, updated)
 
     def bind(self, namespace: str, name: str, binding: Mapping[str, Any]) -> Obj:
@@ -1038,8 +1048,19 @@ class ApiStore:
         if resource == CRD:
             check_definition(obj)
             obj = defaulted_definition(obj)
-            obj["status"] = definition_status(obj, rfc3339(self._clock()), previous)
+            obj["status"] = (
+                created_definition_status(obj)
+                if previous is None
+                else definition_status(obj, rfc3339(self._clock()), previous)
+            )
         return obj
+
+    def _establish(self, key: tuple[ResourceType, str, str], crd: Obj) -> None:
+        """The naming and establishing controllers' write into a CRD just created (see
+        ``custom_resources``), as a change after the create's."""
+        established = json_copy(crd)
+        established["status"] = definition_status(established, rfc3339(self._clock()), crd)
+        self._store(CRD, key, established, "MODIFIED", crd)
 
     def _store(
         self,

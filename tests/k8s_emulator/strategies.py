@@ -5,7 +5,11 @@ see the objects a real server would have stored.
 * Jobs (batch/v1) are defaulted (``SetDefaults_Job`` in ``pkg/apis/batch/v1/defaults.go``) and
   get a generated selector and pod-template labels (``generateSelector``, called from
   ``jobStrategy.PrepareForCreate`` in ``pkg/registry/batch/job/strategy.go``) once their uid is
-  known;
+  known: the template gets ``job-name``, ``batch.kubernetes.io/job-name``, ``controller-uid`` and
+  ``batch.kubernetes.io/controller-uid``, the selector ``batch.kubernetes.io/controller-uid``
+  alone. A Job without labels of its own takes its template's as they end up, generated ones
+  included: ``SetDefaults_Job`` sets ``obj.Labels = obj.Spec.Template.Labels``, the same Go map,
+  which ``generateSelector`` then fills (and a Job read back from storage is defaulted again);
 * a delete without ``propagationPolicy`` takes the kind's default garbage-collection policy
   (``DefaultGarbageCollectionPolicy`` of the kind's strategy): batch/v1 Jobs orphan their pods
   ("for back compatibility", ``jobStrategy``) and the Job's ``REST.Delete``
@@ -58,23 +62,22 @@ def default_job(job: dict[str, Any]) -> None:
     spec.setdefault("backoffLimit", DEFAULT_BACKOFF_LIMIT)
     template = spec.setdefault("template", {})
     template_metadata = template.setdefault("metadata", {})
-    if template_metadata.get("labels") and not metadata.get("labels"):
-        metadata["labels"] = dict(template_metadata["labels"])
     spec.setdefault("completionMode", "NonIndexed")
     spec.setdefault("suspend", False)
     spec.setdefault(
         "podReplacementPolicy", "Failed" if spec.get("podFailurePolicy") else "TerminatingOrFailed"
     )
     spec.setdefault("manualSelector", False)
-    if spec["manualSelector"]:
-        return
-    labels = template_metadata.setdefault("labels", {})
-    for label in JOB_NAME_LABELS:
-        labels.setdefault(label, metadata["name"])
-    for label in CONTROLLER_UID_LABELS:
-        labels.setdefault(label, metadata["uid"])
-    selector = spec.setdefault("selector", {})
-    selector.setdefault("matchLabels", {}).setdefault(SELECTOR_LABEL, metadata["uid"])
+    if not spec["manualSelector"]:
+        labels = template_metadata.setdefault("labels", {})
+        for label in JOB_NAME_LABELS:
+            labels.setdefault(label, metadata["name"])
+        for label in CONTROLLER_UID_LABELS:
+            labels.setdefault(label, metadata["uid"])
+        selector = spec.setdefault("selector", {})
+        selector.setdefault("matchLabels", {}).setdefault(SELECTOR_LABEL, metadata["uid"])
+    if template_metadata.get("labels") and not metadata.get("labels"):
+        metadata["labels"] = dict(template_metadata["labels"])
 
 
 def deletion_propagation(

@@ -174,7 +174,7 @@ def installed_crd(api: ApiServer, crd: dict[str, Any]) -> Iterator[dict[str, Any
     status, answer = api.request("POST", CRD_PATH, crd)
     assert status == 201, answer
     try:
-        yield eventually(lambda: _established(api, name))
+        yield eventually(lambda: established_crd(api, name))
     finally:
         api.request("DELETE", f"{CRD_PATH}/{name}")
 
@@ -201,7 +201,7 @@ def fixed_crds_in_place(api: ApiServer, crds: list[dict[str, Any]]) -> Iterator[
                 status, answer = api.request("POST", CRD_PATH, crd)
                 assert status == 201, answer
                 created.append(name)
-            eventually(functools.partial(_established, api, name))
+            eventually(functools.partial(established_crd, api, name))
         yield
     finally:
         for name in created:
@@ -216,9 +216,11 @@ def _schemas(crd: dict[str, Any]) -> list[tuple[str, Any]]:
     return [(v["name"], v.get("schema")) for v in crd["spec"]["versions"]]
 
 
-def _established(api: ApiServer, name: str) -> dict[str, Any] | None:
+def established_crd(api: ApiServer, name: str) -> dict[str, Any] | None:
+    """The CRD ``name`` once it is Established, else None. Its ``status.conditions`` is null
+    until the apiextensions controllers first write them (the field has no ``omitempty``)."""
     _status, crd = api.request("GET", f"{CRD_PATH}/{name}")
-    conditions = {c["type"]: c["status"] for c in (crd.get("status") or {}).get("conditions", [])}
+    conditions = {c["type"]: c["status"] for c in (crd.get("status") or {}).get("conditions") or []}
     return crd if conditions.get("Established") == "True" else None
 
 

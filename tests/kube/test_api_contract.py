@@ -570,6 +570,65 @@ def test_a_pod_not_bound_finished_or_without_grace_is_deleted_at_once(api: ApiSe
         assert api.gone(ref), ref
 
 
+def test_a_pod_deleted_at_once_is_first_written_with_its_deletion(api: ApiServer) -> None:
+    """A pod is deleted gracefully (``CheckGracefulDelete`` in pkg/registry/core/pod/
+    strategy.go), even with a period of 0: ``Store.Delete`` (staging/src/k8s.io/apiserver/pkg/
+    registry/generic/registry/store.go) has ``updateForGracefulDeletionAndFinalizers`` write its
+    ``deletionTimestamp`` and a ``deletionGracePeriodSeconds`` of 0 first, then, with no period
+    left and no finalizer, removes it: a watch sees the pod being deleted, then deleted."""
+    created = api.client.create(pod("p", api.namespace))
+    seen: list[tuple[str, bool, int | None]] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        for event in api.client.watch(
+            "v1",
+            "Pod",
+            resource_version=created["metadata"]["resourceVersion"],
+            namespace=api.namespace,
+            field_selector="metadata.name=p",
+            timeout_seconds=15,
+        ):
+            if event["type"] == "BOOKMARK":
+                continue
+            metadata = event["object"]["metadata"]
+            seen.append(
+                (
+                    event["type"],
+                    bool(metadata.get("deletionTimestamp")),
+                    metadata.get("deletionGracePeriodSeconds"),
+                )
+            )
+            if event["type"] == "DELETED":
+                done.set()
+                return
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    api.client.delete(api.ref("Pod", "p"), grace_period_seconds=0)
+    assert done.wait(20), seen
+    assert seen == [("MODIFIED", True, 0), ("DELETED", True, 0)]
+    thread.join(5)
+
+
+def test_a_pod_held_by_a_finalizer_stays_deleting_after_a_delete_at_once(api: ApiServer) -> None:
+    """A pod not bound to a node is deleted with a period of 0 (``CheckGracefulDelete``), but
+    ``updateForGracefulDeletionAndFinalizers`` never removes an object a finalizer holds: the pod
+    stays, with its ``deletionTimestamp`` and a ``deletionGracePeriodSeconds`` of 0, and goes
+    once its last finalizer is removed (``ShouldDeleteDuringUpdate``)."""
+    body = pod("held", api.namespace)
+    body["metadata"]["finalizers"] = ["podwright.dev/test-hold"]
+    api.client.create(body)
+    ref = api.ref("Pod", "held")
+    api.client.delete(ref, grace_period_seconds=0)
+    held = api.client.get(ref)["metadata"]
+    assert held["deletionTimestamp"]
+    assert held["deletionGracePeriodSeconds"] == 0
+    assert held["finalizers"] == ["podwright.dev/test-hold"]
+    api.client.patch(ref, {"metadata": {"finalizers": []}}, PatchType.MERGE)
+    eventually(lambda: api.gone(ref))
+
+
 def test_a_foreground_delete_keeps_the_object_until_its_dependents_are_gone(
     api: ApiServer,
 ) -> None:

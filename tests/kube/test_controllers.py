@@ -90,11 +90,26 @@ def _conditions(job: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
+def _generated_labels(name: str, uid: str) -> dict[str, str]:
+    """The labels ``generateSelector`` gives a Job's pod template: its name and its uid, each
+    under the legacy key and the ``batch.kubernetes.io/`` one."""
+    return {
+        "job-name": name,
+        "batch.kubernetes.io/job-name": name,
+        "controller-uid": uid,
+        "batch.kubernetes.io/controller-uid": uid,
+    }
+
+
 def test_a_job_is_defaulted_and_gets_a_generated_selector(api: ApiServer) -> None:
     """``SetDefaults_Job`` (pkg/apis/batch/v1/defaults.go) and ``generateSelector`` (called by
-    ``jobStrategy.PrepareForCreate``, pkg/registry/batch/job/strategy.go): the Job takes its
-    template's labels, and the template both the legacy and the ``batch.kubernetes.io/`` labels
-    naming the Job and its uid, which the selector matches."""
+    ``jobStrategy.PrepareForCreate``, pkg/registry/batch/job/strategy.go): the template gets the
+    legacy and the ``batch.kubernetes.io/`` labels naming the Job and its uid, the selector
+    matches ``batch.kubernetes.io/controller-uid`` alone. A Job without labels takes its
+    template's as they end up, generated ones included (``SetDefaults_Job`` sets
+    ``obj.Labels = obj.Spec.Template.Labels``: the same Go map, which ``generateSelector`` fills;
+    and a Job read back from storage is defaulted again), even from a template without labels;
+    a Job with labels of its own keeps them."""
     created = api.client.create(_job("defaulted", api.namespace))
     uid = created["metadata"]["uid"]
     spec = created["spec"]
@@ -106,16 +121,26 @@ def test_a_job_is_defaulted_and_gets_a_generated_selector(api: ApiServer) -> Non
     )
     assert spec["podReplacementPolicy"] == "TerminatingOrFailed"
     assert spec["selector"] == {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
-    assert created["metadata"]["labels"] == {"app": "defaulted"}
-    labels = spec["template"]["metadata"]["labels"]
-    for label, value in {
-        "app": "defaulted",
-        "job-name": "defaulted",
-        "batch.kubernetes.io/job-name": "defaulted",
-        "controller-uid": uid,
-        "batch.kubernetes.io/controller-uid": uid,
-    }.items():
-        assert labels[label] == value
+    labels = {"app": "defaulted", **_generated_labels("defaulted", uid)}
+    assert spec["template"]["metadata"]["labels"] == labels
+    assert created["metadata"]["labels"] == labels
+    assert api.client.get(api.ref("Job", "defaulted", "batch/v1"))["metadata"]["labels"] == labels
+
+    unlabelled = _job("unlabelled", api.namespace)
+    del unlabelled["spec"]["template"]["metadata"]
+    created = api.client.create(unlabelled)
+    generated = _generated_labels("unlabelled", created["metadata"]["uid"])
+    assert created["spec"]["template"]["metadata"]["labels"] == generated
+    assert created["metadata"]["labels"] == generated
+
+    own = _job("own", api.namespace)
+    own["metadata"]["labels"] = {"team": "vision"}
+    created = api.client.create(own)
+    assert created["metadata"]["labels"] == {"team": "vision"}
+    assert created["spec"]["template"]["metadata"]["labels"] == {
+        "app": "own",
+        **_generated_labels("own", created["metadata"]["uid"]),
+    }
 
 
 def test_a_job_makes_its_pod_and_completes_once_it_succeeded(api: ApiServer) -> None:

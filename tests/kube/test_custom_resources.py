@@ -10,6 +10,7 @@ deleted afterwards, also on failure (``installed_crd``).
 
 from __future__ import annotations
 
+import copy
 import threading
 import uuid
 from collections.abc import Iterator
@@ -27,7 +28,13 @@ from podwright.engine.kubernetes_port import (
     PatchType,
 )
 from tests.k8s_emulator import Fault
-from tests.kube.support import CRD_PATH, ApiServer, eventually, installed_crd
+from tests.kube.support import (
+    CRD_PATH,
+    ApiServer,
+    established_crd,
+    eventually,
+    installed_crd,
+)
 
 WIDGET_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -149,6 +156,30 @@ def test_the_first_list_of_a_fresh_crd_waits_out_storage_initializing(
     with installed_crd(api, widget_crd(widgets.group)):
         assert _first_list(widgets) == []
     assert fault is None or fault.times == 0
+
+
+def test_a_new_crd_has_null_conditions_until_its_controllers_establish_it(api: ApiServer) -> None:
+    """A CRD's create answers with the status the create writes, before any controller
+    (``strategy.PrepareForCreate`` in apiextensions ``pkg/registry/customresourcedefinition/
+    strategy.go``): its storage version in ``storedVersions``, and, since neither field has
+    ``omitempty`` (``CustomResourceDefinitionStatus`` in ``pkg/apis/apiextensions/v1/
+    types.go``), ``conditions`` null and ``acceptedNames`` with an empty plural and kind. The
+    naming and establishing controllers write the names and the conditions afterwards."""
+    group = f"w{uuid.uuid4().hex[:8]}.test.podwright.dev"
+    name = f"widgets.{group}"
+    code, created = api.request("POST", CRD_PATH, widget_crd(group))
+    try:
+        assert code == 201, created
+        status = created["status"]
+        assert "conditions" in status
+        assert status["conditions"] is None
+        assert status["acceptedNames"] == {"plural": "", "kind": ""}
+        assert status["storedVersions"] == ["v1"]
+        established = eventually(lambda: established_crd(api, name))
+        assert established["status"]["acceptedNames"]["kind"] == "Widget"
+        assert established["status"]["storedVersions"] == ["v1"]
+    finally:
+        api.request("DELETE", f"{CRD_PATH}/{name}")
 
 
 def test_a_crd_is_established_and_its_kind_served_and_discoverable(
@@ -407,23 +438,65 @@ def test_a_deleted_crd_takes_its_kind_and_objects_with_it(api: ApiServer) -> Non
         assert listed["items"] == []
 
 
-def test_a_crd_whose_schema_is_not_structural_is_refused(api: ApiServer) -> None:
+def _untyped_field(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with a field of no type under ``spec``: not a structural schema."""
+    changed = copy.deepcopy(schema)
+    changed["properties"]["spec"]["properties"]["label"] = {"description": "a field of no type"}
+    return changed
+
+
+def _with_second_version(crd: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """``crd`` serving ``v2`` too (not stored), with ``schema``."""
+    second = {**crd["spec"]["versions"][0], "name": "v2", "storage": False}
+    second["schema"] = {"openAPIV3Schema": schema}
+    crd["spec"]["versions"].append(second)
+    return crd
+
+
+UNTYPED = "properties[spec].properties[label].type"
+
+
+@pytest.mark.parametrize(
+    ("versions", "path"),
+    [
+        pytest.param("one", f"spec.validation.openAPIV3Schema.{UNTYPED}", id="one-version"),
+        pytest.param(
+            "sharing", f"spec.validation.openAPIV3Schema.{UNTYPED}", id="versions-sharing-it"
+        ),
+        pytest.param(
+            "differing",
+            f"spec.versions[1].schema.openAPIV3Schema.{UNTYPED}",
+            id="versions-differing",
+        ),
+    ],
+)
+def test_a_crd_whose_schema_is_not_structural_is_refused(
+    api: ApiServer, versions: str, path: str
+) -> None:
     """``apiextensions.k8s.io/v1`` takes only structural schemas (the "Specifying a structural
     schema" section of kubernetes.io's CustomResourceDefinition task page): a field without a
     type is refused with a 422 naming it (``validateStructuralInvariants`` in apiextensions-apiserver
-    ``pkg/apiserver/schema/validation.go``), and no CRD is created."""
+    ``pkg/apiserver/schema/validation.go``), and no CRD is created. The server validates the
+    CRD's internal form, where a schema all versions share is ``spec.validation``
+    (``Convert_v1_CustomResourceDefinitionSpec_To_apiextensions_CustomResourceDefinitionSpec`` in
+    ``pkg/apis/apiextensions/v1/conversion.go``), so the error names it there, once; a schema of
+    one version among different ones is named at that version."""
     group = f"w{uuid.uuid4().hex[:8]}.test.podwright.dev"
     crd = widget_crd(group)
-    spec_schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-    spec_schema["properties"]["label"] = {"description": "a field of no type"}
+    untyped = _untyped_field(WIDGET_SCHEMA)
+    if versions == "differing":
+        crd = _with_second_version(crd, untyped)
+    else:
+        crd["spec"]["versions"][0]["schema"] = {"openAPIV3Schema": untyped}
+        if versions == "sharing":
+            crd = _with_second_version(crd, untyped)
     code, answer = api.request("POST", CRD_PATH, crd)
     if code == 201:
         api.request("DELETE", f"{CRD_PATH}/widgets.{group}")
     assert (code, answer["reason"]) == (422, "Invalid"), answer
     assert answer["message"] == (
         f'CustomResourceDefinition.apiextensions.k8s.io "widgets.{group}" is invalid: '
-        "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[label].type: "
-        "Required value: must not be empty for specified object fields"
+        f"{path}: Required value: must not be empty for specified object fields"
     )
     assert api.request("GET", f"{CRD_PATH}/widgets.{group}")[0] == 404
 

@@ -184,11 +184,39 @@ def _container(state: str, detail: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_a_pod_deleted_behind_the_engines_back(engine: Engine) -> None:
+    """Deleted with a grace period of 0 and no finalizer, the pod is gone (the API server writes
+    its deletion, then removes it): once the engine's cache saw it go, the task fails
+    ResourceDeletedExternally. (A round between the two writes would see it being deleted:
+    ``test_a_pod_held_by_a_finalizer_and_deleted_behind_the_engines_back``.)"""
     task = _task(engine.api)
     engine.round(task)
-    engine.api.client.delete(engine.manager.object_ref(task), grace_period_seconds=0)
+    ref = engine.manager.object_ref(task)
+    engine.api.client.delete(ref, grace_period_seconds=0)
+    eventually(lambda: engine.api.gone(ref) and engine.cache.get(ref.namespace, ref.name) is None)
+    failed = engine.round(task)
+    assert (failed.info.phase, failed.info.reason) == (
+        Phase.SYSTEM_RETRYABLE_FAILURE,
+        "ResourceDeletedExternally",
+    )
+
+
+def test_a_pod_held_by_a_finalizer_and_deleted_behind_the_engines_back(
+    engine_with_finalizer: Engine,
+) -> None:
+    """Deleted with a grace period of 0, the pod stays while podwright's finalizer holds it, with
+    its ``deletionTimestamp`` (the API server never removes an object a finalizer holds): the
+    engine sees it being deleted, not by podwright, and fails the task UnexpectedObjectDeletion
+    (``core.lifecycle.deletion``); finalizing the task lets the pod go."""
+    engine = engine_with_finalizer
+    task = _task(engine.api)
+    engine.round(task)
+    ref = engine.manager.object_ref(task)
+    engine.api.client.delete(ref, grace_period_seconds=0)
+    assert engine.api.client.get(ref)["metadata"]["deletionGracePeriodSeconds"] == 0
     failed = engine.until(task, Phase.SYSTEM_RETRYABLE_FAILURE)
-    assert failed.info.reason == "ResourceDeletedExternally"
+    assert failed.info.reason == "UnexpectedObjectDeletion"
+    engine.manager.finalize(task)
+    eventually(lambda: engine.api.gone(ref))
 
 
 def test_finalize_with_a_finalizer_removes_it_and_deletes(engine_with_finalizer: Engine) -> None:
