@@ -91,10 +91,10 @@ def policies(client: KubernetesClient) -> list[tuple[str, str, Any]]:
         (
             "apiVersion: v1\nkind: ConfigMap\n",
             [],
-            "{path}:1:1: apiVersion: apiVersion v1, kind ConfigMap: expected a policy file "
-            "(podwright.dev/v1 WorkloadPolicy), a policy resource (podwright.dev/v1alpha1 "
-            "WorkloadPolicy or ClusterWorkloadPolicy) or a Run:ai policy document (defaults, "
-            "rules, imposedAssets, with no apiVersion or kind)",
+            "{path}:1:1: apiVersion: apiVersion v1, kind ConfigMap: expected a policy "
+            "resource (podwright.dev/v1alpha1 WorkloadPolicy or ClusterWorkloadPolicy), a Run:ai "
+            "policy document (defaults, rules, imposedAssets, with no apiVersion or kind) or a "
+            "deprecated policy file (podwright.dev/v1 WorkloadPolicy)",
         ),
         (
             "apiVersion: podwright.dev/v1alpha1\nkind: WorkloadPolicy\nmetadata: {name: p}\n"
