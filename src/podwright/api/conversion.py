@@ -46,12 +46,14 @@ _KEPT = {(API_VERSION, POLICY_KIND), (API_VERSION, CLUSTER_POLICY_KIND), ("v1", 
 
 @dataclasses.dataclass(frozen=True)
 class ConvertedFile:
-    """A file's documents as the objects a cluster serves, how many documents were converted,
-    and the clusters the converted policies named (which those objects do not say)."""
+    """A file's documents as the objects a cluster serves, how many documents it held and how
+    many were converted, and the clusters the converted policies named (which those objects do
+    not say)."""
 
     name: str
     objects: Sequence[object]
     changed: int
+    documents: int
     clusters: tuple[str, ...] = ()
 
 
@@ -74,7 +76,8 @@ def convert_file(name: str, workload_type: WorkloadType | str | None = None) -> 
     clusters: dict[str, None] = {}
     changed = 0
     errors: list[str] = []
-    for document in documents_of(name):
+    documents = documents_of(name)
+    for document in documents:
         data = document.data
         converted: list[Mapping[str, object]]
         try:
@@ -102,7 +105,7 @@ def convert_file(name: str, workload_type: WorkloadType | str | None = None) -> 
             errors.extend(error.problems)
     if errors:
         raise InvalidInputError(errors)
-    return ConvertedFile(name, objects, changed, tuple(clusters))
+    return ConvertedFile(name, objects, changed, len(documents), tuple(clusters))
 
 
 _RUNAI_KEYS = {*RUNAI_SECTIONS, "meta", "policy"}

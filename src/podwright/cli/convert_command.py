@@ -137,7 +137,7 @@ def _rewrite(converted: dict[str, ConvertedFile]) -> tuple[int, list[str]]:
             errors.append(str(error))
             continue
         rewritten += 1
-        count = len(file.objects)
+        count = file.documents
         click.echo(
             f"rewrote {name} ({file.changed} of {count} document{'s' if count > 1 else ''} "
             "converted)"
