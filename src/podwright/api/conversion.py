@@ -35,13 +35,15 @@ from podwright.core.cluster_resources import (
     POLICY_KIND,
     policy_objects,
 )
-from podwright.core.policies import RUNAI_SECTIONS
+from podwright.core.policies import RUNAI_REQUEST_FIELDS, RUNAI_SECTIONS, Policy
 from podwright.core.policy_documents import is_policy_file, policy_from_document
 from podwright.core.workload_documents import WorkloadForm
 from podwright.core.workload_fields import WorkloadType
 
 _KEPT = {(API_VERSION, POLICY_KIND), (API_VERSION, CLUSTER_POLICY_KIND), ("v1", NAMESPACE_KIND)}
 """The objects a cluster serves beside Workloads that a converted file may hold."""
+_RUNAI_KEYS = {*RUNAI_SECTIONS, *RUNAI_REQUEST_FIELDS}
+"""The keys of a Run:ai policy document (kept as written: it is not deprecated)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,8 +84,9 @@ def convert_file(name: str, workload_type: WorkloadType | str | None = None) -> 
         converted: list[Mapping[str, object]]
         try:
             if is_policy_file(data):
-                converted = _policy_objects(document)
-                clusters.update(dict.fromkeys(_clusters_named(data)))
+                policy = _policy_file(document)
+                converted = list(policy_objects(policy))
+                clusters.update(dict.fromkeys(policy.scope.names[:1]))  # the tenant names none
                 changed += 1
             elif isinstance(data, Mapping) and (
                 (data.get("apiVersion"), data.get("kind")) in _KEPT
@@ -108,25 +111,13 @@ def convert_file(name: str, workload_type: WorkloadType | str | None = None) -> 
     return ConvertedFile(name, objects, changed, len(documents), tuple(clusters))
 
 
-_RUNAI_KEYS = {*RUNAI_SECTIONS, "meta", "policy"}
-"""The keys of a Run:ai policy document (kept as written: it is not deprecated)."""
-
-
-def _policy_objects(document: Document) -> list[Mapping[str, object]]:
-    policy = guard(
+def _policy_file(document: Document) -> Policy:
+    """The policy of the deprecated policy file ``document``."""
+    return guard(
         lambda: policy_from_document(document.data, document.source),
         document,
         default_source=document.source,
     )
-    return list(policy_objects(policy))
-
-
-def _clusters_named(data: object) -> list[str]:
-    """The cluster a policy file's scope names (none: the tenant)."""
-    spec = data.get("spec") if isinstance(data, Mapping) else None
-    scope = spec.get("scope") if isinstance(spec, Mapping) else None
-    cluster = scope.get("cluster") if isinstance(scope, Mapping) else None
-    return [cluster] if isinstance(cluster, str) else []
 
 
 def _once(
