@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from podwright.adapters.documents import read_document
+from podwright.api.loading import load_policies
 from podwright.core.assets import catalogue_from_data
 from podwright.core.effective_policy import effective_policy
 from podwright.core.evaluation import PreparedPolicy, evaluate, prepare
@@ -318,10 +319,13 @@ def biggest_example() -> tuple[str, PreparedPolicy, dict[str, Any]]:
     name, data = max(examples.items(), key=lambda example: value_count(example[1]))
     assert isinstance(data, dict)
     workload_type = read_workload_document(data).submission.workload_type
-    policies = [
-        policy_from_data(read_document(str(path), io.StringIO()).data, str(path))
-        for path in sorted((EXAMPLES / "policies").glob("*.yaml"))
-    ]
+    policies = load_policies(
+        *(
+            EXAMPLES / "policies" / name
+            for name in ("cluster-prod.yaml", "department-research.yaml", "project-vision.yaml")
+        ),
+        cluster=PROJECT.names[0],
+    ).policies
     effective = effective_policy(policies, PROJECT, workload_type)
     label = f"{name} ({value_count(data)} values, {len(effective.policies)} policies)"
     return label, prepare(effective, CATALOGUE), data

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import io
 import os
@@ -10,9 +11,11 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 import podwright
 from podwright import api
+from podwright.api.loading import labelled_namespace
 from tests.cli.background import no_executor_left
 from tests.manifests import schema_errors
 
@@ -293,7 +296,7 @@ def test_the_cluster_is_the_one_the_policy_files_name_and_stays_one() -> None:
         "metadata": {"name": "prod"},
         "spec": {"scope": {"cluster": "prod"}, "workloadType": "training"},
     }
-    policies = api.load_policies(cluster_policy, IMAGE_RULE)
+    policies = api.load_policies(cluster_policy, IMAGE_RULE, _namespace({}))
     assert policies.cluster == "prod"
     assert [policy.scope.to_text() for policy in policies.policies] == [
         "cluster=prod",
@@ -304,8 +307,102 @@ def test_the_cluster_is_the_one_the_policy_files_name_and_stays_one() -> None:
     other = dict(cluster_policy, metadata={"name": "other"})
     other["spec"] = {"scope": {"cluster": "other"}, "workloadType": "training"}
     with pytest.raises(api.InvalidInputError, match="name clusters other, prod: say which"):
-        api.load_policies(cluster_policy, other, IMAGE_RULE)
-    assert api.load_policies(cluster_policy, other, IMAGE_RULE, cluster="prod").cluster == "prod"
+        api.load_policies(cluster_policy, other, IMAGE_RULE, _namespace({}))
+    chosen = api.load_policies(cluster_policy, other, IMAGE_RULE, _namespace({}), cluster="prod")
+    assert chosen.cluster == "prod"
+
+
+def test_a_namespace_s_policy_needs_the_namespace_s_labels() -> None:
+    """A file does not say its namespace's department: placing its WorkloadPolicy in
+    ``default`` would leave the department's own policies out of its branch unsaid."""
+    with pytest.raises(api.InvalidInputError) as raised:
+        api.load_policies(IMAGE_RULE)
+    assert raised.value.problems == (
+        "<data>: metadata.namespace: the policy of namespace vision, whose department (and "
+        "project) a file does not say: give its Namespace object with the policies "
+        "(apiVersion: v1, labels podwright.dev/department and, when the project is not named "
+        "vision, podwright.dev/project), or say them (-n vision --department NAME "
+        "[--project NAME]; namespaces= in Python)",
+    )
+    unnamed = {**IMAGE_RULE, "metadata": {"name": "images"}}
+    with pytest.raises(api.InvalidInputError, match="the policy of namespace default"):
+        api.load_policies(unnamed)
+    (policy,) = api.load_policies(
+        unnamed,
+        namespace="nlp",
+        namespaces={"nlp": labelled_namespace("nlp", department="research")},
+    )
+    assert policy.scope.to_text() == "cluster=default,department=research,project=nlp"
+
+
+def test_a_labelled_namespace_is_checked_as_the_api_server_checks_labels() -> None:
+    assert labelled_namespace("nlp", department="research", project="text") == {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": "nlp",
+            "labels": {"podwright.dev/department": "research", "podwright.dev/project": "text"},
+        },
+    }
+    with pytest.raises(api.InvalidInputError) as raised:
+        labelled_namespace("NLP", department="r&d")
+    assert raised.value.problems == (
+        "namespace 'NLP' must consist of lower-case letters, digits and '-', and start and "
+        "end with a letter or digit",
+        "department 'r&d': a label's value, which must consist of letters, digits, '-', '_' or "
+        "'.', and start and end with a letter or digit",
+    )
+
+
+def test_a_deprecated_policy_file_is_read_with_a_warning_showing_the_objects_to_write() -> None:
+    project_policy = {
+        "apiVersion": "podwright.dev/v1",
+        "kind": "WorkloadPolicy",
+        "metadata": {"name": "cv"},
+        "spec": {
+            "scope": {"cluster": "prod", "department": "research", "project": "cv"},
+            "workloadType": "training",
+            "rules": {"compute": {"gpuDevicesRequest": {"max": 1}}},
+        },
+    }
+    policies = api.load_policies(project_policy)
+    assert policies.warnings == (
+        "<data>: a WorkloadPolicy of podwright.dev/v1 (its scope in spec.scope) is deprecated: "
+        "no cluster serves it; write it as the objects a cluster serves, a WorkloadPolicy in "
+        "the project's namespace, and the Namespace labelled podwright.dev/department=research "
+        "(apiVersion: podwright.dev/v1alpha1); 'podwright convert --in-place FILE' rewrites the "
+        "file. Those objects do not name their cluster (prod here): they lie in the cluster "
+        "they are applied to, and offline in the one --cluster-name names (--cluster-name "
+        "prod; cluster= in Python); as cluster objects:\n"
+        "  apiVersion: v1\n"
+        "  kind: Namespace\n"
+        "  metadata:\n"
+        "    name: cv\n"
+        "    labels:\n"
+        "      podwright.dev/department: research\n"
+        "---\n"
+        "  apiVersion: podwright.dev/v1alpha1\n"
+        "  kind: WorkloadPolicy\n"
+        "  metadata:\n"
+        "    name: cv\n"
+        "    namespace: cv\n"
+        "  spec:\n"
+        "    workloadType: training\n"
+        "    enforcement: enforce\n"
+        "    rules:\n"
+        "      compute:\n"
+        "        gpuDevicesRequest:\n"
+        "          max: 1\n",
+    )
+    # What it says to write is the same policy, in the same cluster.
+    objects = yaml.safe_load_all(
+        "\n".join(line.removeprefix("  ") for line in policies.warnings[0].splitlines()[1:])
+    )
+    rewritten = api.load_policies(*objects, cluster="prod")
+    assert rewritten.warnings == ()
+    assert rewritten.policies == tuple(
+        dataclasses.replace(policy, source="<data>#2") for policy in policies.policies
+    )
 
 
 def test_a_namespace_s_labels_are_strings_as_the_api_server_takes_them(tmp_path: Path) -> None:

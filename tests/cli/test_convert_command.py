@@ -1,5 +1,6 @@
-"""``podwright convert``: workload documents printed, or their files rewritten, as Workload
-objects; bad documents reported at their lines, and files replaced whole or not at all."""
+"""``podwright convert``: workload and policy documents printed, or their files rewritten, as
+the objects a cluster serves; bad documents reported at their lines, and files replaced whole or
+not at all."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
+import podwright
 from podwright.cli.main import cli
 
 API_VERSION = "podwright.dev/v1alpha1"
@@ -284,7 +286,9 @@ def test_in_place_says_when_nothing_needed_rewriting(here: Path) -> None:
     result = run("--in-place", "b.yaml")
     assert result.exit_code == 0, result.stderr
     assert result.stdout == ""
-    assert result.stderr == "podwright: note: every document is a Workload already\n"
+    assert result.stderr == (
+        "podwright: note: every document is an object a cluster serves already\n"
+    )
 
 
 @pytest.mark.parametrize("failing", ["fsync", "replace"])
@@ -312,3 +316,145 @@ def test_the_help_says_comments_are_lost() -> None:
     result = CliRunner().invoke(cli, ["convert", "--help"])
     assert result.exit_code == 0
     assert "comments of a rewritten file are lost" in " ".join(result.stdout.split())
+
+
+# -- policy files -------------------------------------------------------------------------------
+
+RULES = {"compute": {"gpuDevicesRequest": {"max": 8}}}
+
+
+def policy_file(name: str, scope: object) -> str:
+    return yaml.safe_dump(
+        {
+            "apiVersion": "podwright.dev/v1",
+            "kind": "WorkloadPolicy",
+            "metadata": {"name": name},
+            "spec": {"scope": scope, "workloadType": "training", "rules": RULES},
+        },
+        sort_keys=False,
+    )
+
+
+def cluster_policy(name: str, **scope: str) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ClusterWorkloadPolicy",
+        "metadata": {"name": name},
+        "spec": {**scope, "workloadType": "training", "enforcement": "enforce", "rules": RULES},
+    }
+
+
+VISION_NAMESPACE = {
+    "apiVersion": "v1",
+    "kind": "Namespace",
+    "metadata": {"name": "vision", "labels": {"podwright.dev/department": "research"}},
+}
+
+
+def project_policy(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "WorkloadPolicy",
+        "metadata": {"name": name, "namespace": "vision"},
+        "spec": {"workloadType": "training", "enforcement": "enforce", "rules": RULES},
+    }
+
+
+PROJECT = {"cluster": "prod", "department": "research", "project": "vision"}
+
+
+def test_policy_files_become_the_objects_a_cluster_serves(here: Path) -> None:
+    """Each scope's policy file becomes its resource, a project's with the Namespace that is
+    the project (once per file); the objects do not say the cluster, so a note tells how to
+    keep reading them in it. Run:ai documents and the cluster's objects pass unchanged."""
+    runai = "rules: {compute: {gpuDevicesRequest: {max: 2}}}\n"
+    write(
+        here,
+        {
+            "a.yaml": "---\n".join(
+                [
+                    policy_file("everyone", "tenant"),
+                    policy_file("prod", {"cluster": "prod"}),
+                    policy_file("research", {"cluster": "prod", "department": "research"}),
+                    policy_file("vision", PROJECT),
+                    policy_file("vision-too", PROJECT),
+                    yaml.safe_dump(project_policy("kept")),
+                ]
+            ),
+            "runai.yaml": runai,
+        },
+    )
+    result = run("a.yaml", "runai.yaml")
+    assert result.exit_code == 0, result.stderr
+    assert list(yaml.safe_load_all(result.stdout)) == [
+        cluster_policy("everyone", scope="tenant"),
+        cluster_policy("prod", scope="cluster"),
+        cluster_policy("research", scope="department", department="research"),
+        VISION_NAMESPACE,
+        project_policy("vision"),
+        project_policy("vision-too"),
+        project_policy("kept"),
+        yaml.safe_load(runai),
+    ]
+    assert result.stderr == (
+        "podwright: note: a.yaml: its policies named cluster prod, which the objects a cluster "
+        "serves do not say: read them with --cluster-name prod\n"
+    )
+    rewritten = run("--in-place", "a.yaml", "runai.yaml")
+    assert rewritten.exit_code == 0, rewritten.stderr
+    assert rewritten.stdout == "rewrote a.yaml (5 of 6 documents converted)\n"
+    assert (here / "runai.yaml").read_text() == runai
+    # The rewritten file reads, without a warning, as the same policies in the same cluster.
+    old = podwright.load_policies(here / "runai.yaml", type="training")
+    assert old.warnings == ()
+    again = podwright.load_policies(here / "a.yaml", cluster="prod")
+    assert again.warnings == ()
+    assert [(policy.name, policy.scope.to_text()) for policy in again] == [
+        ("everyone", "tenant"),
+        ("prod", "cluster=prod"),
+        ("research", "cluster=prod,department=research"),
+        ("vision", "cluster=prod,department=research,project=vision"),
+        ("vision-too", "cluster=prod,department=research,project=vision"),
+        ("kept", "cluster=prod,department=research,project=vision"),
+    ]
+
+
+def test_a_file_whose_namespace_disagrees_with_a_policy_file_is_bad_input(here: Path) -> None:
+    other = {**VISION_NAMESPACE, "metadata": {"name": "vision"}}
+    write(here, {"a.yaml": f"{yaml.safe_dump(other)}---\n{policy_file('vision', PROJECT)}"})
+    result = run("a.yaml")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr == (
+        "podwright: error: a.yaml#2: the file holds Namespace vision labelled {}, and this "
+        "document needs it labelled {'podwright.dev/department': 'research'}: make them agree\n"
+    )
+
+
+def test_the_example_policies_are_what_convert_makes_of_their_old_form(here: Path) -> None:
+    """The examples as podwright.dev/v1 files (their old form, comments aside) convert to the
+    objects the examples hold."""
+    examples = Path(__file__).resolve().parents[2] / "examples" / "policies"
+    old = {
+        "cluster-prod.yaml": {"cluster": "prod"},
+        "department-research.yaml": {"cluster": "prod", "department": "research"},
+        "project-vision.yaml": PROJECT,
+        "local-dev.yaml": {"cluster": "local"},
+    }
+    for name, scope in old.items():
+        *namespaces, policy = yaml.safe_load_all((examples / name).read_text())
+        spec = {
+            key: value
+            for key, value in policy["spec"].items()
+            if key not in ("scope", "department")
+        }
+        written = {
+            "apiVersion": "podwright.dev/v1",
+            "kind": "WorkloadPolicy",
+            "metadata": {"name": policy["metadata"]["name"]},
+            "spec": {"scope": scope, **spec},
+        }
+        write(here, {name: yaml.safe_dump(written, sort_keys=False)})
+        result = run(name)
+        assert result.exit_code == 0, result.stderr
+        assert list(yaml.safe_load_all(result.stdout)) == [*namespaces, policy], name

@@ -518,6 +518,8 @@ def test_a_cluster_without_podwrights_crds_is_bad_input(tmp_path: Path) -> None:
         ("--policy", "examples/policies/cluster-prod.yaml"),
         ("--assets", "examples/assets.yaml"),
         ("--profile", "examples/cluster-profile.yaml"),
+        ("--department", "research"),  # the cluster's Namespace says it
+        ("--project", "vision"),
     ],
 )
 def test_policies_assets_and_profiles_of_files_are_refused(

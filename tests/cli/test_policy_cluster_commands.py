@@ -30,6 +30,27 @@ PROJECT = str(POLICIES / "project-vision.yaml")
 RUNAI_DOCUMENT = "rules:\n  compute:\n    gpuDevicesRequest: {max: 4}\n"
 
 
+def old_policy_file(tmp_path: Path, name: str, **scope: str) -> Path:
+    """A policy file of podwright.dev/v1 (deprecated, still applied): its scope in its spec."""
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "podwright.dev/v1",
+                "kind": "WorkloadPolicy",
+                "metadata": {"name": name},
+                "spec": {
+                    "scope": scope,
+                    "workloadType": "training",
+                    "rules": {"compute": {"gpuDevicesRequest": {"max": 4}}},
+                },
+            },
+            sort_keys=False,
+        )
+    )
+    return path
+
+
 def run(*args: str) -> Result:
     return CliRunner().invoke(cli, ["policy", *args])
 
@@ -91,10 +112,10 @@ def policies(client: KubernetesClient) -> list[tuple[str, str, Any]]:
         (
             "apiVersion: v1\nkind: ConfigMap\n",
             [],
-            "{path}:1:1: apiVersion: apiVersion v1, kind ConfigMap: expected a policy file "
-            "(podwright.dev/v1 WorkloadPolicy), a policy resource (podwright.dev/v1alpha1 "
-            "WorkloadPolicy or ClusterWorkloadPolicy) or a Run:ai policy document (defaults, "
-            "rules, imposedAssets, with no apiVersion or kind)",
+            "{path}:1:1: apiVersion: apiVersion v1, kind ConfigMap: expected a policy "
+            "resource (podwright.dev/v1alpha1 WorkloadPolicy or ClusterWorkloadPolicy), a Run:ai "
+            "policy document (defaults, rules, imposedAssets, with no apiVersion or kind) or a "
+            "deprecated policy file (podwright.dev/v1 WorkloadPolicy)",
         ),
         (
             "apiVersion: podwright.dev/v1alpha1\nkind: WorkloadPolicy\nmetadata: {name: p}\n"
@@ -209,10 +230,11 @@ def test_a_policy_file_that_breaks_the_policy_rules_is_refused_at_its_line(tmp_p
 
 
 def test_the_scope_option_must_agree_with_a_file_that_says_its_own(tmp_path: Path) -> None:
-    result = run("apply", "-f", EXAMPLES[0], "--scope", "tenant")
+    path = old_policy_file(tmp_path, "prod-training", cluster="prod")
+    result = run("apply", "-f", str(path), "--scope", "tenant")
     assert result.exit_code == 2
     assert result.stderr == (
-        f"podwright: error: {EXAMPLES[0]}:7:3: spec.scope: the file says cluster prod, and "
+        f"podwright: error: {path}:6:3: spec.scope: the file says cluster prod, and "
         "--scope says tenant: leave --scope out\n"
     )
 
@@ -233,6 +255,11 @@ def test_policy_files_become_resources_at_their_scopes(
         "clusterworkloadpolicy.podwright.dev/research-training applied",
         "workloadpolicy.podwright.dev/vision-training applied",
     ]
+    # The project's Namespace, beside its policy in the file, is kubectl's to apply.
+    assert result.stderr == (
+        f"podwright: note: {PROJECT}#1: Namespace vision: not applied (policy apply applies "
+        "policies; kubectl apply -f creates or labels a namespace)\n"
+    )
     assert policies(client) == [
         ("ClusterWorkloadPolicy", "prod-training", ("cluster", None)),
         ("ClusterWorkloadPolicy", "research-training", ("department", "research")),
@@ -254,15 +281,15 @@ def test_a_project_is_the_namespace_its_label_names(
             "metadata": {"name": "team-cv", "labels": {"podwright.dev/project": "cv"}},
         }
     )
-    project_cv = tmp_path / "project-cv.yaml"
-    project_cv.write_text(
-        Path(PROJECT)
-        .read_text()
-        .replace("project: vision", "project: cv")
-        .replace("department: research", "department: default")
+    project_cv = old_policy_file(
+        tmp_path, "vision-training", cluster="prod", department="default", project="cv"
     )
     result = run("apply", f"-f{project_cv}", "--kubeconfig", kubeconfig)
     assert result.exit_code == 0, result.output
+    assert result.stderr.startswith(
+        f"podwright: warning: {project_cv}: a WorkloadPolicy of podwright.dev/v1 (its scope in "
+        "spec.scope) is deprecated"
+    )
     assert policies(client) == [("WorkloadPolicy", "vision-training", "team-cv")]
     effective = run("effective", "-n", "team-cv", "--type", "training", "--kubeconfig", kubeconfig)
     assert effective.exit_code == 0, effective.output
@@ -273,11 +300,12 @@ def test_nothing_is_applied_when_a_project_has_no_namespace(
     tmp_path: Path, cluster: tuple[KubernetesClient, str]
 ) -> None:
     client, kubeconfig = cluster
-    elsewhere = tmp_path / "project-nlp.yaml"
-    elsewhere.write_text(Path(PROJECT).read_text().replace("project: vision", "project: nlp"))
+    elsewhere = old_policy_file(
+        tmp_path, "nlp-training", cluster="prod", department="research", project="nlp"
+    )
     result = run("apply", f"-f{EXAMPLES[0]}", f"-f{elsewhere}", "--kubeconfig", kubeconfig)
     assert result.exit_code == 2
-    assert result.stderr.splitlines() == [
+    assert result.stderr.splitlines()[1:] == [
         f"podwright: error: {elsewhere}: project nlp: no namespace is this project (a namespace "
         "named nlp, or labelled podwright.dev/project=nlp): create it, or give --namespace",
         "podwright: error: nothing was applied",
@@ -292,13 +320,10 @@ def test_a_file_never_replaces_another_scopes_policy_of_the_same_name(
     ``research-training``. The second is refused, not applied over the first."""
     client, kubeconfig = cluster
     assert run("apply", f"-f{EXAMPLES[1]}", "--kubeconfig", kubeconfig).exit_code == 0
-    other = tmp_path / "department-vision.yaml"
-    other.write_text(
-        Path(EXAMPLES[1]).read_text().replace("department: research", "department: ml")
-    )
+    other = old_policy_file(tmp_path, "research-training", cluster="prod", department="ml")
     result = run("apply", f"-f{other}", "--kubeconfig", kubeconfig)
     assert result.exit_code == 2
-    assert result.stderr.splitlines() == [
+    assert result.stderr.splitlines()[1:] == [
         f"podwright: error: {other}: ClusterWorkloadPolicy research-training: it exists already "
         "as another policy (department 'research' (this file: 'ml')): give this one another "
         "name (--name), or delete the other first",
@@ -340,11 +365,13 @@ def test_a_namespaces_effective_policy_names_each_entrys_scope(
     assert rows["rules.compute.gpuDevicesRequest"] == ["cluster", "prod"]
     assert rows["rules.priorityClass"] == ["department", "research"]
     assert rows["rules.nodePools"] == ["project", "vision"]
-    # The same as the files give for the same scope.
+    # The same as the files give for the same namespace, the cluster's own objects read
+    # offline.
     from_files = run(
-        "effective", *EXAMPLES, PROJECT, "--scope",
-        "cluster=prod,department=research,project=vision", "--type", "training",
+        "effective", *EXAMPLES, PROJECT, "-n", "vision", "--type", "training",
+        "--cluster-name", "prod",
     )  # fmt: skip
+    assert from_files.exit_code == 0, from_files.output
     assert from_files.stdout == result.stdout
 
 
@@ -358,11 +385,18 @@ def test_an_unknown_namespace_is_bad_input(cluster: tuple[KubernetesClient, str]
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["-n", "vision", EXAMPLES[0]], "--namespace reads the policies from the cluster"),
-        ([EXAMPLES[0]], "give POLICY files and --scope, or --namespace"),
+        (
+            ["-n", "vision", "--scope", "tenant", EXAMPLES[0]],
+            "give POLICY files and one of --scope and -n, or -n alone",
+        ),
+        ([EXAMPLES[0]], "give POLICY files and one of --scope and -n, or -n alone"),
         (
             [EXAMPLES[0], "--scope", "tenant", "--kubeconfig", "k"],
-            "--kubeconfig and --context go with --namespace",
+            "--kubeconfig and --context go with -n without POLICY files",
+        ),
+        (
+            ["-n", "vision", "--department", "research"],
+            "-n without POLICY files reads the policies and the namespace from the cluster",
         ),
     ],
 )

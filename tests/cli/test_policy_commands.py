@@ -18,7 +18,8 @@ POLICIES = [
 ]
 ASSETS = str(EXAMPLES / "assets.yaml")
 WORKLOAD = str(EXAMPLES / "workload-training.yaml")
-VISION = "cluster=prod,department=research,project=vision"
+VISION = "cluster=default,department=research,project=vision"
+"""The examples' project: they lie in the cluster --cluster-name names, else ``default``."""
 
 
 def run(*args: str, stdin: str | None = None) -> Result:
@@ -26,9 +27,33 @@ def run(*args: str, stdin: str | None = None) -> Result:
 
 
 def write(tmp_path: Path, name: str, data: Any) -> str:
+    """``data`` in the file ``name``: text as it is, a list as its documents."""
     path = tmp_path / name
-    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data, sort_keys=False))
+    if isinstance(data, str):
+        path.write_text(data)
+    elif isinstance(data, list):
+        path.write_text(yaml.safe_dump_all(data, sort_keys=False))
+    else:
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
     return str(path)
+
+
+def namespace(name: str, department: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": {"podwright.dev/department": department}},
+    }
+
+
+def project_policy(name: str, rules: dict[str, Any]) -> dict[str, Any]:
+    """The WorkloadPolicy of the project the namespace ``name`` is."""
+    return {
+        "apiVersion": "podwright.dev/v1alpha1",
+        "kind": "WorkloadPolicy",
+        "metadata": {"name": name, "namespace": name},
+        "spec": {"workloadType": "training", "rules": rules},
+    }
 
 
 def test_check_the_example_tree() -> None:
@@ -115,24 +140,15 @@ def test_check_finds_a_rule_owned_by_another_scope(tmp_path: Path) -> None:
     project = write(
         tmp_path,
         "project.yaml",
-        {
-            "apiVersion": "podwright.dev/v1",
-            "kind": "WorkloadPolicy",
-            "metadata": {"name": "greedy"},
-            "spec": {
-                "scope": {"cluster": "prod", "department": "research", "project": "greedy"},
-                "workloadType": "training",
-                "rules": {"compute": {"gpuDevicesRequest": {"max": 64}}},
-            },
-        },
+        project_policy("greedy", {"compute": {"gpuDevicesRequest": {"max": 64}}}),
     )
-    result = run("policy", "check", *POLICIES, project)
+    result = run("policy", "check", *POLICIES, project, "-n", "greedy", "--department", "research")
     assert result.exit_code == 2
     (line,) = result.stderr.splitlines()
     assert line.startswith(f"podwright: error: {project}:")
     assert (
-        "the rules of compute.gpuDevicesRequest are owned by cluster prod (policy 'prod-training')"
-        in line
+        "the rules of compute.gpuDevicesRequest are owned by cluster default (policy "
+        "'prod-training')" in line
     )
 
 
@@ -151,16 +167,18 @@ def test_effective_policy_with_sources() -> None:
     )
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
-    assert data["scope"] == {"cluster": "prod", "department": "research", "project": "vision"}
+    assert data["scope"] == {"cluster": "default", "department": "research", "project": "vision"}
     assert data["policies"] == ["prod-training", "research-training", "vision-training"]
     assert data["defaults"]["image"] == "nvcr.io/nvidia/pytorch:24.08-py3"
     assert data["rules"]["compute"]["gpuDevicesRequest"] == {"max": 8}
     assert data["sources"]["defaults.image"] == "project vision"
-    assert data["sources"]["rules.compute.gpuDevicesRequest"] == "cluster prod"
+    assert data["sources"]["rules.compute.gpuDevicesRequest"] == "cluster default"
     assert (
         data["sources"]["defaults.environmentVariables.instances[HF_HOME]"] == "department research"
     )
-    table = run("policy", "effective", "--scope", "cluster=prod", "--type", "training", *POLICIES)
+    table = run(
+        "policy", "effective", "--scope", "cluster=default", "--type", "training", *POLICIES
+    )
     assert table.exit_code == 0
     entries = [line.split()[0] for line in table.stdout.splitlines()]
     assert "defaults.image" not in entries  # the project's default is below this scope
@@ -184,7 +202,7 @@ def test_evaluate_json_on_success() -> None:
     }
     assert (data["accepted"], data["audited"]) == (True, [])
     assert (data["scope"], data["scopeChosenBy"]) == (
-        "cluster=prod,department=research,project=vision",
+        VISION,
         "the policies' deepest scope",
     )
     assert data["workload"]["compute"]["extendedResources"] == [
@@ -194,11 +212,11 @@ def test_evaluate_json_on_success() -> None:
     ]
     assert (
         data["sources"]["compute.extendedResources[added/cpu].quantity"]
-        == "attribute default (cluster prod)"
+        == "attribute default (cluster default)"
     )
     assert (
         data["sources"]["compute.cpuCoreRequest"]
-        == "defaultFrom compute.cpuCoreLimit × 0.5 (cluster prod)"
+        == "defaultFrom compute.cpuCoreLimit × 0.5 (cluster default)"
     )
     assert data["sources"]["storage.pvc[team-datasets].claimName"].startswith(
         "imposed asset f12c965b"
@@ -209,8 +227,8 @@ def test_evaluate_json_on_success() -> None:
     assert (warning["rule"], warning["enforcement"]) == ("options", "warn")
     assert warning["policy"] == {
         "name": "vision-training",
-        "scope": "cluster=prod,department=research,project=vision",
-        "source": str(EXAMPLES / "policies" / "project-vision.yaml"),
+        "scope": VISION,
+        "source": f"{EXAMPLES / 'policies' / 'project-vision.yaml'}#2",  # after its Namespace
     }
     assert (
         'podwright: warning: nodePools: item 1, \'v100\', of ["a100", "v100"] (submission) '
@@ -247,13 +265,13 @@ def test_evaluate_violations_exit_1_with_compliance_issues(tmp_path: Path) -> No
     }
     cluster_policy = {
         "name": "prod-training",
-        "scope": "cluster=prod",
+        "scope": "cluster=default",
         "source": str(EXAMPLES / "policies" / "cluster-prod.yaml"),
     }
     assert data["complianceIssues"] == [
         {
             "field": "compute.extendedResources[default/cpu]",
-            "details": "'default/cpu' is locked by cluster prod and cannot be excluded",
+            "details": "'default/cpu' is locked by cluster default and cannot be excluded",
             "rule": "locked",
             "enforcement": "enforce",
             "policy": cluster_policy,
@@ -266,7 +284,7 @@ def test_evaluate_violations_exit_1_with_compliance_issues(tmp_path: Path) -> No
             "policy": cluster_policy,
         },
     ]
-    assert data["scope"] == "cluster=prod,department=research,project=vision"
+    assert data["scope"] == VISION
     table = run("policy", "evaluate", "--workload", workload, "--assets", ASSETS, *POLICIES)
     assert table.exit_code == 1
     assert table.stdout.splitlines()[0].split() == ["FIELD", "RULE", "DETAILS"]
@@ -322,10 +340,9 @@ def test_evaluate_reads_the_workload_from_stdin_with_an_explicit_type() -> None:
 
 
 def test_evaluate_needs_a_scope_when_policies_span_branches(tmp_path: Path) -> None:
-    other = yaml.safe_load(Path(POLICIES[2]).read_text())
-    other["metadata"]["name"] = "other"
-    other["spec"]["scope"]["project"] = "audio"
-    path = write(tmp_path, "other.yaml", other)
+    _namespace, other = yaml.safe_load_all(Path(POLICIES[2]).read_text())
+    other["metadata"] = {"name": "other", "namespace": "audio"}
+    path = write(tmp_path, "other.yaml", [namespace("audio", "research"), other])
     result = run("policy", "evaluate", "--workload", WORKLOAD, *POLICIES, path)
     assert result.exit_code == 2
     assert "give the workload's namespace (metadata.namespace), or preview a scope" in (
@@ -371,9 +388,9 @@ def test_evaluate_asks_for_the_catalogue_when_assets_are_imposed() -> None:
 
 
 def test_evaluate_audit_mode_is_silent_unless_asked(tmp_path: Path) -> None:
-    policy = yaml.safe_load(Path(POLICIES[2]).read_text())
+    vision, policy = yaml.safe_load_all(Path(POLICIES[2]).read_text())
     policy["spec"]["enforcement"] = "audit"
-    path = write(tmp_path, "audit.yaml", policy)
+    path = write(tmp_path, "audit.yaml", [vision, policy])
     arguments = [
         "policy",
         "evaluate",
@@ -409,3 +426,116 @@ def test_no_policy_of_the_workloads_type_means_no_rules_apply() -> None:
     )
     scoped = run("policy", "evaluate", "--workload", inference, "--scope", VISION, *POLICIES)
     assert scoped.exit_code == 0, scoped.stderr
+
+
+# -- the cluster's objects, read offline --------------------------------------------------------
+
+
+def test_effective_for_a_namespace_reads_the_files_as_the_cluster_reads_its_objects() -> None:
+    """``-n`` with POLICY files: the project of that namespace, placed by its Namespace object
+    among the files, as ``-n`` alone shows it from a cluster."""
+    by_namespace = run(
+        "policy", "effective", "-n", "vision", "--type", "training", "-o", "json", *POLICIES
+    )
+    assert by_namespace.exit_code == 0, by_namespace.stderr
+    by_scope = run(
+        "policy", "effective", "--scope", VISION, "--type", "training", "-o", "json", *POLICIES
+    )
+    assert json.loads(by_namespace.stdout) == json.loads(by_scope.stdout)
+    both = run(
+        "policy", "effective", "-n", "vision", "--scope", VISION, "--type", "training", *POLICIES
+    )
+    assert both.exit_code == 2
+    assert "give POLICY files and one of --scope and -n" in both.stderr
+
+
+def test_a_namespace_s_policy_without_its_namespace_names_the_options_that_place_it(
+    tmp_path: Path,
+) -> None:
+    project = write(
+        tmp_path, "nlp.yaml", project_policy("nlp", {"nodePools": {"options": [{"value": "a100"}]}})
+    )
+    refused = run("policy", "check", *POLICIES[:2], project)
+    assert refused.exit_code == 2
+    assert refused.stderr == (
+        f"podwright: error: {project}:5:3: metadata.namespace: the policy of namespace nlp, "
+        "whose department (and project) a file does not say: give its Namespace object with "
+        "the policies (apiVersion: v1, labels podwright.dev/department and, when the project "
+        "is not named nlp, podwright.dev/project), or say them (-n nlp --department NAME "
+        "[--project NAME]; namespaces= in Python)\n"
+    )
+    placed = run(
+        "policy",
+        "check",
+        *POLICIES[:2],
+        project,
+        "-n",
+        "nlp",
+        "--department",
+        "research",
+        "--project",
+        "text",
+    )
+    assert placed.exit_code == 0, placed.stderr
+    assert "project text" in placed.stdout
+    alone = run("policy", "check", project, "--department", "research")
+    assert alone.exit_code == 2
+    assert "--department describes a namespace: name it (-n/--namespace" in alone.stderr
+
+
+def test_evaluate_judges_the_workload_in_the_namespace_the_options_describe(tmp_path: Path) -> None:
+    project = write(
+        tmp_path, "nlp.yaml", project_policy("nlp", {"nodePools": {"options": [{"value": "a100"}]}})
+    )
+    arguments = ["policy", "evaluate", "--workload", WORKLOAD, "--assets", ASSETS, "-o", "json"]
+    result = run(*arguments, "-n", "nlp", "--department", "research", *POLICIES[:2], project)
+    assert result.exit_code == 1, result.stderr
+    data = json.loads(result.stdout)
+    assert data["scope"] == "cluster=default,department=research,project=nlp"
+    # The cluster's rule (no image: the project vision's default is not this project's), and
+    # the project's own.
+    assert {issue["field"] for issue in data["complianceIssues"]} == {"image", "nodePools"}
+
+
+def test_a_deprecated_policy_file_is_read_with_a_warning_that_shows_what_to_write(
+    tmp_path: Path,
+) -> None:
+    old = write(
+        tmp_path,
+        "old.yaml",
+        {
+            "apiVersion": "podwright.dev/v1",
+            "kind": "WorkloadPolicy",
+            "metadata": {"name": "gpus"},
+            "spec": {
+                "scope": {"cluster": "prod", "department": "research"},
+                "workloadType": "training",
+                "rules": {"compute": {"gpuDevicesRequest": {"max": 2}}},
+            },
+        },
+    )
+    result = run("policy", "check", old)
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr == (
+        f"podwright: warning: {old}: a WorkloadPolicy of podwright.dev/v1 (its scope in "
+        "spec.scope) is deprecated: no cluster serves it; write it as the objects a cluster "
+        "serves, a ClusterWorkloadPolicy of scope department (apiVersion: "
+        "podwright.dev/v1alpha1); 'podwright convert --in-place FILE' rewrites the file. Those "
+        "objects do not name their cluster (prod here): they lie in the cluster they are "
+        "applied to, and offline in the one --cluster-name names (--cluster-name prod; "
+        "cluster= in Python); as cluster objects:\n"
+        "  apiVersion: podwright.dev/v1alpha1\n"
+        "  kind: ClusterWorkloadPolicy\n"
+        "  metadata:\n"
+        "    name: gpus\n"
+        "  spec:\n"
+        "    scope: department\n"
+        "    department: research\n"
+        "    workloadType: training\n"
+        "    enforcement: enforce\n"
+        "    rules:\n"
+        "      compute:\n"
+        "        gpuDevicesRequest:\n"
+        "          max: 2\n"
+    )
+    assert "department research" in result.stdout

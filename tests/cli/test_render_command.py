@@ -135,8 +135,27 @@ def test_a_field_the_profile_cannot_honour_names_its_source(tmp_path: Path) -> N
         "(rule options, policy 'vision-training' (project vision))",
         "podwright: error: cannot render on cluster profile 'lean':",
         "podwright: error: priorityClass: the cluster profile offers no PriorityClass for priority "
-        "'low' (value from policy default (cluster prod))",
+        "'low' (value from policy default (cluster default))",
     ]
+
+
+def test_the_namespace_s_department_may_be_given_where_its_object_is_not(tmp_path: Path) -> None:
+    """Rendered into ``nlp``, a project of the research department by ``--department``: the
+    department's defaults apply, as they would in a cluster whose namespace is so labelled."""
+    workload = yaml.safe_load(Path(TRAINING).read_text())
+    workload["spec"]["image"] = "pytorch/pytorch:2.4"  # the project vision's default is not here
+    path = write(tmp_path, "w.yaml", workload)
+    options = ["--workload", path, *POLICIES[:2], ASSETS, "--namespace", "nlp", "-o", "json"]
+    result = run(*options, "--department", "research")
+    assert result.exit_code == 0, result.stderr
+    (job,) = json.loads(result.stdout)["items"]
+    assert job["metadata"]["namespace"] == "nlp"
+    env = job["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "HF_HOME", "value": "/data/hf-cache"} in env
+    unplaced = run(*options)
+    assert unplaced.exit_code == 0, unplaced.stderr
+    assert "HF_HOME" not in unplaced.stdout  # a namespace without labels: department default
+    assert unplaced.stderr == ""
 
 
 def test_a_bad_profile_is_located(tmp_path: Path) -> None:

@@ -346,7 +346,7 @@ def test_make_runs_example_runs_with_its_effective_workload_shown(
     )
     assert result.exit_code == 0, result.output
     assert (
-        "  backoffLimit                        0                                policy default (cluster local)"
+        "  backoffLimit                        0                                policy default (cluster default)"
         in result.output
     )
     assert (

@@ -687,14 +687,16 @@ def test_policy_apply_of_the_examples_and_the_effective_policy_of_a_namespace(
     scene: Scene,
 ) -> None:
     """The examples' department is ``research`` and their project ``vision``: a namespace of
-    the test's own is that project by its labels. Their cluster (``prod``) is this cluster:
-    a ClusterWorkloadPolicy of scope cluster governs the cluster it is in."""
+    the test's own is that project by its labels, and ``-n`` puts the project's WorkloadPolicy
+    there (the example's Namespace ``vision`` is not applied). A ClusterWorkloadPolicy of scope
+    cluster governs the cluster it is in."""
     namespace = scene.namespace("research", "vision")
     kubeconfig = ("--kubeconfig", str(scene.server.kubeconfig))
     files = [option for path in EXAMPLE_POLICIES for option in ("-f", str(path))]
     applied = podwright_command(
-        "policy", "apply", *files, *kubeconfig, cwd=scene.server.kubeconfig.parent
-    )
+        "policy", "apply", *files, "-n", namespace, *kubeconfig,
+        cwd=scene.server.kubeconfig.parent,
+    )  # fmt: skip
     assert applied.returncode == 0, applied.stderr
     assert applied.stdout.splitlines() == [
         "clusterworkloadpolicy.podwright.dev/prod-training applied",

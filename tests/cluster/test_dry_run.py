@@ -31,7 +31,7 @@ RENDERINGS = {
         *("--assets", str(EXAMPLES / "assets.yaml"), "--profile", str(CLUSTER_PROFILE)),
         # Rendered into the test's namespace, previewed in the project whose policies give it
         # its image (a namespace's own project would otherwise judge it).
-        *("--scope", "cluster=prod,department=research,project=vision"),
+        *("--scope", "cluster=default,department=research,project=vision"),
     ],
     "workload-workspace.yaml": ["--profile", str(CLUSTER_PROFILE)],
     **{

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from podwright.core.cluster_resources import ClusterScopes, policy_from_resource
+from podwright.core.cluster_resources import ClusterScopes, policy_from_resource, policy_objects
 from podwright.core.field_paths import format_path
 from podwright.core.policies import Policy, PolicyError, Scope
-from podwright.core.policy_documents import policy_from_document
+from podwright.core.policy_documents import deprecation, is_policy_file, policy_from_document
 from podwright.core.workload_fields import WorkloadType
 
 TRAINING = WorkloadType.TRAINING
@@ -185,10 +185,10 @@ def test_every_form_is_read(
             [
                 (
                     "apiVersion",
-                    "apiVersion v1, kind ConfigMap: expected a policy file (podwright.dev/v1 "
-                    "WorkloadPolicy), a policy resource (podwright.dev/v1alpha1 WorkloadPolicy "
-                    "or ClusterWorkloadPolicy) or a Run:ai policy document (defaults, rules, "
-                    "imposedAssets, with no apiVersion or kind)",
+                    "apiVersion v1, kind ConfigMap: expected a policy resource "
+                    "(podwright.dev/v1alpha1 WorkloadPolicy or ClusterWorkloadPolicy), a Run:ai "
+                    "policy document (defaults, rules, imposedAssets, with no apiVersion or "
+                    "kind) or a deprecated policy file (podwright.dev/v1 WorkloadPolicy)",
                 )
             ],
             id="other-kind",
@@ -196,7 +196,7 @@ def test_every_form_is_read(
         pytest.param(
             {"kind": "WorkloadPolicy", "rules": RULES},
             {},
-            [("kind", "apiVersion None, kind WorkloadPolicy: expected a policy file")],
+            [("kind", "apiVersion None, kind WorkloadPolicy: expected a policy resource")],
             id="kind-without-api-version",
         ),
         pytest.param(
@@ -482,3 +482,84 @@ def test_a_resource_is_the_policy_its_cluster_reads() -> None:
     """The same Policy as the cluster's policy state makes of the object, but for its source."""
     policy = read(CLUSTER_WIDE, scopes=SCOPES)
     assert policy == policy_from_resource(CLUSTER_WIDE, RESEARCH, "policies/gpu-limits.yaml")
+
+
+def _policy_file(scope: object, name: str = "p") -> dict[str, Any]:
+    return {
+        "apiVersion": "podwright.dev/v1",
+        "kind": "WorkloadPolicy",
+        "metadata": {"name": name},
+        "spec": {"scope": scope, "workloadType": "training", "enforcement": "warn", "rules": RULES},
+    }
+
+
+@pytest.mark.parametrize(
+    ("scope", "kinds"),
+    [
+        pytest.param("tenant", ["ClusterWorkloadPolicy"], id="tenant"),
+        pytest.param({"cluster": "prod"}, ["ClusterWorkloadPolicy"], id="cluster"),
+        pytest.param(
+            {"cluster": "prod", "department": "research"},
+            ["ClusterWorkloadPolicy"],
+            id="department",
+        ),
+        pytest.param(
+            {"cluster": "prod", "department": "research", "project": "vision"},
+            ["Namespace", "WorkloadPolicy"],
+            id="project",
+        ),
+    ],
+)
+def test_a_policy_file_is_the_policy_its_cluster_objects_are(
+    scope: object, kinds: list[str]
+) -> None:
+    """What a deprecated policy file says to write instead is read, by the reader the cluster's
+    policy state shares (:class:`ClusterScopes`), as the same policy in the same scope."""
+    policy = read(_policy_file(scope))
+    objects = policy_objects(policy)
+    assert [obj["kind"] for obj in objects] == kinds
+    namespaces = {
+        str(obj["metadata"]["name"]): obj  # type: ignore[index]
+        for obj in objects
+        if obj["kind"] == "Namespace"
+    }
+    (resource,) = (obj for obj in objects if obj["kind"] != "Namespace")
+    again = read(resource, scopes=SCOPES, namespaces=namespaces)
+    assert again == policy
+
+
+@pytest.mark.parametrize(
+    ("scope", "instead"),
+    [
+        pytest.param("tenant", "a ClusterWorkloadPolicy of scope tenant", id="tenant"),
+        pytest.param(
+            {"cluster": "prod", "department": "research"},
+            "a ClusterWorkloadPolicy of scope department",
+            id="department",
+        ),
+        pytest.param(
+            {"cluster": "prod", "department": "research", "project": "vision"},
+            "a WorkloadPolicy in the project's namespace, and the Namespace labelled "
+            "podwright.dev/department=research",
+            id="project",
+        ),
+    ],
+)
+def test_a_policy_file_s_deprecation_says_what_to_write_and_where_its_cluster_went(
+    scope: object, instead: str
+) -> None:
+    data = _policy_file(scope)
+    assert is_policy_file(data)
+    assert not is_policy_file(NAMESPACED)
+    message = deprecation(read(data))
+    assert message.startswith(
+        "a WorkloadPolicy of podwright.dev/v1 (its scope in spec.scope) is deprecated: no "
+        f"cluster serves it; write it as the objects a cluster serves, {instead} (apiVersion: "
+        "podwright.dev/v1alpha1); 'podwright convert --in-place FILE' rewrites the file"
+    )
+    cluster = (
+        ". Those objects do not name their cluster (prod here): they lie in the cluster they "
+        "are applied to, and offline in the one --cluster-name names (--cluster-name prod; "
+        "cluster= in Python)"
+    )
+    assert message.endswith(cluster) == (scope != "tenant")

@@ -29,10 +29,23 @@ from podwright.adapters.documents import (
 from podwright.api.errors import InvalidInputError
 from podwright.core.assets import AssetCatalogue, catalogue_from_data
 from podwright.core.cluster_resources import API_VERSION as RESOURCE_API_VERSION
-from podwright.core.cluster_resources import ClusterScopes
-from podwright.core.k8s_names import dns1123_label_problem
+from podwright.core.cluster_resources import (
+    DEPARTMENT_LABEL,
+    NAMESPACE_KIND,
+    POLICY_KIND,
+    PROJECT_LABEL,
+    ClusterScopes,
+    namespace_resource,
+    policy_objects,
+)
+from podwright.core.k8s_names import dns1123_label_problem, label_value_problem
 from podwright.core.policies import Policy, Scope, scope_from_text
-from podwright.core.policy_documents import policy_from_document
+from podwright.core.policy_documents import (
+    DEFAULT_NAMESPACE,
+    deprecation,
+    is_policy_file,
+    policy_from_document,
+)
 from podwright.core.problems import FieldProblem, ProblemsError
 from podwright.core.workload_documents import (
     WorkloadDocument,
@@ -116,6 +129,9 @@ class Policies:
     documents: Documents
     notes: tuple[str, ...] = ()
     """What the reader noticed without refusing, each ``file:line:column: path: message``."""
+    warnings: tuple[str, ...] = ()
+    """What the reader warns of: a document in a deprecated form, each with the objects to
+    write instead."""
     namespaces: Mapping[str, Mapping[str, object]] = dataclasses.field(
         default_factory=lambda: MappingProxyType({})
     )
@@ -158,14 +174,28 @@ def load_workloads(
     errors: list[str] = []
     for document in _documents(sources):
         try:
-            read = read_workload_document(document.data, workload_type)
-        except ProblemsError as error:
-            errors.extend(located(error, {document.source: document}, document.source))
-            continue
-        workloads.append(_workload(read, document))
+            workloads.append(workload_of(document, workload_type))
+        except InvalidInputError as error:
+            errors.extend(error.problems)
     if errors:
         raise InvalidInputError(errors)
     return workloads
+
+
+def workload_of(document: Document, workload_type: WorkloadType | None = None) -> Workload:
+    """The workload ``document`` holds (see :func:`load_workloads`)."""
+    read = guard(
+        lambda: read_workload_document(document.data, workload_type),
+        document,
+        default_source=document.source,
+    )
+    return _workload(read, document)
+
+
+def documents_of(*sources: Source) -> list[Document]:
+    """Every document of ``sources`` (files, directories, ``-`` or mappings), in order, each
+    able to say where a path of it lies."""
+    return _documents(sources)
 
 
 def load_policies(
@@ -174,18 +204,24 @@ def load_policies(
     scope: Scope | str | None = None,
     cluster: str | None = None,
     namespaces: Mapping[str, Mapping[str, object]] | None = None,
+    namespace: str | None = None,
 ) -> Policies:
-    """Every policy of ``sources``, in any of its forms: podwright's policy file, a
-    WorkloadPolicy or ClusterWorkloadPolicy object, or a Run:ai policy document (its body,
+    """Every policy of ``sources``, in any of its forms: a WorkloadPolicy or
+    ClusterWorkloadPolicy object as a cluster holds it, a Run:ai policy document (its body,
     ``defaults``/``rules``/``imposedAssets``, or its API's ``{meta, policy}``), which says
     neither its workload type nor its scope: ``type`` and ``scope`` say them (the scope
-    defaults to the tenant, which every scope lies below), and its name is its file's.
+    defaults to the tenant, which every scope lies below), and its name is its file's; or
+    podwright's deprecated policy file (``podwright.dev/v1``), read with a warning
+    (:attr:`Policies.warnings`) that shows the objects to write instead.
 
     ``v1`` Namespace objects among them, and ``namespaces`` (Namespace objects by name, as a
     cluster has them; they win), name the project and department of their namespace: where a
-    WorkloadPolicy object lies, and where a workload in that namespace is judged.
-    ``cluster`` is the cluster's name in the scope tree, where the objects lie; by default the
-    one cluster the other policies name (none: ``default``)."""
+    WorkloadPolicy object lies, and where a workload in that namespace is judged. The
+    namespace of a WorkloadPolicy must be one of them: a file does not say its labels, and
+    guessing them would place its policy in another scope. A WorkloadPolicy that names no
+    namespace is in ``namespace`` (kubectl's ``-n``), else in ``default``. ``cluster`` is the
+    cluster's name in the scope tree, where the objects lie; by default the one cluster the
+    other policies name (none: ``default``)."""
     workload_type = _workload_type(type)
     policy_scope = parse_scope(scope) or Scope(())
     read = _documents(sources)
@@ -203,11 +239,13 @@ def load_policies(
     objects.update(namespaces or {})
     policies: dict[int, Policy] = {}
     notes: list[str] = []
+    warnings: list[str] = []
 
     def read_policy(index: int, document: Document, scopes: ClusterScopes) -> None:
         says_nothing = isinstance(document.data, Mapping) and not (
             {"apiVersion", "kind"} & set(document.data)
         )
+        unplaced = _unplaced_policy(document, objects, namespace)
         try:
             policy = policy_from_document(
                 document.data,
@@ -217,12 +255,25 @@ def load_policies(
                 name=runai_policy_name(document.source) if says_nothing else None,
                 scopes=scopes,
                 namespaces=objects,
+                namespace=namespace,
             )
         except ProblemsError as error:
+            errors.extend(_problem_line(problem, documents, None) for problem in unplaced)
             errors.extend(located(error, documents, document.source))
+            return
+        if unplaced:
+            errors.extend(_problem_line(problem, documents, None) for problem in unplaced)
             return
         policies[index] = policy
         notes.extend(_problem_line(note, documents, document.source) for note in policy.notes)
+        if is_policy_file(document.data):
+            warnings.append(
+                f"{document.source}: {deprecation(policy)}; as cluster objects:\n"
+                + "---\n".join(
+                    "".join(f"  {line}\n" for line in dump_yaml(obj).splitlines())
+                    for obj in policy_objects(policy)
+                )
+            )
 
     resources = []
     for index, document in enumerate(read):
@@ -248,9 +299,40 @@ def load_policies(
         tuple(policy for _index, policy in sorted(policies.items())),
         MappingProxyType(documents),
         tuple(notes),
+        tuple(warnings),
         MappingProxyType(objects),
         chosen,
     )
+
+
+def _unplaced_policy(
+    document: Document, namespaces: Mapping[str, object], namespace: str | None
+) -> list[FieldProblem]:
+    """Why the WorkloadPolicy ``document`` cannot be placed: its namespace is none of
+    ``namespaces``, so the project and department it is the policy of are not known."""
+    data = document.data
+    if not (
+        isinstance(data, Mapping)
+        and data.get("apiVersion") == RESOURCE_API_VERSION
+        and data.get("kind") == POLICY_KIND
+    ):
+        return []
+    metadata = data.get("metadata")
+    written = metadata.get("namespace") if isinstance(metadata, Mapping) else None
+    where = written if isinstance(written, str) and written else namespace or DEFAULT_NAMESPACE
+    if where in namespaces:
+        return []
+    return [
+        FieldProblem(
+            ("metadata", "namespace") if written else ("metadata",),
+            f"the policy of namespace {where}, whose department (and project) a file does not "
+            f"say: give its {NAMESPACE_KIND} object with the policies (apiVersion: v1, labels "
+            f"{DEPARTMENT_LABEL} and, when the project is not named {where}, {PROJECT_LABEL}), "
+            f"or say them (-n {where} --department NAME [--project NAME]; namespaces= in "
+            "Python)",
+            document.source,
+        )
+    ]
 
 
 def namespace_object(document: Document) -> tuple[str, Mapping[str, object]] | None:
@@ -283,6 +365,23 @@ def namespace_object(document: Document) -> tuple[str, Mapping[str, object]] | N
         raise InvalidInputError(problems)
     assert isinstance(name, str)
     return name, data
+
+
+def labelled_namespace(
+    name: str, *, department: str | None = None, project: str | None = None
+) -> dict[str, object]:
+    """The ``v1`` Namespace ``name`` as a cluster holding that project (``project``, else
+    ``name``) in ``department`` has it: what ``namespaces=`` takes for a namespace whose object
+    is not at hand (the command line's ``-n NAME --department D --project P``)."""
+    problems = []
+    if problem := dns1123_label_problem(name):
+        problems.append(f"namespace {name!r} {problem}")
+    for label, value in (("department", department), ("project", project)):
+        if value is not None and (problem := label_value_problem(value)):
+            problems.append(f"{label} {value!r}: a label's value, which {problem}")
+    if problems:
+        raise InvalidInputError(problems)
+    return namespace_resource(name, department=department, project=project)
 
 
 def runai_policy_name(source: str) -> str:

@@ -26,16 +26,17 @@ from podwright.cli.common import BadInput
 from podwright.core.admission import problem_lines
 from podwright.core.cluster_resources import (
     API_VERSION,
+    NAMESPACE_KIND,
     POLICY_KIND,
     WORKLOAD_KIND,
     ClusterScopes,
-    policy_resource,
+    policy_objects,
     project_namespaces,
     resource_source,
 )
 from podwright.core.lifecycle.objects import section, text
 from podwright.core.policies import Policy, Scope
-from podwright.core.policy_documents import policy_from_document
+from podwright.core.policy_documents import deprecation, is_policy_file, policy_from_document
 from podwright.core.problems import FieldProblem, ProblemsError
 from podwright.core.workload_fields import WorkloadType
 from podwright.engine.admission_service import AdmissionService
@@ -79,6 +80,8 @@ class _PolicyToApply:
     """A project policy's project, whose namespace is looked up."""
     notes: tuple[FieldProblem, ...] = ()
     """What the reader noticed (:attr:`Policy.notes`)."""
+    deprecation: str | None = None
+    """Why the document's form is deprecated (a policy file), and what to write instead."""
 
 
 # policy apply -------------------------------------------------------------------------------
@@ -110,6 +113,14 @@ def apply_policies(
         raise click.UsageError("--name names one policy, and the files hold more")
     for document in read:
         documents[document.source] = document
+        if isinstance(document.data, Mapping) and document.data.get("kind") == NAMESPACE_KIND:
+            click.echo(
+                f"podwright: note: {document.source}: {NAMESPACE_KIND} "
+                f"{text(section(document.data, 'metadata'), 'name')}: not applied (policy apply "
+                "applies policies; kubectl apply -f creates or labels a namespace)",
+                err=True,
+            )
+            continue
         try:
             policy = _policy_of(
                 document,
@@ -125,6 +136,8 @@ def apply_policies(
         to_apply.append(policy)
         for note in policy.notes:
             click.echo(f"podwright: note: {document.locate(note.path)}: {note}", err=True)
+        if policy.deprecation:
+            click.echo(f"podwright: warning: {document.source}: {policy.deprecation}", err=True)
     if errors:
         raise BadInput("\n".join(errors))
     with cluster_client(options.access) as client:
@@ -165,7 +178,7 @@ def _replaces_another_policy(
         return None
     fields = ("scope", "department", "workloadType")
     spec, existing_spec = resource.get("spec"), existing.get("spec")
-    assert isinstance(spec, Mapping), "policy_resource writes a spec"
+    assert isinstance(spec, Mapping), "policy_objects writes a spec"
     existing_spec = existing_spec if isinstance(existing_spec, Mapping) else {}
     differing = [
         f"{field} {existing_spec.get(field)!r} (this file: {spec.get(field)!r})"
@@ -215,14 +228,16 @@ def _policy_of(
             "spec": {**section(data, "spec"), **policy.body},
         }
         return _PolicyToApply(document.source, obj, None, notes=policy.notes)
-    spec = {
-        "workloadType": policy.workload_type.value,
-        "enforcement": policy.enforcement.value,
-        **policy.body,
-    }
     project = policy.scope.names[-1] if policy.scope.level == "project" else None
-    obj = policy_resource(policy.name, spec, policy.scope, namespace=project)
-    return _PolicyToApply(document.source, obj, policy.scope, project, policy.notes)
+    obj = policy_objects(policy)[-1]  # a project's Namespace, if any, comes first
+    return _PolicyToApply(
+        document.source,
+        obj,
+        policy.scope,
+        project,
+        policy.notes,
+        deprecation(policy) if is_policy_file(data) else None,
+    )
 
 
 def _placed(

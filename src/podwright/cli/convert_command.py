@@ -1,11 +1,12 @@
-"""``podwright convert``: workload files rewritten as Workload objects.
+"""``podwright convert``: workload and policy files rewritten as the objects a cluster serves.
 
 A workload file is a Kubernetes object (``apiVersion: podwright.dev/v1alpha1``, ``kind:
-Workload``), which ``kubectl apply`` takes as podwright does. Files in the deprecated
-``{type, name, spec}`` form, and bare fields of a known type, are converted by this command:
-printed, or rewritten in place. Nothing is printed unless every document of every file is good;
-with ``--in-place`` each file whose documents are all good is rewritten, and a file with a bad
-one is left as it was. A file is replaced whole (a temporary file beside it, renamed over it),
+Workload``), and a policy one a WorkloadPolicy or ClusterWorkloadPolicy, which ``kubectl apply``
+takes as podwright does. Workloads in the deprecated ``{type, name, spec}`` form, bare fields of
+a known type, and policy files of ``podwright.dev/v1`` (deprecated) are converted by this
+command: printed, or rewritten in place. Nothing is printed unless every document of every file
+is good; with ``--in-place`` each file whose documents are all good is rewritten, and a file with
+a bad one is left as it was. A file is replaced whole (a temporary file beside it, renamed over it),
 so it either stays as it was or holds the converted documents, never part of them.
 """
 
@@ -49,13 +50,18 @@ def convert_command(
     in_place: bool,
     output: str,
 ) -> None:
-    """Print workload files as Workload objects, or rewrite them with --in-place.
+    """Print workload and policy files as the objects a cluster serves, or rewrite them with
+    --in-place.
 
     Reads every document of each FILE (a multi-document YAML stream too), the .yaml, .yml and
     .json files of each DIR, or standard input ('-', or no FILE when input is piped in). A
     document written as {type, name, spec} (deprecated), or as bare fields with --type, becomes
     a Workload (apiVersion: podwright.dev/v1alpha1, kind: Workload, metadata, spec with its
-    type); a document that is one already passes unchanged.
+    type). A policy file of podwright.dev/v1 (deprecated) becomes a ClusterWorkloadPolicy, or,
+    for a project, the Namespace that is the project (labelled with its department) and a
+    WorkloadPolicy in it; those objects do not name their cluster (read them with
+    --cluster-name). A document that is such an object already, or a Run:ai policy document,
+    passes unchanged.
 
     With --in-place, a file is replaced whole, through a temporary file beside it that keeps
     its mode, or left as it is; the comments of a rewritten file are lost. A file with a bad
@@ -86,9 +92,19 @@ def convert_command(
     if in_place:
         rewritten, unwritten = _rewrite(converted)
         if not rewritten and not errors and not unwritten:
-            click.echo("podwright: note: every document is a Workload already", err=True)
+            click.echo(
+                "podwright: note: every document is an object a cluster serves already", err=True
+            )
     elif not errors:
         _print([obj for file in converted.values() for obj in file.objects], output)
+    for file in converted.values():
+        if file.clusters:
+            click.echo(
+                f"podwright: note: {file.name}: its policies named cluster "
+                f"{', '.join(file.clusters)}, which the objects a cluster serves do not say: "
+                f"read them with --cluster-name {file.clusters[0]}",
+                err=True,
+            )
     if errors:
         raise BadInput("\n".join([*errors, *unwritten]))
     if unwritten:
@@ -121,7 +137,7 @@ def _rewrite(converted: dict[str, ConvertedFile]) -> tuple[int, list[str]]:
             errors.append(str(error))
             continue
         rewritten += 1
-        count = len(file.objects)
+        count = file.documents
         click.echo(
             f"rewrote {name} ({file.changed} of {count} document{'s' if count > 1 else ''} "
             "converted)"

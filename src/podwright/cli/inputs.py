@@ -15,7 +15,7 @@ import click
 
 from podwright import api
 from podwright.api import InvalidInputError, Scope, WorkloadType
-from podwright.api.loading import Policies, Workload, parse_scope
+from podwright.api.loading import Policies, Workload, labelled_namespace, parse_scope
 from podwright.api.pipeline import Evaluation, issue_line
 
 
@@ -26,16 +26,67 @@ def load_policies(
     scope: Scope | None = None,
     cluster: str | None = None,
     namespaces: Mapping[str, Mapping[str, object]] | None = None,
+    namespace: str | None = None,
 ) -> Policies:
     """Read and check every policy of ``files`` (multi-document files and directories too);
     every problem of every file is reported. A Run:ai policy document, which says neither,
-    is of ``workload_type`` and ``scope``. What the reader noticed is printed as notes."""
+    is of ``workload_type`` and ``scope``; a WorkloadPolicy that names no namespace is in
+    ``namespace``. What the reader noticed is printed as notes, a deprecated form as a
+    warning that shows the objects to write instead."""
     policies = api.load_policies(
-        *files, type=workload_type, scope=scope, cluster=cluster, namespaces=namespaces
+        *files,
+        type=workload_type,
+        scope=scope,
+        cluster=cluster,
+        namespaces=namespaces,
+        namespace=namespace,
     )
     for note in policies.notes:
         click.echo(f"podwright: note: {note}", err=True)
+    for warning in policies.warnings:
+        click.echo(f"podwright: warning: {warning}", err=True, nl=not warning.endswith("\n"))
     return policies
+
+
+NAMESPACE_LABEL_OPTIONS = (
+    click.option(
+        "--department",
+        metavar="NAME",
+        help="The department of the namespace (-n, else the workload's metadata.namespace), "
+        "as its podwright.dev/department label says in a cluster; instead of its Namespace "
+        "object among the policy files.",
+    ),
+    click.option(
+        "--project",
+        metavar="NAME",
+        help="The project the namespace is, when not the one of its name (its "
+        "podwright.dev/project label in a cluster).",
+    ),
+)
+"""``--department`` and ``--project``: the labels of a namespace whose object is not at hand."""
+
+
+def namespace_label_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Decorate ``command`` with :data:`NAMESPACE_LABEL_OPTIONS`."""
+    for option in reversed(NAMESPACE_LABEL_OPTIONS):
+        command = option(command)
+    return command
+
+
+def described_namespaces(
+    namespace: str | None, department: str | None, project: str | None
+) -> dict[str, Mapping[str, object]] | None:
+    """The Namespace object ``--department`` and ``--project`` describe, by name: that of
+    ``namespace``; None when neither is given."""
+    if department is None and project is None:
+        return None
+    if namespace is None:
+        given = "--department" if department is not None else "--project"
+        raise click.UsageError(
+            f"{given} describes a namespace: name it (-n/--namespace, or the workload's "
+            "metadata.namespace)"
+        )
+    return {namespace: labelled_namespace(namespace, department=department, project=project)}
 
 
 def emit(data: object, output: str) -> None:
@@ -134,14 +185,25 @@ def evaluate_workload(
     assets_file: str | None,
     cluster: str | None = None,
     show_audited: bool = False,
+    namespace: str | None = None,
+    department: str | None = None,
+    project: str | None = None,
 ) -> Evaluation:
-    """Read the workload, policies and catalogue; evaluate; print notes and warnings on
+    """Read the workload, policies and catalogue; evaluate the workload in ``namespace`` (else
+    its own), whose labels ``department`` and ``project`` may say; print notes and warnings on
     standard error."""
     workload = load_workload(workload_file, workload_type)
     policies = load_policies(
-        policy_files, workload_type=workload.type.value, scope=scope, cluster=cluster
+        policy_files,
+        workload_type=workload.type.value,
+        scope=scope,
+        cluster=cluster,
+        namespaces=described_namespaces(namespace or workload.namespace, department, project),
+        namespace=namespace,
     )
-    evaluation = api.evaluate(workload, policies, scope=scope, cluster=cluster, assets=assets_file)
+    evaluation = api.evaluate(
+        workload, policies, scope=scope, namespace=namespace, cluster=cluster, assets=assets_file
+    )
     say_findings(evaluation, show_audited=show_audited)
     return evaluation
 

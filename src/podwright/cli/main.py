@@ -43,7 +43,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "convert": (
         "podwright.cli.convert_command",
         "convert_command",
-        "Print workload files as Workload objects, or rewrite them with --in-place.",
+        "Print workload and policy files as the objects a cluster serves, or rewrite them with "
+        "--in-place.",
     ),
     "crds": (
         "podwright.cli.crds_command",

@@ -79,6 +79,8 @@ def refuse_for_operator(
     given = (
         ("--policy", bool(preparation.policy_files)),
         ("--cluster-name", preparation.cluster_name is not None),
+        ("--department", preparation.department is not None),
+        ("--project", preparation.project is not None),
         ("--assets", preparation.assets_file is not None),
         ("--profile", preparation.profile_file is not None),
     )

@@ -19,15 +19,18 @@ from podwright.api.pipeline import (
     check_policies,
     effective,
     effective_document,
+    namespace_scope,
 )
 from podwright.cli.common import ExitCode, cluster_access_options, scalar_text, table
 from podwright.cli.inputs import (
     SCOPE,
     WORKLOAD_TYPES,
     cluster_name_option,
+    described_namespaces,
     emit,
     evaluate_workload,
     load_policies,
+    namespace_label_options,
     workload_options,
 )
 
@@ -42,6 +45,14 @@ def policy_group() -> None:
     'cluster=prod,department=research,project=vision'.
     """
 
+
+_POLICY_NAMESPACE = click.option(
+    "-n",
+    "--namespace",
+    default=None,
+    help="The namespace of WorkloadPolicy objects that name none (as kubectl's), and the one "
+    "--department and --project describe.",
+)
 
 _RUNAI_TYPE = click.option(
     "--type",
@@ -67,21 +78,34 @@ _RUNAI_TYPE = click.option(
     help="The scope of Run:ai policy documents, which do not say it (default: tenant).",
 )
 @cluster_name_option
+@_POLICY_NAMESPACE
+@namespace_label_options
 def check_command(
+    *,
     policy_files: Sequence[str],
     assets_file: str | None,
     workload_type: str | None,
     scope: Scope | None,
     cluster_name: str | None,
+    namespace: str | None,
+    department: str | None,
+    project: str | None,
 ) -> None:
     """Check policy files, alone and as a scope tree; print a summary of each.
 
     Every policy is checked on its own (fields, value types, rules its field can carry,
     min/max, defaults within its rules, defaultFrom), then every branch of the tree it forms
-    (one owner per rule, defaults within other scopes' rules, imposed assets).
+    (one owner per rule, defaults within other scopes' rules, imposed assets). A
+    WorkloadPolicy is the policy of its namespace's project, in the department the namespace's
+    Namespace object among the files says (or -n NS --department D).
     """
     policies = load_policies(
-        policy_files, workload_type=workload_type, scope=scope, cluster=cluster_name
+        policy_files,
+        workload_type=workload_type,
+        scope=scope,
+        cluster=cluster_name,
+        namespaces=described_namespaces(namespace, department, project),
+        namespace=namespace,
     )
     check_policies(policies, assets_file)
     rows = [
@@ -114,8 +138,10 @@ def check_command(
     "-n",
     "--namespace",
     default=None,
-    help="Read the policies from the cluster, for the project this namespace is.",
+    help="The namespace whose project's policy to show: read from the cluster, or, with "
+    "POLICY files, from them (the namespace's Namespace object among them, or --department).",
 )
+@namespace_label_options
 @click.option(
     "--type", "workload_type", type=WORKLOAD_TYPES, required=True, help="The workload type."
 )
@@ -128,6 +154,8 @@ def effective_command(
     policy_files: Sequence[str],
     scope: Scope | None,
     namespace: str | None,
+    department: str | None,
+    project: str | None,
     workload_type: str,
     output: str,
     kubeconfig: str | None,
@@ -137,13 +165,14 @@ def effective_command(
     """Print the effective policy of a scope: the branch's defaults, rules and imposed assets,
     each with the scope it came from.
 
-    From policy files with --scope, or from the cluster with --namespace (the policies its
-    project is under, as the admission webhook combines them).
+    From policy files, for --scope or for the project of the namespace -n names (as the
+    admission webhook combines them), or from the cluster with -n alone.
     """
-    if namespace is not None:
-        if policy_files or scope is not None:
+    if namespace is not None and not policy_files:
+        if scope is not None or department is not None or project is not None:
             raise click.UsageError(
-                "--namespace reads the policies from the cluster: give no POLICY files or --scope"
+                "-n without POLICY files reads the policies and the namespace from the "
+                "cluster: give no --scope, --department or --project"
             )
         from podwright.cli.cluster_policies import ClusterOptions, cluster_policies  # noqa: PLC0415
 
@@ -152,14 +181,25 @@ def effective_command(
         policies = Policies(tuple(found), {})
     else:
         if kubeconfig is not None or context is not None:
-            raise click.UsageError("--kubeconfig and --context go with --namespace")
-        if not policy_files or scope is None:
+            raise click.UsageError("--kubeconfig and --context go with -n without POLICY files")
+        if not policy_files or (scope is None) == (namespace is None):
             raise click.UsageError(
-                "give POLICY files and --scope, or --namespace to read the cluster's policies"
+                "give POLICY files and one of --scope and -n, or -n alone to read the "
+                "cluster's policies"
             )
         policies = load_policies(
-            policy_files, workload_type=workload_type, scope=scope, cluster=cluster_name
+            policy_files,
+            workload_type=workload_type,
+            scope=scope,
+            cluster=cluster_name,
+            namespaces=described_namespaces(namespace, department, project),
+            namespace=namespace,
         )
+        if namespace is not None:
+            scope, notes = namespace_scope(namespace, policies, cluster=cluster_name)
+            for note in notes:
+                click.echo(f"podwright: note: {note}", err=True)
+    assert scope is not None
     combined = effective(policies, scope, workload_type)
     document, entries = effective_document(combined)
     if output == "table":
@@ -318,6 +358,14 @@ def report_command(
     "-o", "--output", type=_FORMATS, default="table", show_default=True, help="Output format."
 )
 @cluster_name_option
+@click.option(
+    "-n",
+    "--namespace",
+    default=None,
+    help="The namespace the workload runs in, whose project's policies judge it (default: its "
+    "metadata.namespace).",
+)
+@namespace_label_options
 def evaluate_command(
     *,
     policy_files: Sequence[str],
@@ -328,6 +376,9 @@ def evaluate_command(
     show_audited: bool,
     output: str,
     cluster_name: str | None,
+    namespace: str | None,
+    department: str | None,
+    project: str | None,
 ) -> None:
     """Evaluate a workload under the policies: print the effective workload with the source of
     every value, or every violation (exit status 1)."""
@@ -339,6 +390,9 @@ def evaluate_command(
         assets_file=assets_file,
         cluster=cluster_name,
         show_audited=show_audited,
+        namespace=namespace,
+        department=department,
+        project=project,
     )
     _print_evaluation(evaluation, output)
     if not evaluation.accepted:

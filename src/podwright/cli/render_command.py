@@ -25,8 +25,10 @@ from podwright.api import Prepared, Scope, Workload
 from podwright.api.pipeline import issue_line
 from podwright.cli.common import ExitCode, output_option
 from podwright.cli.inputs import (
+    NAMESPACE_LABEL_OPTIONS,
     SCOPE,
     cluster_name_option,
+    described_namespaces,
     load_policies,
     load_workloads,
     say_findings,
@@ -46,6 +48,10 @@ class Preparation:
     profile_file: str | None
     name: str | None
     cluster_name: str | None
+    department: str | None
+    """The department of the namespace it runs in (its Namespace object not at hand)."""
+    project: str | None
+    """The project of that namespace, when not the one of its name."""
 
 
 def preparation_options(*, preview: bool) -> Callable[[Callable[..., None]], Callable[..., None]]:
@@ -90,6 +96,7 @@ def _preparation_options(
         ),
         *([scope] if preview else []),
         cluster_name_option,
+        *NAMESPACE_LABEL_OPTIONS,
         click.option("--assets", "assets_file", metavar="FILE", help="The asset catalogue."),
         click.option(
             "--profile",
@@ -110,16 +117,22 @@ def prepare_workload(
 ) -> Prepared:
     """Evaluate ``workload`` (violations end the command with status 1) and render it; bad
     input raises. ``namespace`` is where it runs: its scope, and its manifests' namespace,
-    whose ``namespace_object`` (read from a cluster) names its project and department."""
+    whose project and department ``--department`` and ``--project`` say, else its
+    ``namespace_object`` (read from a cluster), else its object among the policy files."""
     assets = api.load_assets(preparation.assets_file) if preparation.assets_file else None
     evaluation = None
+    described = described_namespaces(
+        namespace or workload.namespace, preparation.department, preparation.project
+    )
     if preparation.policy_files:
         policies = load_policies(
             preparation.policy_files,
             workload_type=workload.type.value,
             scope=preparation.scope,
             cluster=preparation.cluster_name,
-            namespaces={namespace: namespace_object} if namespace and namespace_object else None,
+            namespaces=described
+            or ({namespace: namespace_object} if namespace and namespace_object else None),
+            namespace=namespace,
         )
         evaluation = api.evaluate(
             workload,

@@ -144,8 +144,11 @@ def _run(client: Client, preparation: Preparation, detach: bool) -> int:
         # deepest scope, as `policy evaluate` judges it, and runs in the fallback namespace. In
         # a cluster, the namespace's own labels name its project and department, as the
         # admission webhook reads them.
+        described = preparation.department is not None or preparation.project is not None
         namespace_object = (
-            _namespace_object(client, namespace) if namespace and preparation.policy_files else None
+            _namespace_object(client, namespace)
+            if namespace and preparation.policy_files and not described
+            else None
         )
         prepared = prepare_workload(
             preparation, namespace, workload, namespace_object=namespace_object

@@ -34,6 +34,8 @@ WORKLOAD_KIND = "Workload"
 POLICY_KIND = "WorkloadPolicy"
 CLUSTER_POLICY_KIND = "ClusterWorkloadPolicy"
 ASSET_KIND = "Asset"
+NAMESPACE_KIND = "Namespace"
+"""A ``v1`` Namespace: a project, its labels naming its department (and project)."""
 CLUSTER_ASSET_KIND = "ClusterAsset"
 
 PROJECT_LABEL = f"{GROUP}/project"
@@ -215,15 +217,51 @@ def policy_resource(
             raise PolicyDocumentError(f"{scope}: a project policy goes in the project's namespace")
         metadata["namespace"] = namespace
         return {"apiVersion": API_VERSION, "kind": POLICY_KIND, "metadata": metadata, "spec": spec}
-    spec["scope"] = scope.level
+    where: dict[str, object] = {"scope": scope.level}
     if scope.level == "department":
-        spec["department"] = scope.names[-1]
+        where["department"] = scope.names[-1]
+    spec = {**where, **spec}
     return {
         "apiVersion": API_VERSION,
         "kind": CLUSTER_POLICY_KIND,
         "metadata": metadata,
         "spec": spec,
     }
+
+
+def namespace_resource(
+    name: str, *, department: str | None = None, project: str | None = None
+) -> dict[str, object]:
+    """The ``v1`` Namespace ``name`` labelled, as :meth:`ClusterScopes.of_namespace` reads it,
+    with ``department`` and ``project`` (each only when given)."""
+    labels = {
+        label: value
+        for label, value in ((DEPARTMENT_LABEL, department), (PROJECT_LABEL, project))
+        if value is not None
+    }
+    metadata: dict[str, object] = {"name": name}
+    if labels:
+        metadata["labels"] = labels
+    return {"apiVersion": "v1", "kind": NAMESPACE_KIND, "metadata": metadata}
+
+
+def policy_objects(policy: Policy) -> list[dict[str, object]]:
+    """The objects a cluster holds for ``policy``: a ClusterWorkloadPolicy for the tenant, the
+    cluster or a department; for a project, the Namespace that is the project (named after it,
+    labelled with its department) and the WorkloadPolicy in it. The cluster's name is none of
+    theirs to say: the objects lie in a cluster."""
+    spec = {
+        "workloadType": policy.workload_type.value,
+        "enforcement": policy.enforcement.value,
+        **policy.body,
+    }
+    if policy.scope.level != "project":
+        return [policy_resource(policy.name, spec, policy.scope, namespace=None)]
+    _cluster, department, project = policy.scope.names
+    return [
+        namespace_resource(project, department=department),
+        policy_resource(policy.name, spec, policy.scope, namespace=project),
+    ]
 
 
 def project_namespaces(

@@ -3,8 +3,11 @@
 A policy is written in any of these forms, and everything that reads a policy document (the
 commands that read policy files, ``policy apply``) reads each with :func:`policy_from_document`:
 
-- **podwright's policy file**: ``apiVersion: podwright.dev/v1``, ``kind: WorkloadPolicy``, its
-  scope and workload type in ``spec`` (:mod:`~podwright.core.policies`).
+- **podwright's policy file**, deprecated: ``apiVersion: podwright.dev/v1``, ``kind:
+  WorkloadPolicy``, its scope and workload type in ``spec`` (:mod:`~podwright.core.policies`).
+  No cluster serves it, and it shares its kind's name with the resource below: it is read with
+  a note (:func:`deprecation`) that says to write the policy resources instead, which
+  :func:`~podwright.core.cluster_resources.policy_objects` gives.
 - **A Run:ai policy document**, as the policy reference writes every example: ``defaults``,
   ``rules`` and ``imposedAssets`` at the top (each may be null), or the request body of Run:ai's
   policy API, ``{meta, policy}``, holding one (``meta`` holds Run:ai's ids of scopes, which mean
@@ -41,6 +44,8 @@ from podwright.core.cluster_resources import (
 )
 from podwright.core.cluster_resources import (
     CLUSTER_POLICY_KIND,
+    DEPARTMENT_LABEL,
+    NAMESPACE_KIND,
     POLICY_KIND,
     ClusterScopes,
     policy_from_resource,
@@ -68,11 +73,42 @@ _TENANT_ONLY = ClusterScopes("")
 """Scopes for a tenant ClusterWorkloadPolicy read without the cluster's name (it names none)."""
 
 FORMS = (
-    f"a policy file ({FILE_API_VERSION} {FILE_KIND}), a policy resource ({RESOURCE_API_VERSION} "
-    f"{POLICY_KIND} or {CLUSTER_POLICY_KIND}) or a Run:ai policy document "
-    f"({', '.join(RUNAI_SECTIONS)}, with no apiVersion or kind)"
+    f"a policy resource ({RESOURCE_API_VERSION} {POLICY_KIND} or {CLUSTER_POLICY_KIND}), a "
+    f"Run:ai policy document ({', '.join(RUNAI_SECTIONS)}, with no apiVersion or kind) or a "
+    f"deprecated policy file ({FILE_API_VERSION} {FILE_KIND})"
 )
 """The forms a policy document takes, as messages list them."""
+
+
+def is_policy_file(data: object) -> bool:
+    """Whether ``data`` is written as podwright's deprecated policy file (``podwright.dev/v1``)."""
+    return isinstance(data, Mapping) and data.get("apiVersion") == FILE_API_VERSION
+
+
+def deprecation(policy: Policy) -> str:
+    """Why the policy file ``policy`` was read from is deprecated, and what to write instead
+    (the objects :func:`~podwright.core.cluster_resources.policy_objects` gives)."""
+    if policy.scope.level == "project":
+        instead = (
+            f"a {POLICY_KIND} in the project's namespace, and the {NAMESPACE_KIND} labelled "
+            f"{DEPARTMENT_LABEL}={policy.scope.names[1]}"
+        )
+    else:
+        instead = f"a {CLUSTER_POLICY_KIND} of scope {policy.scope.level}"
+    message = (
+        f"a {FILE_KIND} of {FILE_API_VERSION} (its scope in spec.scope) is deprecated: no "
+        f"cluster serves it; write it as the objects a cluster serves, {instead} "
+        f"(apiVersion: {RESOURCE_API_VERSION}); 'podwright convert --in-place FILE' rewrites "
+        "the file"
+    )
+    if policy.scope.names:
+        cluster = policy.scope.names[0]
+        message += (
+            f". Those objects do not name their cluster ({cluster} here): they lie in the "
+            f"cluster they are applied to, and offline in the one --cluster-name names "
+            f"(--cluster-name {cluster}; cluster= in Python)"
+        )
+    return message
 
 
 def policy_from_document(
