@@ -344,9 +344,9 @@ def test_a_workload_that_breaks_enforced_rules_is_refused_with_every_issue(
         f"project {namespace}",
         "spec.image: a value is required, and neither the submission nor the policy gives one "
         f"(rule required, {owner})",
-        f"spec.compute.gpuDevicesRequest: 4 (submission) is above the maximum 2 (rule max, {owner})",
         f'spec.priorityClass: \'high\' (submission) is not among the options ["low", "medium"] '
         f"(rule options, {owner})",
+        f"spec.compute.gpuDevicesRequest: 4 (submission) is above the maximum 2 (rule max, {owner})",
     )
     submitted = workload(
         "greedy", namespace, priorityClass="high", compute={"gpuDevicesRequest": 4}
@@ -376,11 +376,11 @@ def test_warn_mode_admits_with_a_warning_for_each_issue(scene: Scene) -> None:
         )
     )
     owner = f"policy 'advice' of project {namespace}"
-    warnings = [
-        f"spec.compute.gpuDevicesRequest: 4 (submission) is above the maximum 2 (rule max, {owner})",
+    warnings = [  # in the field catalogue's order, whatever order the server sends the keys in
         "spec.nodePools: item 0, 'v100', of [\"v100\"] (submission) is not among the options "
         f'["a100"] '
         f"(rule options, {owner})",
+        f"spec.compute.gpuDevicesRequest: 4 (submission) is above the maximum 2 (rule max, {owner})",
     ]
     spec = {"image": "pytorch:2", "nodePools": ["v100"], "compute": {"gpuDevicesRequest": 4}}
 
