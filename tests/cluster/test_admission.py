@@ -35,6 +35,7 @@ import urllib.request
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -357,6 +358,57 @@ def test_a_workload_that_breaks_enforced_rules_is_refused_with_every_issue(
         assert applied.stderr == CREATE_REFUSED + message + "\n", applied.stderr
     else:
         assert scene.refused(submitted) == (403, DENIED + message)
+    with pytest.raises(ApiException) as missing:
+        scene.get(submitted)
+    assert missing.value.status == 404
+
+
+INVALID = 'The request is invalid: error when creating "STDIN": ' + DENIED
+
+
+def test_without_a_policy_a_workload_that_cannot_run_is_refused_as_podwright_render_says(
+    scene: Scene, tmp_path: Path
+) -> None:
+    """Without any policy, a Workload without an image is refused by the validating webhook
+    (before, it was admitted and the operator failed it), with, on one line, what ``podwright
+    render`` prints of it (on the profile the webhook judges it on: the operators'): by kubectl,
+    dry run or not, and by the Python client."""
+    namespace = scene.namespace()
+    submitted = workload("no-image", namespace, compute={"gpuDevicesRequest": 1})
+    refused = scene.refused(submitted)
+    profile = re.fullmatch(
+        re.escape(DENIED) + r"cannot render on cluster profile '([^']+)': .*", refused[1]
+    )
+    assert profile, refused
+    path = tmp_path / "workload.yaml"
+    path.write_text(yaml.safe_dump(submitted))
+    named = tmp_path / "profile.yaml"
+    named.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "podwright.dev/v1",
+                "kind": "ClusterProfile",
+                "metadata": {"name": profile.group(1)},
+            }
+        )
+    )
+    rendered = podwright_command("render", "-f", str(path), "--profile", str(named), cwd=tmp_path)
+    assert rendered.returncode == 2, rendered.stdout
+    head, *reasons = [
+        line.removeprefix("podwright: error: ") for line in rendered.stderr.splitlines()
+    ]
+    message = f"{head} {'; '.join(reasons)}"
+    assert message == (
+        f"cannot render on cluster profile {profile.group(1)!r}: image: required: the container "
+        "image (submit one, or have a policy default it)"
+    )
+    assert refused == (422, DENIED + message)
+    for dry_run in ((), ("--dry-run=server",)):
+        applied = scene.server.kubectl(
+            "apply", *dry_run, "-f", "-", input=yaml.safe_dump(submitted)
+        )
+        assert (applied.returncode, applied.stdout) == (1, "")
+        assert applied.stderr == INVALID + message + "\n", applied.stderr
     with pytest.raises(ApiException) as missing:
         scene.get(submitted)
     assert missing.value.status == 404
