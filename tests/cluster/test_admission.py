@@ -801,7 +801,12 @@ def test_an_admitted_spec_is_fixed_but_an_inference_workloads_autoscaling(scene:
     ), changed.stderr
     assert scene.kubectl_get(training)["spec"]["image"] == "pytorch:2"
 
-    autoscaling = {"minReplicas": 0, "maxReplicas": 2, "metric": "concurrency"}
+    autoscaling = {
+        "minReplicas": 0,
+        "maxReplicas": 2,
+        "metric": "concurrency",
+        "metricThreshold": 10,  # what Knative needs to scale on concurrency: it must render
+    }
     serving = {"image": "vllm:1", "autoscaling": autoscaling}
     assert (
         scene.kubectl_apply(workload("served", namespace, "inference", **serving)).returncode == 0
