@@ -85,6 +85,7 @@ from podwright.core.cluster_resources import (  # noqa: E402
 )
 from podwright.core.crds import custom_resource_definitions  # noqa: E402
 from podwright.core.policies import Policy, Scope  # noqa: E402
+from podwright.core.render import ClusterProfile, profile_from_data  # noqa: E402
 from podwright.core.webhook_configurations import (  # noqa: E402
     MUTATE_WORKLOADS,
     VALIDATE_POLICIES,
@@ -290,9 +291,15 @@ def catalogue() -> AssetCatalogue:
     return catalogue_from_data(data, "examples/assets.yaml")
 
 
+def cluster_profile() -> ClusterProfile:
+    data = read_document(str(EXAMPLES / "cluster-profile.yaml"), io.StringIO()).data
+    return profile_from_data(data, "examples/cluster-profile.yaml")
+
+
 class MemoryPolicyState:
-    """The cluster's policies, namespaces and assets, read once, as the webhooks'
-    ``PolicyState``: what the Kubernetes adapter keeps in its watch caches."""
+    """The cluster's policies, namespaces and assets and the operator's cluster profile (the
+    examples'), read once, as the webhooks' ``PolicyState``: what the Kubernetes adapter keeps in
+    its watch caches."""
 
     def __init__(
         self,
@@ -303,6 +310,7 @@ class MemoryPolicyState:
         self._scopes = {ns["metadata"]["name"]: SCOPES.of_namespace(ns) for ns in namespace_objects}
         self._assets = assets
         self._snapshot = PolicySnapshot(1, tuple(self._policy(obj) for obj in policies))
+        self._profile = cluster_profile()
 
     def _policy(self, obj: Mapping[str, Any]) -> Policy:
         if obj["kind"] == "WorkloadPolicy":
@@ -317,6 +325,9 @@ class MemoryPolicyState:
 
     def catalogue(self, namespace: str) -> AssetCatalogue:
         return self._assets
+
+    def profile(self) -> ClusterProfile:
+        return self._profile
 
 
 def admission_service() -> AdmissionService:

@@ -270,16 +270,16 @@ def test_evaluate_violations_exit_1_with_compliance_issues(tmp_path: Path) -> No
     }
     assert data["complianceIssues"] == [
         {
-            "field": "compute.extendedResources[default/cpu]",
-            "details": "'default/cpu' is locked by cluster default and cannot be excluded",
-            "rule": "locked",
+            "field": "compute.gpuDevicesRequest",
+            "details": "16 (submission) is above the maximum 8",
+            "rule": "max",
             "enforcement": "enforce",
             "policy": cluster_policy,
         },
         {
-            "field": "compute.gpuDevicesRequest",
-            "details": "16 (submission) is above the maximum 8",
-            "rule": "max",
+            "field": "compute.extendedResources[default/cpu]",
+            "details": "'default/cpu' is locked by cluster default and cannot be excluded",
+            "rule": "locked",
             "enforcement": "enforce",
             "policy": cluster_policy,
         },

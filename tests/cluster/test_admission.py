@@ -35,6 +35,7 @@ import urllib.request
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -344,9 +345,9 @@ def test_a_workload_that_breaks_enforced_rules_is_refused_with_every_issue(
         f"project {namespace}",
         "spec.image: a value is required, and neither the submission nor the policy gives one "
         f"(rule required, {owner})",
-        f"spec.compute.gpuDevicesRequest: 4 (submission) is above the maximum 2 (rule max, {owner})",
         f'spec.priorityClass: \'high\' (submission) is not among the options ["low", "medium"] '
         f"(rule options, {owner})",
+        f"spec.compute.gpuDevicesRequest: 4 (submission) is above the maximum 2 (rule max, {owner})",
     )
     submitted = workload(
         "greedy", namespace, priorityClass="high", compute={"gpuDevicesRequest": 4}
@@ -357,6 +358,57 @@ def test_a_workload_that_breaks_enforced_rules_is_refused_with_every_issue(
         assert applied.stderr == CREATE_REFUSED + message + "\n", applied.stderr
     else:
         assert scene.refused(submitted) == (403, DENIED + message)
+    with pytest.raises(ApiException) as missing:
+        scene.get(submitted)
+    assert missing.value.status == 404
+
+
+INVALID = 'The request is invalid: error when creating "STDIN": ' + DENIED
+
+
+def test_without_a_policy_a_workload_that_cannot_run_is_refused_as_podwright_render_says(
+    scene: Scene, tmp_path: Path
+) -> None:
+    """Without any policy, a Workload without an image is refused by the validating webhook
+    (before, it was admitted and the operator failed it), with, on one line, what ``podwright
+    render`` prints of it (on the profile the webhook judges it on: the operators'): by kubectl,
+    dry run or not, and by the Python client."""
+    namespace = scene.namespace()
+    submitted = workload("no-image", namespace, compute={"gpuDevicesRequest": 1})
+    refused = scene.refused(submitted)
+    profile = re.fullmatch(
+        re.escape(DENIED) + r"cannot render on cluster profile '([^']+)': .*", refused[1]
+    )
+    assert profile, refused
+    path = tmp_path / "workload.yaml"
+    path.write_text(yaml.safe_dump(submitted))
+    named = tmp_path / "profile.yaml"
+    named.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "podwright.dev/v1",
+                "kind": "ClusterProfile",
+                "metadata": {"name": profile.group(1)},
+            }
+        )
+    )
+    rendered = podwright_command("render", "-f", str(path), "--profile", str(named), cwd=tmp_path)
+    assert rendered.returncode == 2, rendered.stdout
+    head, *reasons = [
+        line.removeprefix("podwright: error: ") for line in rendered.stderr.splitlines()
+    ]
+    message = f"{head} {'; '.join(reasons)}"
+    assert message == (
+        f"cannot render on cluster profile {profile.group(1)!r}: image: required: the container "
+        "image (submit one, or have a policy default it)"
+    )
+    assert refused == (422, DENIED + message)
+    for dry_run in ((), ("--dry-run=server",)):
+        applied = scene.server.kubectl(
+            "apply", *dry_run, "-f", "-", input=yaml.safe_dump(submitted)
+        )
+        assert (applied.returncode, applied.stdout) == (1, "")
+        assert applied.stderr == INVALID + message + "\n", applied.stderr
     with pytest.raises(ApiException) as missing:
         scene.get(submitted)
     assert missing.value.status == 404
@@ -376,11 +428,11 @@ def test_warn_mode_admits_with_a_warning_for_each_issue(scene: Scene) -> None:
         )
     )
     owner = f"policy 'advice' of project {namespace}"
-    warnings = [
-        f"spec.compute.gpuDevicesRequest: 4 (submission) is above the maximum 2 (rule max, {owner})",
+    warnings = [  # in the field catalogue's order, whatever order the server sends the keys in
         "spec.nodePools: item 0, 'v100', of [\"v100\"] (submission) is not among the options "
         f'["a100"] '
         f"(rule options, {owner})",
+        f"spec.compute.gpuDevicesRequest: 4 (submission) is above the maximum 2 (rule max, {owner})",
     ]
     spec = {"image": "pytorch:2", "nodePools": ["v100"], "compute": {"gpuDevicesRequest": 4}}
 
@@ -751,7 +803,12 @@ def test_an_admitted_spec_is_fixed_but_an_inference_workloads_autoscaling(scene:
     ), changed.stderr
     assert scene.kubectl_get(training)["spec"]["image"] == "pytorch:2"
 
-    autoscaling = {"minReplicas": 0, "maxReplicas": 2, "metric": "concurrency"}
+    autoscaling = {
+        "minReplicas": 0,
+        "maxReplicas": 2,
+        "metric": "concurrency",
+        "metricThreshold": 10,  # what Knative needs to scale on concurrency: it must render
+    }
     serving = {"image": "vllm:1", "autoscaling": autoscaling}
     assert (
         scene.kubectl_apply(workload("served", namespace, "inference", **serving)).returncode == 0

@@ -30,6 +30,7 @@ from podwright.core.cluster_resources import (
     submission_from_resource,
 )
 from podwright.core.policies import Policy, PolicyError, Scope
+from podwright.core.render import DEFAULT_PROFILE, profile_from_data
 from podwright.core.workloads import WorkloadInputError
 
 SCOPES = ClusterScopes("prod")
@@ -180,7 +181,7 @@ def decisions(
     given = request(obj, old)
     return (
         mutate_workload(given, POLICY_FOR, EMPTY_CATALOGUE),
-        validate_workload(given, VISION_SCOPE, POLICY_FOR, EMPTY_CATALOGUE),
+        validate_workload(given, VISION_SCOPE, POLICY_FOR, EMPTY_CATALOGUE, DEFAULT_PROFILE),
     )
 
 
@@ -240,7 +241,11 @@ def test_policies_that_cannot_be_combined_refuse_every_workload_of_their_scope()
     second = cluster_policy("second", {"rules": {"image": {"required": False}}}, scope="cluster")
     given = request(workload({"image": "pytorch"}))
     refused = validate_workload(
-        given, VISION_SCOPE, policies_of([*POLICIES, read(second)], VISION_SCOPE), EMPTY_CATALOGUE
+        given,
+        VISION_SCOPE,
+        policies_of([*POLICIES, read(second)], VISION_SCOPE),
+        EMPTY_CATALOGUE,
+        DEFAULT_PROFILE,
     )
     assert not refused.allowed
     assert refused.message.startswith(
@@ -257,12 +262,21 @@ def test_an_admitted_spec_cannot_change_except_the_fields_that_scale_it() -> Non
         "spec.image: cannot change after the workload was admitted (delete it and submit a new one)"
     )
     served = {"type": "inference", "image": "vllm", "autoscaling": {"maxReplicas": 2}}
-    scaled = {**served, "autoscaling": {"minReplicas": 1, "maxReplicas": 4}}
+    scaled = {
+        **served,
+        "autoscaling": {
+            "minReplicas": 1,
+            "maxReplicas": 4,
+            "metric": "concurrency",
+            "metricThreshold": 10,
+        },
+    }
     refused = validate_workload(
         request({**admitted, "spec": {**scaled, "image": "vllm:2"}}, {**admitted, "spec": served}),
         VISION_SCOPE,
         policies_of([], VISION_SCOPE),
         EMPTY_CATALOGUE,
+        DEFAULT_PROFILE,
     )
     assert refused.message == (
         "spec.image: cannot change after the workload was admitted "
@@ -273,6 +287,7 @@ def test_an_admitted_spec_cannot_change_except_the_fields_that_scale_it() -> Non
         VISION_SCOPE,
         policies_of([], VISION_SCOPE),
         EMPTY_CATALOGUE,
+        DEFAULT_PROFILE,
     )
     assert allowed.allowed, allowed.message
 
@@ -286,7 +301,99 @@ def test_restating_the_original_submission_keeps_the_admitted_spec() -> None:
     assert restated.patch == (patch,)
     assert restated.allowed
     assert validate_workload(
-        request(admitted, admitted), VISION_SCOPE, POLICY_FOR, EMPTY_CATALOGUE
+        request(admitted, admitted), VISION_SCOPE, POLICY_FOR, EMPTY_CATALOGUE, DEFAULT_PROFILE
+    ).allowed
+
+
+NO_POLICY = policies_of([], VISION_SCOPE)
+KAI_PROFILE = profile_from_data(
+    {
+        "apiVersion": "podwright.dev/v1",
+        "kind": "ClusterProfile",
+        "metadata": {"name": "kai"},
+        "spec": {"scheduler": {"type": "kai", "name": "kai-scheduler"}},
+    }
+)
+
+
+def test_without_a_policy_a_workload_that_cannot_be_rendered_is_refused_as_the_cli_says() -> None:
+    refused = validate_workload(
+        request(workload({"compute": {"gpuDevicesRequest": 1}})),
+        VISION_SCOPE,
+        NO_POLICY,
+        EMPTY_CATALOGUE,
+        DEFAULT_PROFILE,
+    )
+    assert (refused.allowed, refused.code, refused.reason) == (False, 422, "Invalid")
+    # `podwright render` prints the same, a line each (api/pipeline.py's prepare).
+    assert refused.message == (
+        "cannot render on cluster profile 'default': image: required: the container image "
+        "(submit one, or have a policy default it)"
+    )
+
+
+def test_a_workload_is_judged_on_the_profile_given_and_names_where_a_value_came_from() -> None:
+    fraction = cluster_policy(
+        "fraction", {"defaults": {"compute": {"gpuPortionRequest": 0.5}}}, scope="cluster"
+    )
+    given = request(workload({"image": "pytorch"}))
+    policy_for = policies_of([read(fraction)], VISION_SCOPE)
+    refused = validate_workload(given, VISION_SCOPE, policy_for, EMPTY_CATALOGUE, DEFAULT_PROFILE)
+    assert refused.message == (
+        "cannot render on cluster profile 'default': compute.gpuPortionRequest: a fraction of a "
+        "GPU needs the KAI scheduler; the cluster profile's scheduler is 'default-scheduler' (set "
+        "scheduler.type: kai) (value from policy default (cluster prod))"
+    )
+    assert validate_workload(given, VISION_SCOPE, policy_for, EMPTY_CATALOGUE, KAI_PROFILE).allowed
+
+
+def test_every_problem_of_rendering_is_listed_in_one_refusal() -> None:
+    refused = validate_workload(
+        request(workload({"tty": True, "compute": {"gpuRequestType": "portion"}})),
+        VISION_SCOPE,
+        NO_POLICY,
+        EMPTY_CATALOGUE,
+        DEFAULT_PROFILE,
+    )
+    head, _, reasons = refused.message.partition(": ")
+    assert head == "cannot render on cluster profile 'default'"
+    assert [reason.split(":")[0] for reason in reasons.split("; ")] == [
+        "image",
+        "tty",
+        "compute.gpuRequestType",
+    ]
+
+
+def test_a_name_left_to_the_server_is_rendered_at_the_length_it_will_have() -> None:
+    def generated(base: str) -> Decision:
+        worker = {"image": "pytorch", "distributedFramework": "PyTorch", "numWorkers": 1}
+        obj = {
+            "apiVersion": API_VERSION,
+            "kind": "Workload",
+            "metadata": {"generateName": base, "namespace": "vision"},
+            "spec": {"type": "distributed", "master": {"image": "pytorch"}, "worker": worker},
+        }
+        return validate_workload(
+            request(obj), VISION_SCOPE, NO_POLICY, EMPTY_CATALOGUE, DEFAULT_PROFILE
+        )
+
+    # A distributed job's name leaves room for "-worker-0": 54 characters; the server adds 5.
+    assert generated("r" * 49).allowed
+    refused = generated("r" * 50)
+    assert refused.message == (
+        f"cannot render on cluster profile 'default': name: '{'r' * 50}xxxxx' must be at most 54 "
+        "characters for a distributed workload"
+    )
+
+
+def test_an_update_of_the_metadata_alone_is_never_refused_for_the_profile() -> None:
+    """The operator writes its finalizer into (and takes it out of) a Workload whose spec it
+    rendered, or failed to render: a Workload admitted before the profile changed must still be
+    held and let go."""
+    admitted = workload({"compute": {"gpuDevicesRequest": 1}})
+    held = {**admitted, "metadata": {**admitted["metadata"], "finalizers": ["podwright.dev/task"]}}
+    assert validate_workload(
+        request(held, admitted), VISION_SCOPE, NO_POLICY, EMPTY_CATALOGUE, DEFAULT_PROFILE
     ).allowed
 
 
@@ -322,7 +429,9 @@ def test_a_workload_mutated_with_default_instances_is_admitted_as_mutated() -> N
     mutated = workload({key: value for key, value in patch["value"].items() if key != "type"})
     (nfs,) = mutated["spec"]["storage"]["nfs"]
     assert nfs["name"].startswith("unnamed-")
-    validation = validate_workload(request(mutated), VISION_SCOPE, policy_for, EMPTY_CATALOGUE)
+    validation = validate_workload(
+        request(mutated), VISION_SCOPE, policy_for, EMPTY_CATALOGUE, DEFAULT_PROFILE
+    )
     assert validation == Decision(True)
     assert mutate_workload(request(mutated), policy_for, EMPTY_CATALOGUE) == Decision(True)
 

@@ -63,11 +63,11 @@ def compliance_of(spec: Mapping[str, Any]) -> Assessment:
         pytest.param(
             {"compute": {"gpuDevicesRequest": 16}, "nodePools": ["v100"]},
             ComplianceReason.NONCOMPLIANT,
-            "the current policies of project vision would refuse it: "
-            "spec.compute.gpuDevicesRequest: 16 (submission) is above the maximum 8 (rule max, "
-            "policy 'prod-training' of cluster prod); spec.image: a value is required, and "
-            "neither the submission nor the policy gives one (rule required, policy "
-            "'prod-training' of cluster prod)",
+            "the current policies of project vision would refuse it: spec.image: a value is "
+            "required, and neither the submission nor the policy gives one (rule required, "
+            "policy 'prod-training' of cluster prod); spec.compute.gpuDevicesRequest: 16 "
+            "(submission) is above the maximum 8 (rule max, policy 'prod-training' of cluster "
+            "prod)",
             [("spec.nodePools", "options", "audit", "project vision")],
             id="noncompliant-every-issue-and-the-findings",
         ),

@@ -4,7 +4,8 @@
   policy or attribute default, default instance, ``defaultFrom``), and its limit is not below its
   request (checked by an independent oracle, which also predicts exactly which rules a rejected
   submission breaks, and which policies do not load).
-- Evaluation is deterministic.
+- Evaluation is deterministic, and the order of the keys of the submission and the policies
+  changes nothing it says, nor the order it says it in (the field catalogue's).
 - A submission equal to the defaults is accepted whenever the defaults satisfy the rules.
 - The default instances a prepared policy evaluated once (those a submission leaves untouched)
   give exactly what evaluating them with the submission gives, and every evaluation's output is
@@ -23,11 +24,12 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from podwright.core.admission import violation_text
 from podwright.core.assets import catalogue_from_data
 from podwright.core.evaluation import Evaluation, evaluate, prepare
 from podwright.core.policies import PolicyError
 from podwright.core.quantities import parse
-from podwright.core.workload_fields import WorkloadType
+from podwright.core.workload_fields import SCHEMAS, WorkloadType, catalogue_rank
 from podwright.core.workloads import submission_from_data
 from tests.policy_helpers import combine, make_policy, run
 
@@ -641,3 +643,58 @@ def test_untouched_default_instances_evaluated_once_give_what_evaluating_them_gi
     assert _outcome(first) == expected
     _clear_sections(first.workload)
     assert _outcome(evaluate(prepared, submission, kind, ASSETS)) == expected
+
+
+@st.composite
+def reordered(draw: st.DrawFn, value: Any) -> Any:
+    """``value`` with the keys of every mapping in it in another order (as an API server that
+    re-encodes an object sends them), its lists as they are."""
+    if isinstance(value, dict):
+        keys = draw(st.permutations(list(value)))
+        return {key: draw(reordered(value[key])) for key in keys}
+    if isinstance(value, list):
+        return [draw(reordered(item)) for item in value]
+    return value
+
+
+def _said(evaluation: Evaluation) -> tuple[object, ...]:
+    """What every message, listing and report of an evaluation shows, in order."""
+    listed = [
+        [(issue.field, issue.rule, issue.details, issue.enforcement) for issue in issues]
+        for issues in (evaluation.violations, evaluation.warnings, evaluation.audited)
+    ]
+    return (*listed, "; ".join(violation_text(issue) for issue in evaluation.violations))
+
+
+@given(st.data(), scenarios())
+def test_the_order_of_the_keys_never_changes_the_issues_or_their_order(
+    data: st.DataObject, scenario: Any
+) -> None:
+    body, spec, _, _ = scenario
+    first = run([make_policy(body)], spec)
+    again = run([make_policy(data.draw(reordered(body)))], data.draw(reordered(spec)))
+    assert _said(again) == _said(first)
+    root = SCHEMAS[WorkloadType.WORKSPACE]
+    ranks = [catalogue_rank(root, issue.field) for issue in first.violations]
+    assert ranks == sorted(ranks)
+
+
+@given(st.data(), instance_scenarios())
+def test_the_order_of_the_keys_never_changes_the_issues_of_instances_or_their_order(
+    data: st.DataObject, scenario: dict[str, Any]
+) -> None:
+    kind = WorkloadType(scenario["workload_type"])
+
+    def evaluated(body: dict[str, Any], spec: dict[str, Any]) -> Evaluation:
+        policy = make_policy(body, workload_type=kind.value, enforcement=scenario["enforcement"])
+        prepared = prepare(combine([policy], workload_type=kind.value), ASSETS)
+        return evaluate(prepared, submission_from_data(spec, kind), kind, ASSETS)
+
+    try:
+        first = evaluated(scenario["body"], scenario["spec"])
+    except PolicyError:
+        assume(False)  # a default instance that breaks its own policy's rules
+    again = evaluated(
+        data.draw(reordered(scenario["body"])), data.draw(reordered(scenario["spec"]))
+    )
+    assert _said(again) == _said(first)

@@ -826,7 +826,7 @@ PULL_ALWAYS = {"defaults": {"imagePullPolicy": "Always"}}
             RULES,
             {},
             {"compute": {"gpuDevicesRequest": 9}, "security": {"runAsUid": 499}},
-            [("compute.gpuDevicesRequest", "max"), ("security.runAsUid", "min")],
+            [("security.runAsUid", "min"), ("compute.gpuDevicesRequest", "max")],
             id="rules-break",
         ),
     ],

@@ -13,6 +13,7 @@ from podwright.core.workload_fields import (
     Section,
     ValueType,
     WorkloadType,
+    catalogue_rank,
     field_at,
 )
 from podwright.core.workloads import WorkloadInputError, submission_from_data
@@ -295,3 +296,55 @@ def test_the_catalogue_has_the_issues_field_facts() -> None:
     service_type = field_at(workspace, ("ports", "serviceType"))
     assert isinstance(service_type, Leaf)
     assert service_type.choices == ("LoadBalancer", "NodePort", "ClusterIP")
+
+
+def _itemized_within(field: Section | Itemized | Leaf, inside: bool) -> list[str]:
+    """The itemized fields found below an itemized field's attributes."""
+    if isinstance(field, Itemized):
+        found = ["itemized"] if inside else []
+        return found + _itemized_within(field.attributes, True)
+    if isinstance(field, Section):
+        return [name for child in field.fields.values() for name in _itemized_within(child, inside)]
+    return []
+
+
+@pytest.mark.parametrize("workload_type", list(WorkloadType))
+def test_no_itemized_field_lies_within_an_instance(workload_type: WorkloadType) -> None:
+    # catalogue_rank reads an instance's key up to the last ']' of a path on this ground.
+    assert _itemized_within(SCHEMAS[workload_type], False) == []
+
+
+@pytest.mark.parametrize(
+    ("workload_type", "paths"),
+    [
+        pytest.param(
+            WorkloadType.TRAINING,
+            [
+                "image",
+                "priorityClass",
+                "storage.pvc[a.b]",
+                "storage.pvc[a.b].claimName",
+                "storage.pvc[a.b].path",
+                "storage.pvc[z[1]]",
+                "security.runAsUid",
+                "compute.cpuCoreRequest",
+                "compute.cpuCoreLimit",
+                "compute.gpuDevicesRequest",
+                "compute.extendedResources[nvidia.com/gpu]",
+                "unknown",
+            ],
+            id="the-catalogues-order-instances-by-key-unknown-last",
+        ),
+        pytest.param(
+            WorkloadType.DISTRIBUTED,
+            ["master.image", "master.compute.cpuCoreLimit", "worker.image", "worker.numWorkers"],
+            id="roles-in-order-then-their-fields",
+        ),
+    ],
+)
+def test_catalogue_rank_orders_paths_as_the_catalogue_lists_the_fields(
+    workload_type: WorkloadType, paths: list[str]
+) -> None:
+    root = SCHEMAS[workload_type]
+    shuffled = paths[1::2] + paths[::2]
+    assert sorted(shuffled, key=lambda path: catalogue_rank(root, path)) == paths

@@ -5,6 +5,7 @@ cannot be read refuses the workloads of its scopes instead of loosening them."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -16,6 +17,8 @@ from podwright.core.assets import EMPTY_CATALOGUE, AssetCatalogue
 from podwright.core.cluster_resources import API_VERSION, ClusterScopes, policy_from_resource
 from podwright.core.policies import Policy, Scope
 from podwright.core.problems import FieldProblem, ProblemsError
+from podwright.core.render import DEFAULT_PROFILE, ClusterProfile
+from podwright.core.render.profile import SchedulerType
 from podwright.engine.admission_service import (
     MUTATE_WORKLOADS,
     VALIDATE_POLICIES,
@@ -34,6 +37,8 @@ class MemoryState:
         self.policies: list[Policy] = []
         self.unreadable: list[UnreadablePolicy] = []
         self.unreadable_assets: list[FieldProblem] = []
+        self.cluster_profile = DEFAULT_PROFILE
+        self.unreadable_profile: list[FieldProblem] = []
         self.version = 0
 
     def snapshot(self) -> PolicySnapshot:
@@ -48,6 +53,11 @@ class MemoryState:
         if self.unreadable_assets:
             raise ProblemsError(self.unreadable_assets)
         return EMPTY_CATALOGUE
+
+    def profile(self) -> ClusterProfile:
+        if self.unreadable_profile:
+            raise ProblemsError(self.unreadable_profile)
+        return self.cluster_profile
 
     def set_policies(self, *policies: Policy) -> None:
         self.policies = list(policies)
@@ -202,3 +212,34 @@ def test_an_asset_that_cannot_be_read_refuses_the_workloads_that_see_it(
     assert message.startswith("the assets of namespace vision cannot be read")
     assert "ClusterAsset data" in message
     assert "spec.kind: expected one of pvc, git, s3" in message
+
+
+def test_workloads_are_judged_on_the_operators_cluster_profile_from_the_state(
+    state: MemoryState, routes: dict[str, Any]
+) -> None:
+    fraction = review(workload(image="pytorch", compute={"gpuPortionRequest": 0.5}))
+    refused = response(routes[VALIDATE_WORKLOADS](fraction))
+    assert (refused["allowed"], refused["status"]["code"]) == (False, 422)
+    assert refused["status"]["message"].startswith(
+        "cannot render on cluster profile 'default': compute.gpuPortionRequest: a fraction of a "
+        "GPU needs the KAI scheduler"
+    )
+    state.cluster_profile = dataclasses.replace(
+        DEFAULT_PROFILE, name="kai", scheduler_type=SchedulerType.KAI
+    )
+    assert response(routes[VALIDATE_WORKLOADS](fraction))["allowed"]
+
+
+def test_a_cluster_profile_that_cannot_be_read_refuses_every_workload_naming_it(
+    state: MemoryState, routes: dict[str, Any]
+) -> None:
+    state.unreadable_profile = [
+        FieldProblem(("spec", "fuse", "grant"), "expected one of none, …", "ClusterProfile prod")
+    ]
+    given = review(workload(image="pytorch"))
+    refused = response(routes[VALIDATE_WORKLOADS](given))
+    assert (refused["allowed"], refused["status"]["code"]) == (False, 403)
+    assert refused["status"]["message"] == (
+        "the cluster profile cannot be read, so no workload is admitted: ClusterProfile prod: "
+        "spec.fuse.grant: expected one of none, …"
+    )

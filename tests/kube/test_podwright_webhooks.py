@@ -1,7 +1,9 @@
 """podwright's webhook configurations installed in the emulator, pointing at podwright's webhook
 server in this process: the API server calls it over HTTPS, verifying its certificate against the
 configurations' ``caBundle``; a refusal and a warning come back to the client; the keeper rotates
-its CA, publishing each bundle into the configurations, and no create is refused meanwhile.
+its CA, publishing each bundle into the configurations, and no create is refused meanwhile; and
+podwright's own webhooks, served by :class:`AdmissionWebhooks` as ``podwright webhook`` serves
+them, refuse a Workload the operator's cluster profile cannot render.
 
 Emulator only: the configurations are cluster-wide and named ``podwright``, and the Workload CRD
 here is a minimal stand-in for podwright's own (a real cluster may have both installed). What the
@@ -18,9 +20,11 @@ import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from podwright.adapters.admission_webhooks import AdmissionWebhooks, WebhookSettings
 from podwright.adapters.certificates import CertificateKeeper, CertificateSettings
 from podwright.adapters.kubernetes.webhook_configurations import publish_ca_bundle
 from podwright.adapters.webhook_server import WebhookServer
+from podwright.core.crds import custom_resource_definitions
 from podwright.core.webhook_configurations import (
     MUTATE_WORKLOADS,
     VALIDATE_POLICIES,
@@ -29,7 +33,7 @@ from podwright.core.webhook_configurations import (
     encoded_ca_bundle,
     webhook_configurations,
 )
-from tests.kube.support import ApiServer, installed_crd
+from tests.kube.support import ApiServer, eventually, installed_crd
 from tests.webhook_server import ManualClock, PublishedBundles, utc_now, webhook_host
 
 CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1"
@@ -204,3 +208,48 @@ def test_a_ca_rotation_published_into_the_configurations_refuses_no_create(
             assert {hook["clientConfig"]["caBundle"] for hook in configuration["webhooks"]} == {
                 current
             }
+
+
+def test_podwrights_webhooks_refuse_what_the_operators_profile_cannot_render(
+    emulator_api: ApiServer,
+) -> None:
+    """:class:`AdmissionWebhooks` as ``podwright webhook --profile tests`` runs it, with no policy
+    at all: a Workload the profile cannot render is refused, dry run or not, with what ``podwright
+    render`` says; the ClusterProfile it names is watched, so a profile that can render it admits
+    it."""
+    api = emulator_api
+    for crd in custom_resource_definitions():
+        api.client.apply(crd, field_manager="test")
+    settings = WebhookSettings(
+        cluster_name="test",
+        webhook_host=webhook_host(),
+        listen_host=webhook_host(),
+        port=0,
+        profile_name="tests",
+    )
+    path = f"/apis/podwright.dev/v1alpha1/namespaces/{api.namespace}/workloads"
+    denied = 'admission webhook "workloads.podwright.dev" denied the request: '
+    with AdmissionWebhooks(api.client, settings, clock=utc_now):
+        for query in ({}, {"dryRun": "All"}):
+            no_image = api.send("POST", path, workload(api, "no-image"), query=query)
+            assert (no_image.status, no_image.body["message"]) == (
+                422,
+                denied + "cannot render on cluster profile 'default': image: required: the "
+                "container image (submit one, or have a policy default it)",
+            )
+        fraction = workload(api, "fraction", image="pytorch", compute={"gpuPortionRequest": 0.5})
+        refused = api.send("POST", path, fraction)
+        assert refused.status == 422
+        assert refused.body["message"].startswith(
+            denied + "cannot render on cluster profile 'default': compute.gpuPortionRequest: a "
+            "fraction of a GPU needs the KAI scheduler"
+        )
+        api.client.create(
+            {
+                "apiVersion": "podwright.dev/v1alpha1",
+                "kind": "ClusterProfile",
+                "metadata": {"name": "tests"},
+                "spec": {"scheduler": {"type": "kai", "name": "kai-scheduler"}},
+            }
+        )
+        eventually(lambda: api.send("POST", path, fraction).status == 201)

@@ -1,7 +1,8 @@
 """podwright's admission webhooks, running: put together once for every process that serves them.
 
 Serving the webhooks takes five pieces, started in an order that never leaves the API server
-calling a webhook nobody answers: the cluster's policies, namespaces and assets in watch caches
+calling a webhook nobody answers: the cluster's policies, namespaces, assets and the operator's
+cluster profile in watch caches
 (:class:`~podwright.adapters.kubernetes.policy_state.ClusterPolicyState`), the decisions over
 them (:class:`~podwright.engine.admission_service.AdmissionService`), a certificate (podwright's
 own CA, renewed and rotated by a :class:`~podwright.adapters.certificates.CertificateKeeper`,
@@ -51,6 +52,7 @@ from podwright.adapters.webhook_server import ServerSettings, WebhookServer, Web
 from podwright.core.admission import BadReviewError
 from podwright.core.cluster_resources import GROUP, ClusterScopes
 from podwright.core.k8s_names import dns1123_label_problem, dns1123_subdomain_problem
+from podwright.core.render import DEFAULT_PROFILE
 from podwright.core.webhook_configurations import (
     ServiceEndpoint,
     UrlEndpoint,
@@ -71,6 +73,7 @@ _REQUIRED_CRDS = (
     f"clusterworkloadpolicies.{GROUP}",
     f"assets.{GROUP}",
     f"clusterassets.{GROUP}",
+    f"clusterprofiles.{GROUP}",
 )
 
 
@@ -124,6 +127,9 @@ class WebhookSettings:
 
     cluster_name: str
     webhook_host: str | None = None
+    profile_name: str = DEFAULT_PROFILE.name
+    """The ClusterProfile the operator renders Workloads with (absent: the safe defaults): a
+    Workload that cannot be rendered on it is refused."""
     service: ServiceEndpoint | None = None
     listen_host: str = "0.0.0.0"
     port: int = 9443
@@ -199,7 +205,7 @@ class AdmissionWebhooks:
         self._clock = clock
         self._answered = answered
         scopes = ClusterScopes(settings.cluster_name)
-        self._state = ClusterPolicyState(client, scopes)
+        self._state = ClusterPolicyState(client, scopes, settings.profile_name)
         self.service = AdmissionService(self._state, scopes)
         self._compliance = ComplianceStatusWriter(client, self._state, self.service, clock=clock)
         self._compliance_started = False

@@ -29,7 +29,7 @@ from podwright.adapters.kubernetes.client import KubernetesClient
 from podwright.adapters.kubernetes.cluster_port import ClusterPort
 from podwright.adapters.kubernetes.leader_election import LeaderElector
 from podwright.adapters.kubernetes.policy_state import ClusterPolicyState
-from podwright.adapters.kubernetes.reflector import Reflector, WatchCache
+from podwright.adapters.kubernetes.reflector import Reflector
 from podwright.adapters.kubernetes.workload_store import WorkloadCache, WorkloadTaskStore
 from podwright.adapters.observability import OperatorMetrics
 from podwright.core.assets import AssetCatalogue
@@ -43,11 +43,8 @@ from podwright.core.leader_election import ElectionSettings
 from podwright.core.lifecycle.objects import JsonObject, section, text
 from podwright.core.lifecycle.phases import Phase, PhaseInfo
 from podwright.core.problems import ProblemsError
-from podwright.core.render import ClusterProfile, RenderError
+from podwright.core.render import RenderError, refusal_lines, refusal_message
 from podwright.core.render import render as render_workload
-from podwright.core.render.profile import API_VERSION as PROFILE_API_VERSION
-from podwright.core.render.profile import DEFAULT_PROFILE, profile_from_data
-from podwright.core.render.profile import KIND as PROFILE_KIND
 from podwright.engine.admission_service import AdmissionService
 from podwright.engine.config import LifecycleConfig
 from podwright.engine.event_index import EventIndex
@@ -113,8 +110,6 @@ class OperatorRuntime:
         self._workloads = Reflector(
             client, API_VERSION, WORKLOAD_KIND, self.cache, namespace=settings.watch_namespace
         )
-        self._profiles = WatchCache()
-        self._profile_reflector = Reflector(client, API_VERSION, PROFILE_KIND, self._profiles)
         self._events = EventIndex(
             ttl=lifecycle.event_ttl, max_per_object=lifecycle.events_per_object
         )
@@ -130,14 +125,18 @@ class OperatorRuntime:
         )
         self.webhooks: AdmissionWebhooks | None = None
         self._policies: ClusterPolicyState | None = None
+        # The webhooks judge Workloads on the profile this replica renders them with.
         if settings.webhooks is not None:
             self.webhooks = AdmissionWebhooks(
-                client, settings.webhooks, clock=clock, answered=metrics.webhook_answered
+                client,
+                dataclasses.replace(settings.webhooks, profile_name=settings.profile_name),
+                clock=clock,
+                answered=metrics.webhook_answered,
             )
             self._service = self.webhooks.service
         else:
             scopes = ClusterScopes("cluster")
-            self._policies = ClusterPolicyState(client, scopes)
+            self._policies = ClusterPolicyState(client, scopes, settings.profile_name)
             self._service = AdmissionService(self._policies, scopes)
         self.store = WorkloadTaskStore(
             client, self.cache, may_write=self.elector.leads, on_phase=self._phase_changed
@@ -169,21 +168,21 @@ class OperatorRuntime:
         try:
             timeout = self._settings.sync_timeout_seconds
             self._start(self._workloads.start, self._workloads.stop)
-            self._start(self._profile_reflector.start, self._profile_reflector.stop)
             if self._policies is not None:
                 policies = self._policies
                 self._start(lambda: policies.start(timeout), policies.stop)
+                if not policies.synced():
+                    raise OperatorStartError(
+                        "the policies, namespaces, assets and cluster profiles were not listed "
+                        f"within {timeout:g} s"
+                    )
             if self.webhooks is not None:
                 webhooks = self.webhooks
                 self._start(webhooks.start, webhooks.stop)
-            for reflector, what in (
-                (self._workloads, "Workloads"),
-                (self._profile_reflector, "ClusterProfiles"),
-            ):
-                if not reflector.wait_synced(timeout):
-                    raise OperatorStartError(
-                        f"the {what} were not listed within {timeout:g} s: {reflector.error}"
-                    )
+            if not self._workloads.wait_synced(timeout):
+                raise OperatorStartError(
+                    f"the Workloads were not listed within {timeout:g} s: {self._workloads.error}"
+                )
             self._start(self.elector.start, lambda: self.elector.stop(release=True))
             self._start(self._thread.start, self._join)
         except BaseException:
@@ -255,7 +254,7 @@ class OperatorRuntime:
         try:
             submission = submission_from_resource(workload)
             catalogue = self._catalogue(namespace)
-            profile = self._profile()
+            profile = self._service.profile()
             rendering = render_workload(
                 submission.workload_type,
                 text(metadata, "name"),
@@ -264,9 +263,12 @@ class OperatorRuntime:
                 catalogue=catalogue,
                 namespace=namespace,
             )
-        except (RenderError, ProblemsError) as error:
-            lines = [str(problem) for problem in error.problems]
-            raise RenderRefusedError("; ".join(lines)) from error
+        except RenderError as error:
+            # What the validating webhook and ``podwright render`` say of it.
+            lines = refusal_lines(profile.name, error.problems, {})
+            raise RenderRefusedError(refusal_message(lines)) from error
+        except ProblemsError as error:
+            raise RenderRefusedError("; ".join(map(str, error.problems))) from error
         return rendering.manifests
 
     def _catalogue(self, namespace: str) -> AssetCatalogue:
@@ -274,18 +276,6 @@ class OperatorRuntime:
             return self._service.policies_of_namespace(namespace).catalogue
         except LookupError as error:
             raise RenderRefusedError(f"namespace {namespace} not found") from error
-
-    def _profile(self) -> ClusterProfile:
-        found = self._profiles.get("", self._settings.profile_name)
-        if found is None:
-            return DEFAULT_PROFILE
-        document = {
-            "apiVersion": PROFILE_API_VERSION,
-            "kind": PROFILE_KIND,
-            "metadata": {"name": self._settings.profile_name},
-            "spec": dict(section(found, "spec")),
-        }
-        return profile_from_data(document, f"ClusterProfile {self._settings.profile_name}")
 
     def _phase_changed(self, workload: JsonObject, record: TaskRecord, info: PhaseInfo) -> None:
         now = self._clock()

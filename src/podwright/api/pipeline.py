@@ -412,7 +412,8 @@ def prepare(
     run), then render it on ``profile``. Raises :class:`PolicyViolationError` when the
     policies reject it, :class:`InvalidInputError` for bad input and for a field the profile
     cannot honour (named with where its value came from)."""
-    from podwright.core.render import RenderError  # noqa: PLC0415 (loads the k8s models)
+    # Imported here: rendering loads the k8s models, which the quick commands never need.
+    from podwright.core.render import RenderError, refusal_lines  # noqa: PLC0415
     from podwright.core.render import render as render_workload  # noqa: PLC0415
 
     evaluation: Evaluation | None = None
@@ -465,14 +466,8 @@ def prepare(
             )
         )
     except RenderError as error:
-        lines = [
-            f"{problem} (value from {sources[problem.field]})"
-            if problem.field in sources and sources[problem.field] != "submission"
-            else str(problem)
-            for problem in error.problems
-        ]
         raise InvalidInputError(
-            [f"cannot render on cluster profile {cluster_profile.name!r}:", *lines]
+            refusal_lines(cluster_profile.name, error.problems, sources)
         ) from None
     return Prepared(
         workload_name,

@@ -36,6 +36,7 @@ from podwright.api.backends import cluster_name as default_cluster_name
 from podwright.api.state import utc_now
 from podwright.cli.common import BadInput, Unavailable, cluster_access_options
 from podwright.cli.signals import stopping_on_signals
+from podwright.core.render.profile import DEFAULT_PROFILE
 
 logger = logging.getLogger("podwright.webhook")
 
@@ -104,6 +105,14 @@ def listen_address(listen_host: str | None, webhook_host: str | None) -> str:
     "outlives them; each issues its own certificate from it. Needs get, create and update of "
     "Secrets in NAMESPACE.",
 )
+@click.option(
+    "--profile",
+    "profile_name",
+    default=DEFAULT_PROFILE.name,
+    show_default=True,
+    help="The ClusterProfile the operator renders Workloads with (its --profile; absent: the "
+    "safe defaults): a Workload that cannot be rendered on it is refused.",
+)
 def webhook_command(
     *,
     kubeconfig: str | None,
@@ -113,12 +122,14 @@ def webhook_command(
     port: int,
     cert_dir: Path | None,
     ca_secret: str | None,
+    profile_name: str,
     cluster_name: str | None,
 ) -> None:
     """Serve the admission webhooks of Workloads and policies, and point the cluster at them.
 
     Workloads get their policies' defaults and are refused when they break enforced rules (every
-    issue listed); policies are refused when malformed or in conflict with another. Stops on
+    issue listed) or cannot be rendered on the operator's cluster profile (as 'podwright render'
+    says why); policies are refused when malformed or in conflict with another. Stops on
     SIGTERM or Ctrl-C; the webhook configurations stay, so nothing unchecked gets in meanwhile.
     """
     if cert_dir is not None and ca_secret is not None:
@@ -138,6 +149,7 @@ def webhook_command(
             settings = WebhookSettings(
                 cluster_name=cluster_name or default_cluster_name(access),
                 webhook_host=host,
+                profile_name=profile_name,
                 listen_host=listen_address(listen_host, host),
                 port=port,
                 certificate_directory=cert_dir,

@@ -9,8 +9,12 @@ cluster's policies and hands them here with the request; this module decides, an
   written into ``spec`` by a JSON patch, so what ``kubectl get -o yaml`` shows is what runs, and a
   later policy change never silently changes an admitted workload;
 * **validating, Workloads**: in enforce mode a workload that breaks a rule is refused, the message
-  listing *every* issue (field, what is wrong, the rule, and the policy and scope that own it);
-  warn-mode issues come back as warnings, audit-mode ones as an audit annotation; a workload's
+  listing *every* issue (field, what is wrong, the rule, and the policy and scope that own it),
+  in the field catalogue's order; so is one that cannot run: the effective workload is rendered
+  on the operator's cluster profile as the operator will render it, and what cannot be rendered
+  (no image, a GPU fraction without the KAI scheduler…) is refused with the message ``podwright
+  render`` gives, policies or none; warn-mode issues come back as warnings, audit-mode ones as an
+  audit annotation; a workload's
   ``spec`` cannot change after admission except for the fields that scale it
   (:data:`UPDATABLE_FIELDS`);
 * **validating, policies**: a malformed policy is refused with field-level errors, and so is one
@@ -37,6 +41,13 @@ from podwright.core.effective_policy import EffectivePolicy, effective_policy
 from podwright.core.evaluation import Evaluation, PreparedPolicy, Violation, evaluate
 from podwright.core.policies import Policy, PolicyError, Scope
 from podwright.core.problems import FieldProblem, ProblemsError
+from podwright.core.render import (
+    ClusterProfile,
+    RenderError,
+    refusal_lines,
+    refusal_message,
+    render,
+)
 from podwright.core.workload_fields import WorkloadType
 
 REVIEW_API_VERSION = "admission.k8s.io/v1"
@@ -165,10 +176,15 @@ def mutate_workload(request: Request, policy_for: PolicyFor, catalogue: AssetCat
 
 
 def validate_workload(
-    request: Request, scope: Scope, policy_for: PolicyFor, catalogue: AssetCatalogue
+    request: Request,
+    scope: Scope,
+    policy_for: PolicyFor,
+    catalogue: AssetCatalogue,
+    profile: ClusterProfile,
 ) -> Decision:
-    """Refuse a malformed or non-compliant workload (enforce mode) with every reason; admit
-    with warnings (warn mode) and an audit annotation (audit mode)."""
+    """Refuse a malformed or non-compliant workload (enforce mode), and one that cannot be
+    rendered on ``profile`` (the operator's), with every reason; admit with warnings (warn mode)
+    and an audit annotation (audit mode)."""
     if request.operation == "UPDATE" and request.old is not None:
         changed = _changed_fixed_fields(request.old, request.obj)
         if changed:
@@ -202,6 +218,15 @@ def validate_workload(
             f"{count} compliance issue{'s' if count > 1 else ''} with the policies of {scope}: "
             + "; ".join(violation_text(violation) for violation in evaluation.violations),
         )
+    if _spec_is_new(request):
+        try:
+            unrenderable = render_refusal(request, evaluation, profile, catalogue)
+        except ProblemsError as error:
+            return Decision.refuse(
+                422, "Invalid", f"the workload is not valid: {problem_lines(error.problems)}"
+            )
+        if unrenderable is not None:
+            return Decision.refuse(422, "Invalid", unrenderable)
     annotations = {}
     if evaluation.audited:
         annotations[FINDINGS_ANNOTATION] = json.dumps(
@@ -224,6 +249,44 @@ def evaluate_workload(
     submission = submission_from_resource(obj)
     policy = policy_for(submission.workload_type)
     return evaluate(policy, submission, submission.workload_type, catalogue)
+
+
+def render_refusal(
+    request: Request, evaluation: Evaluation, profile: ClusterProfile, catalogue: AssetCatalogue
+) -> str | None:
+    """Why the effective workload of an accepted ``evaluation`` cannot run on ``profile``, as
+    ``podwright render`` says it (:func:`~podwright.core.render.refusal_lines`, on one line), or
+    None when it renders: rendered as the operator renders the admitted Workload, under its name
+    in its namespace, with the assets of its namespace.
+
+    A create that leaves its name to the server (``generateName``) is rendered under a name of
+    the length the server gives it: the base, at most 58 characters, and 5 random ones
+    (``GenerateName`` in k8s.io/apiserver/pkg/storage/names/generate.go)."""
+    metadata = request.obj.get("metadata")
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    name = str(metadata.get("name") or "")
+    if not name:
+        name = str(metadata.get("generateName") or "")[:58] + "x" * 5
+    try:
+        render(
+            evaluation.workload_type,
+            name,
+            evaluation.workload,
+            profile=profile,
+            catalogue=catalogue,
+            namespace=request.namespace or None,
+        )
+    except RenderError as error:
+        return refusal_message(refusal_lines(profile.name, error.problems, evaluation.sources))
+    return None
+
+
+def _spec_is_new(request: Request) -> bool:
+    """Whether ``request`` brings a spec the operator has not rendered: a create, or an update
+    of a field that may change (an update of the metadata alone, as the operator's own finalizer
+    writes, is never refused for the profile: the operator rendered that spec already, and a
+    Workload it failed must still be let go)."""
+    return request.old is None or request.old.get("spec") != request.obj.get("spec")
 
 
 def violation_text(violation: Violation) -> str:

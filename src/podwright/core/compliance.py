@@ -6,6 +6,9 @@ the current policies would still admit it: the ``PolicyCompliant`` condition (``
 ``Compliant``; ``False`` with ``Noncompliant``, ``WorkloadInvalid`` or ``PolicyUnreadable`` and a
 message listing every issue, within :data:`MESSAGE_LIMIT` characters), and ``status.compliance``:
 the findings of rules in warn and audit mode, which admit the workload but are worth knowing.
+The condition speaks of policies only: whether the cluster profile can render a Workload is
+judged once, at admission (the validating webhook refuses what it cannot), and a Workload admitted
+before a profile change is failed by the operator with the same message, in its task's status.
 
 Two pure steps, so the writer patches only on change: :func:`assess` evaluates a Workload through
 the one pipeline the webhooks use; :func:`status_patch` turns the assessment into the merge patch

@@ -19,7 +19,9 @@ and where it came from. Beyond the policy, the final workload must be runnable
 replicas not below minimum ones, no field of another distributed framework), the same check a
 submission rendered without policies gets.
 
-Every violation is reported, never only the first. Each carries the policy that owns the rule,
+Every violation is reported, never only the first, in the field catalogue's order
+(:func:`in_catalogue_order`), whatever order the submission and the policies gave their keys
+in. Each carries the policy that owns the rule,
 whose enforcement mode decides its fate: ``enforce`` rejects, ``warn`` accepts with a warning,
 ``audit`` accepts and records it.
 
@@ -61,6 +63,7 @@ from podwright.core.workload_fields import (
     Leaf,
     Section,
     WorkloadType,
+    catalogue_rank,
     field_at,
 )
 from podwright.core.workloads import Submission, inconsistencies, is_mapping
@@ -149,7 +152,7 @@ def evaluate(
     )
     for problem in inconsistencies(workload_type, workload, evaluator.sources.get):
         evaluator.violation(".".join(problem.path), problem.rule, problem.message, None)
-    issues = evaluator.issues
+    issues = in_catalogue_order(evaluator.issues, workload_type)
     by_mode = {
         mode: tuple(issue for issue in issues if issue.enforcement is mode) for mode in Enforcement
     }
@@ -163,6 +166,19 @@ def evaluate(
         warnings=by_mode[Enforcement.WARN],
         audited=by_mode[Enforcement.AUDIT],
     )
+
+
+def in_catalogue_order(
+    issues: Sequence[Violation], workload_type: WorkloadType
+) -> tuple[Violation, ...]:
+    """``issues`` in the field catalogue's order (:func:`catalogue_rank`), the issues of one
+    field in the order its rules are judged: what every message, listing and report shows, so
+    that it never depends on the order of the keys of the submission or the policies (an API
+    server re-encodes the objects it is sent)."""
+    if len(issues) < 2:
+        return tuple(issues)
+    root = SCHEMAS[workload_type]
+    return tuple(sorted(issues, key=lambda issue: catalogue_rank(root, issue.field)))
 
 
 @dataclasses.dataclass(frozen=True)

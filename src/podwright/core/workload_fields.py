@@ -441,6 +441,37 @@ def field_at(root: Section, path: tuple[str, ...]) -> Field | None:
     return field
 
 
+CatalogueRank = tuple[tuple[int, int, str], ...]
+"""Where a field comes in the catalogue: one (known, position, text) per step of its path."""
+
+
+def catalogue_rank(root: Section, where: str) -> CatalogueRank:
+    """The sort key that lists the fields of dotted paths (``compute.gpuDevicesRequest``,
+    ``storage.pvc[home].claimName``, ``master.image``) in the catalogue's order, whatever order a
+    submission or a policy gave them in: each field by its position in its section, an instance
+    of an itemized field by its key, and a name the catalogue lacks after the known ones, by
+    name. A path that is a prefix of another comes first (an instance before its attributes).
+
+    An itemized field's attributes hold no itemized field, so an instance's key runs to the
+    last ``]`` of the path (a key may hold dots and brackets itself)."""
+    rank: list[tuple[int, int, str]] = []
+    field: Field | None = root
+    rest = where
+    while rest:
+        if rest.startswith("["):
+            close = rest.rfind("]")
+            rank.append((0, 0, rest[1:close]))
+            rest = rest[close + 1 :].removeprefix(".")
+            field = field.attributes if isinstance(field, Itemized) else None
+            continue
+        end = min((at for at in (rest.find("."), rest.find("[")) if at >= 0), default=len(rest))
+        name, rest = rest[:end], rest[end:].removeprefix(".")
+        fields = field.fields if isinstance(field, Section) else {}
+        field = fields.get(name)
+        rank.append((0, list(fields).index(name), "") if field is not None else (1, 0, name))
+    return tuple(rank)
+
+
 def supporting_types(path: tuple[str, ...]) -> frozenset[WorkloadType]:
     """The workload types that have the field at ``path`` (below a role for distributed).
 

@@ -2,14 +2,15 @@
 
 Whatever serves the webhooks (``podwright webhook`` out of the cluster, the operator in it) routes
 each review here. The decisions are the core's (:mod:`podwright.core.admission`); this module
-gives them the cluster's policies, namespaces and assets through a :class:`PolicyState` port (the
+gives them the cluster's policies, namespaces, assets and cluster profile (the operator's: what
+the validating webhook admits must render on it) through a :class:`PolicyState` port (the
 Kubernetes adapter keeps them in watch caches, so a review costs the API server nothing) and keeps
 each scope's effective policy prepared until a policy, namespace or asset changes, so a review
-costs one evaluation.
+costs one evaluation (and a validation, one rendering).
 
 A policy or asset object that cannot be read (written before the webhooks were installed, or by
 hand) never loosens anything: every workload of a scope it governs (of the namespaces that see
-the asset) is refused, naming it.
+the asset) is refused, naming it; so is every workload while the cluster profile cannot be read.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from podwright.core.effective_policy import effective_policy
 from podwright.core.evaluation import PreparedPolicy, prepare
 from podwright.core.policies import Policy, PolicyError, Scope
 from podwright.core.problems import FieldProblem, ProblemsError
+from podwright.core.render import ClusterProfile
 from podwright.core.webhook_configurations import (
     MUTATE_WORKLOADS,
     VALIDATE_POLICIES,
@@ -85,6 +87,10 @@ class PolicyState(Protocol):
     def catalogue(self, namespace: str) -> AssetCatalogue:
         """The assets a workload of ``namespace`` may use: the cluster's and its own."""
 
+    def profile(self) -> ClusterProfile:
+        """The cluster profile the operator renders Workloads with (ProblemsError: it cannot
+        be read)."""
+
 
 class NamespacePolicies(NamedTuple):
     """The scope of a namespace (its project), the effective policy of each workload type there,
@@ -133,7 +139,21 @@ class AdmissionService:
         if isinstance(located, Decision):
             return located
         scope, policy_for, catalogue = located
-        return validate_workload(request, scope, policy_for, catalogue)
+        try:
+            profile = self._state.profile()
+        except ProblemsError as error:
+            return Decision.refuse(
+                403,
+                "Forbidden",
+                "the cluster profile cannot be read, so no workload is admitted: "
+                + problem_lines(error.problems),
+            )
+        return validate_workload(request, scope, policy_for, catalogue, profile)
+
+    def profile(self) -> ClusterProfile:
+        """The cluster profile Workloads are rendered with: the one the validating webhook
+        judges them on (ProblemsError: it cannot be read)."""
+        return self._state.profile()
 
     def _locate(self, request: Request) -> NamespacePolicies | Decision:
         try:

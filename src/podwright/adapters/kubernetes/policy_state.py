@@ -1,4 +1,5 @@
-"""The cluster's policies, namespaces and assets, kept in watch caches for the admission webhooks.
+"""The cluster's policies, namespaces, assets and cluster profile, kept in watch caches for the
+admission webhooks (and the operator, which renders Workloads on the same profile).
 
 The webhooks answer each review within milliseconds (the API server waits on them), so they never
 read the cluster while answering: a reflector per kind keeps the objects, and the policies are
@@ -29,6 +30,9 @@ from podwright.core.cluster_resources import (
 from podwright.core.lifecycle.objects import JsonObject
 from podwright.core.policies import Policy, PolicyError, Scope
 from podwright.core.problems import FieldProblem
+from podwright.core.render import DEFAULT_PROFILE, ClusterProfile, profile_from_data
+from podwright.core.render.profile import API_VERSION as PROFILE_API_VERSION
+from podwright.core.render.profile import KIND as PROFILE_KIND
 from podwright.engine.admission_service import PolicySnapshot, UnreadablePolicy
 from podwright.engine.kubernetes_port import NotFoundError, ObjectRef
 
@@ -38,15 +42,24 @@ KINDS = (
     (API_VERSION, CLUSTER_POLICY_KIND),
     (API_VERSION, ASSET_KIND),
     (API_VERSION, CLUSTER_ASSET_KIND),
+    (API_VERSION, PROFILE_KIND),
 )
 
 
 class ClusterPolicyState:
     """The :class:`~podwright.engine.admission_service.PolicyState` of a cluster."""
 
-    def __init__(self, client: KubernetesClient, scopes: ClusterScopes) -> None:
+    def __init__(
+        self,
+        client: KubernetesClient,
+        scopes: ClusterScopes,
+        profile_name: str = DEFAULT_PROFILE.name,
+    ) -> None:
+        """``profile_name``: the ClusterProfile the operator renders Workloads with."""
         self._client = client
         self._scopes = scopes
+        self._profile_name = profile_name
+        self._profile: tuple[int, ClusterProfile] | None = None
         self._lock = threading.Lock()
         self._version = 0
         self._snapshot: PolicySnapshot | None = None
@@ -84,8 +97,8 @@ class ClusterPolicyState:
             reflector.stop()
 
     def subscribe(self, listener: Callable[[], None]) -> None:
-        """Call ``listener`` (on a watch's thread) after each change of a namespace, policy or
-        asset, once the snapshot's version has moved."""
+        """Call ``listener`` (on a watch's thread) after each change of a namespace, policy,
+        asset or the profile, once the snapshot's version has moved."""
         self._listeners.append(listener)
 
     def _bump(self) -> None:
@@ -138,6 +151,30 @@ class ClusterPolicyState:
                 }
                 self._catalogues[namespace] = (version, catalogue)
         return catalogue
+
+    def profile(self) -> ClusterProfile:
+        """The ClusterProfile named at construction (absent: the safe defaults); ProfileError
+        when its spec cannot be read."""
+        with self._lock:
+            version, known = self._version, self._profile
+        if known is not None and known[0] == version:
+            return known[1]
+        found = self._caches[PROFILE_KIND].get("", self._profile_name)
+        if found is None:
+            profile = DEFAULT_PROFILE
+        else:
+            spec = found.get("spec")
+            document = {
+                "apiVersion": PROFILE_API_VERSION,
+                "kind": PROFILE_KIND,
+                "metadata": {"name": self._profile_name},
+                "spec": dict(spec) if isinstance(spec, dict) else {},
+            }
+            profile = profile_from_data(document, f"ClusterProfile {self._profile_name}")
+        with self._lock:
+            if self._version == version:
+                self._profile = (version, profile)
+        return profile
 
     def _read_catalogue(self, namespace: str) -> AssetCatalogue:
         assets = [

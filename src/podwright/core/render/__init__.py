@@ -6,7 +6,12 @@ role's section → a :class:`~podwright.core.pod_template.PodTemplate`), :mod:`.
 mounts, init and sidecar containers, claims), :mod:`.kinds` (the resource kind per workload type).
 """
 
-from podwright.core.render.fields import RenderError, RenderProblem
+from podwright.core.render.fields import (
+    RenderError,
+    RenderProblem,
+    refusal_lines,
+    refusal_message,
+)
 from podwright.core.render.kinds import Rendering, render
 from podwright.core.render.profile import (
     DEFAULT_PROFILE,
@@ -23,5 +28,7 @@ __all__ = [
     "RenderProblem",
     "Rendering",
     "profile_from_data",
+    "refusal_lines",
+    "refusal_message",
     "render",
 ]

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
 
 from podwright.core import quantities
+from podwright.core.evaluation import SUBMISSION
 from podwright.core.problems import summary
 
 
@@ -35,6 +36,31 @@ class RenderError(ValueError):
             raise ValueError("a RenderError needs at least one problem")
         self.problems = tuple(problems)
         super().__init__(summary(self.problems))
+
+
+def refusal_lines(
+    profile_name: str, problems: Sequence[RenderProblem], sources: Mapping[str, str]
+) -> list[str]:
+    """What a workload that cannot be rendered on profile ``profile_name`` is told: a head, then
+    each problem, naming where a value the submission did not give came from (``sources``: an
+    evaluation's, by dotted path). The CLI prints a line each; the validating webhook joins them
+    (:func:`refusal_message`), so ``kubectl apply`` says what ``podwright render`` says."""
+    return [
+        f"cannot render on cluster profile {profile_name!r}:",
+        *(
+            f"{problem} (value from {sources[problem.field]})"
+            if sources.get(problem.field, SUBMISSION) != SUBMISSION
+            else str(problem)
+            for problem in problems
+        ),
+    ]
+
+
+def refusal_message(lines: Sequence[str]) -> str:
+    """:func:`refusal_lines` on one line: ``cannot render on cluster profile 'default': image:
+    required: …; …``."""
+    head, *reasons = lines
+    return f"{head} {'; '.join(reasons)}"
 
 
 class Problems:
