@@ -10,12 +10,16 @@ tasks (stopping it) or a task was left active, before the driver stops and the n
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from podwright.adapters.kubernetes import KubernetesClient, connect
+from podwright.core.cluster_resources import API_VERSION
+from podwright.engine.kubernetes_port import ObjectRef
 from tests.cli.background import no_executor_left
 from tests.cluster.nodes import PodDriver, driving_pods
 from tests.cluster.support import (
@@ -67,16 +71,44 @@ def installs(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 
 @pytest.fixture(scope="session")
+def profile_name(server: Server, installs: SessionInstalls, profile: Path) -> Iterator[str]:
+    """The tests' cluster profile as a ClusterProfile of a unique name (and its PriorityClasses),
+    for the session; deleted afterwards."""
+    installs.podwright_crds()
+    installs.priority_classes(profile)
+    data = yaml.safe_load(profile.read_text())
+    name = f"podwright-test-{uuid.uuid4().hex[:8]}"
+    server.client.create(
+        {
+            "apiVersion": API_VERSION,
+            "kind": "ClusterProfile",
+            "metadata": {"name": name},
+            "spec": data["spec"],
+        }
+    )
+    try:
+        yield name
+    finally:
+        server.client.delete(ObjectRef(API_VERSION, "ClusterProfile", "", name))
+
+
+@pytest.fixture(scope="session")
 def webhooks(
-    server: Server, installs: SessionInstalls, tmp_path_factory: pytest.TempPathFactory
+    server: Server,
+    installs: SessionInstalls,
+    profile_name: str,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[WebhookProcess]:
     """podwright's CRDs installed from ``deploy/crds`` and ``podwright webhook`` serving them
     from this process's machine, for the session; then stopped (exit 0) and its webhook
     configurations deleted. The API server reaches it at 127.0.0.1 (the emulator) or at
-    ``PODWRIGHT_TEST_WEBHOOK_HOST`` (a real cluster: without it, the tests are skipped)."""
+    ``PODWRIGHT_TEST_WEBHOOK_HOST`` (a real cluster: without it, the tests are skipped). It
+    judges Workloads on the operators' cluster profile (``profile_name``), as an operator's
+    webhooks do."""
     host = webhook_address(server)
     installs.podwright_crds()
-    with webhook_process(server, host, tmp_path_factory.mktemp("webhook")) as process:
+    directory = tmp_path_factory.mktemp("webhook")
+    with webhook_process(server, host, directory, profile_name) as process:
         yield process
 
 

@@ -1,6 +1,6 @@
 """The example policies are objects the cluster serves: ``kubectl apply --dry-run=server`` takes
 every file of ``examples/policies/`` once ``deploy/crds/`` is installed (the API server's
-validation of their CRDs' schemas and of the Namespace, and any admission the cluster runs;
+validation of their CRDs' schemas and of the Namespace, and podwright's policy webhook;
 nothing is stored), and the offline commands read the very same files.
 
 The cluster-scoped files go as written. ``project-vision.yaml`` holds the Namespace ``vision``
@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from tests.cluster.support import EXAMPLES, Server, SessionInstalls
+from tests.cluster.webhooks import WebhookProcess
 
 POLICIES = EXAMPLES / "policies"
 PROJECT_NAMESPACE = "vision"
@@ -51,8 +52,11 @@ def _dry_run_objects(stdout: str) -> list[str]:
 
 
 def test_every_example_policy_file_is_taken_by_the_servers_dry_run(
-    server: Server, installs: SessionInstalls, namespace: str
+    server: Server, installs: SessionInstalls, webhook: WebhookProcess, namespace: str
 ) -> None:
+    """With podwright's webhooks serving, as on a cluster where podwright is installed: the
+    policies go through its policy webhook too (and a test before that stopped the webhook
+    leaves configurations that would refuse them)."""
     installs.podwright_crds()
     files = sorted(POLICIES.glob("*.yaml"))
     as_written = [path for path in files if path.name != "project-vision.yaml"]

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import random
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -51,28 +50,6 @@ PATIENCE = 60.0
 INSTALL_NAMESPACE = "podwright-system"
 OPERATOR_ACCOUNT = "podwright-operator"
 FAILOVER_ROUNDS = 20
-
-
-@pytest.fixture(scope="session")
-def profile_name(server: Server, installs: SessionInstalls, profile: Path) -> Iterator[str]:
-    """The tests' cluster profile as a ClusterProfile of a unique name (and its PriorityClasses),
-    for the session; deleted afterwards."""
-    installs.podwright_crds()
-    installs.priority_classes(profile)
-    data = yaml.safe_load(profile.read_text())
-    name = f"podwright-test-{uuid.uuid4().hex[:8]}"
-    server.client.create(
-        {
-            "apiVersion": API_VERSION,
-            "kind": "ClusterProfile",
-            "metadata": {"name": name},
-            "spec": data["spec"],
-        }
-    )
-    try:
-        yield name
-    finally:
-        server.client.delete(ObjectRef(API_VERSION, "ClusterProfile", "", name))
 
 
 SKIPPED_FROM_THE_INSTALL = {

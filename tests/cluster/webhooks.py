@@ -117,9 +117,12 @@ class WebhookProcess:
     """``podwright webhook --kubeconfig K --port 0 --webhook-host H``, its output in a log
     file; :meth:`start` waits until it serves, :meth:`stop` sends SIGTERM and expects exit 0."""
 
-    def __init__(self, server: Server, host: str, directory: Path) -> None:
+    def __init__(self, server: Server, host: str, directory: Path, profile_name: str) -> None:
+        """``profile_name``: the operators' ClusterProfile, on which the webhook judges
+        Workloads (``--profile``)."""
         self.server = server
         self._host = host
+        self._profile_name = profile_name
         self._directory = directory
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -140,6 +143,7 @@ class WebhookProcess:
                 *(sys.executable, "-m", "podwright", "webhook"),
                 *("--kubeconfig", str(self.server.kubeconfig)),
                 *("--port", "0", "--webhook-host", self._host),
+                *("--profile", self._profile_name),
             ],
             cwd=ROOT,
             stdout=self._log,
@@ -195,10 +199,12 @@ class WebhookProcess:
 
 
 @contextlib.contextmanager
-def webhook_process(server: Server, host: str, directory: Path) -> Iterator[WebhookProcess]:
+def webhook_process(
+    server: Server, host: str, directory: Path, profile_name: str
+) -> Iterator[WebhookProcess]:
     """A :class:`WebhookProcess` serving; afterwards stopped (exit 0) and its configurations
     deleted, also on failure."""
-    process = WebhookProcess(server, host, directory)
+    process = WebhookProcess(server, host, directory, profile_name)
     try:
         process.start()
         yield process
