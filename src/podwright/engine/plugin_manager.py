@@ -9,10 +9,10 @@ direct GET only when the cache has not seen it yet), the plugin decides its phas
 back to an earlier one without a cause the plugin names: ``phases.hold_progress``; a resource
 without pods whose controller's pod create a quota refused for good fails as that create would:
 ``quota.pod_creation_refused``), and Kubernetes events that arrived since the last round are
-attached. A resource someone else deleted
-fails the task as the platform's failure, not the user's: ResourceDeletedExternally when it is
-gone, UnexpectedObjectDeletion while it is being deleted, unless it had succeeded or its failure
-predates the deletion (``core.lifecycle.deletion``). What depends on the resource (its Services:
+attached. A resource someone else deleted fails the task as the platform's failure, not the
+user's: ResourceDeletedExternally when it is gone, UnexpectedObjectDeletion while it is being
+deleted, unless it had succeeded or its failure predates the deletion
+(``core.lifecycle.deletion``). What depends on the resource (its Services:
 ``TaskContext.dependents``) is created once, owned by it: right after the resource, or in a later
 round when that fails. The state that comes back is written only when it changed.
 

@@ -153,7 +153,7 @@ _BEFORE_ANY_POD = frozenset(
 )
 
 
-class ObjectEvent(Protocol):
+class RecordedEvent(Protocol):
     """What :func:`pod_creation_refused` reads of a Kubernetes event about the task's object."""
 
     @property
@@ -167,7 +167,7 @@ class ObjectEvent(Protocol):
 
 
 def pod_creation_refused(
-    info: PhaseInfo, events: Sequence[ObjectEvent], now: datetime
+    info: PhaseInfo, events: Sequence[RecordedEvent], now: datetime
 ) -> PhaseInfo:
     """``info``, the plugin's phase of a resource whose controller creates its pods, unless the
     resource has no pod yet (``info`` is before Initializing) and its controller's latest refused
