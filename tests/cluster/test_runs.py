@@ -6,8 +6,8 @@
 * a failure with the reason the container's end gives: a non-zero exit code, an OOM kill, an
   image that cannot be pulled;
 * ``podwright abort``; the task's pod deleted by someone else; a ResourceQuota that refuses the
-  pod (its amounts, or containers that leave out what it tracks), and one a workload with data
-  sources fits.
+  pod (its amounts, or containers that leave out what it tracks: a workspace's pod, and a
+  training Job's, which its controller creates), and one a workload with data sources fits.
 
 Every task ends with podwright's finalizer removed from what it created: nothing is left
 Terminating.
@@ -293,3 +293,28 @@ def test_containers_that_leave_out_what_a_quota_tracks_fail_the_task_naming_them
     assert "these do not: main (limits.cpu)" in last, result.stdout
     assert "failed quota: strict: must specify limits.cpu for: main" in last, result.stdout
     assert not kube_cluster.task_objects(task_id_of(result.stdout), "Pod")
+
+
+def test_a_training_job_whose_container_leaves_out_what_a_quota_tracks_fails_naming_it(
+    kube_cluster: ClusterUnderTest,
+) -> None:
+    """The Job controller creates the training pod, so the quota's refusal reaches podwright only
+    as the controller's Warning on the Job, ``FailedCreate``, ``Error creating: pods "..." is
+    forbidden: failed quota: strict: must specify limits.cpu for: main``
+    (``RealPodControl.createPods`` in pkg/controller/controller_utils.go), while the controller
+    tries again and again: the task fails permanently all the same, naming the container, and
+    the Job is deleted."""
+    quota(kube_cluster, "strict", {"limits.cpu": "4"})
+    example = kube_cluster.workload("workload-training.yaml", image="busybox:1", compute=SMALL)
+    result = kube_cluster.run(example)
+    assert result.returncode == 3, result.stdout + result.stderr
+    last = result.stdout.splitlines()[-1]
+    assert "PermanentFailure  ResourceQuota strict needs every container to specify" in last, (
+        result.stdout
+    )
+    assert "these do not: main (limits.cpu)" in last, result.stdout
+    assert "Error creating: pods" in last, result.stdout
+    assert "failed quota: strict: must specify limits.cpu for: main" in last, result.stdout
+    task_id = task_id_of(result.stdout)
+    eventually(lambda: not kube_cluster.task_objects(task_id, "Job", "batch/v1"))
+    assert not kube_cluster.task_objects(task_id, "Pod")

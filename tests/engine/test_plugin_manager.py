@@ -453,6 +453,52 @@ def _job_task() -> TaskContext:
     return TaskContext("job-1", NAMESPACE, resource)
 
 
+def _job_round_after_a_refused_pod(kube: FakeKubernetes, refusal: str) -> Transition:
+    """The round after the Job controller recorded its ``FailedCreate`` Warning (``refusal``)
+    on the task's Job: how a refusal of the Job's pod reaches podwright."""
+    harness = Harness(kube, plugin=JobPlugin())
+    the_task = _job_task()
+    harness.round(the_task)
+    event = ObjectEvent("e1", NOW, NOW, "FailedCreate", f"Error creating: {refusal}", "Warning")
+    harness.events.add(EventKey(NAMESPACE, "Job", "job-1"), event, NOW)
+    return harness.round(the_task, NOW + timedelta(seconds=1))
+
+
+def test_a_job_whose_pod_a_quota_refuses_for_good_fails_with_cleanup(
+    kube: FakeKubernetes,
+) -> None:
+    """As the refusal of a pod of its own would, naming the containers; the Job is cleaned up,
+    for its controller would try again for ever."""
+    refusal = (
+        'pods "job-1-x7k2p" is forbidden: failed quota: strict: must specify limits.cpu for: m'
+    )
+    transition = _job_round_after_a_refused_pod(kube, refusal)
+    assert transition.info.phase is Phase.PERMANENT_FAILURE
+    assert transition.info.reason == "ResourcesNotSpecified"
+    assert transition.info.cleanup_on_failure
+    assert transition.info.error is not None
+    message = transition.info.error.message
+    assert message.startswith("ResourceQuota strict needs every container to specify"), message
+    assert "these do not: m (limits.cpu)" in message
+    assert message.endswith(f"(Error creating: {refusal})")
+    attached = [r.reason for r in transition.info.additional_reasons]
+    assert attached == [f"FailedCreate: Error creating: {refusal}"]
+
+
+def test_a_job_whose_pod_the_quota_has_no_room_for_yet_waits_with_the_event(
+    kube: FakeKubernetes,
+) -> None:
+    refusal = (
+        'pods "job-1-x7k2p" is forbidden: exceeded quota: compute, requested: limits.cpu=1, '
+        "used: limits.cpu=2, limited: limits.cpu=2"
+    )
+    transition = _job_round_after_a_refused_pod(kube, refusal)
+    assert transition.info.phase is Phase.QUEUED
+    assert transition.info.error is None
+    attached = [r.reason for r in transition.info.additional_reasons]
+    assert attached == [f"FailedCreate: Error creating: {refusal}"]
+
+
 def test_abort_override_patches_instead_of_deleting(kube: FakeKubernetes) -> None:
     harness = Harness(kube, plugin=_PatchingPlugin(delete_on_error=False))
     the_task = _job_task()

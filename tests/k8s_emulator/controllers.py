@@ -35,10 +35,17 @@ not over HTTP: the emulator's request counts are the clients' alone.
   ``DeadlineExceeded`` past ``activeDeadlineSeconds``), deleting the active pods of a Job that
   failed. NonIndexed Jobs with any parallelism and completions. Not emulated: Indexed Jobs,
   ``suspend`` (a suspended Job is left alone), ``podFailurePolicy``, ``successPolicy``,
-  ``backoffLimitPerIndex``, ``managedBy``, adoption of orphan pods, Events, and the
-  ``ttlSecondsAfterFinished`` controller. The back-off before a failed pod is replaced is the
-  real one's shape (doubling per failure, capped) but short and configurable
-  (:class:`JobBackoff`); the real one starts at 10 s, capped at 6 min.
+  ``backoffLimitPerIndex``, ``managedBy``, adoption of orphan pods, Events but one (below),
+  and the ``ttlSecondsAfterFinished`` controller. The back-off before a failed pod is replaced is
+  the real one's shape (doubling per failure, capped) but short and configurable
+  (:class:`JobBackoff`); the real one starts at 10 s, capped at 6 min. A pod create the API
+  server refuses (a ResourceQuota's admission, say) is recorded as the real pod control records
+  it, a ``Warning`` Event ``FailedCreate`` on the Job, ``Error creating: <the server's message>``
+  (``RealPodControl.createPods`` in ``pkg/controller/controller_utils.go``; none for a namespace
+  being deleted). It puts no condition on the Job: ``manageJob`` stops creating at the first
+  refusal, ``syncJob`` writes the status it has (``startTime``, no pod active) and returns the
+  error, and the Job is synced again after its work queue's rate limit (1 s, doubling per refused
+  sync, at most 1 min: ``DefaultJobApiBackOff``, ``MaxJobApiBackOff``), not at once.
 * :class:`NamespaceController`: the root-CA publisher
   (``pkg/controller/certificates/rootcacertpublisher/publisher.go``: a ``kube-root-ca.crt``
   ConfigMap with ``ca.crt`` in every namespace, recreated and restored when deleted or changed),
@@ -87,6 +94,11 @@ def _retry_after(error: ApiError) -> float:
 
 
 JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
+REFUSED_CREATE_RETRY_SECONDS = 1.0
+"""How soon the Job controller tries again after its first refused pod create
+(``DefaultJobApiBackOff``); each further refusal in a row doubles it."""
+REFUSED_CREATE_RETRY_MAX_SECONDS = 60.0
+"""The longest the Job controller waits between refused pod creates (``MaxJobApiBackOff``)."""
 ROOT_CA_CONFIG_MAP = "kube-root-ca.crt"
 ROOT_CA_DESCRIPTION = (
     "Contains a CA bundle that can be used to verify the kube-apiserver when using internal "
@@ -106,6 +118,7 @@ JOBS = resource_type("batch", "jobs")
 NAMESPACES = resource_type("", "namespaces")
 CONFIG_MAPS = resource_type("", "configmaps")
 SERVICE_ACCOUNTS = resource_type("", "serviceaccounts")
+EVENTS = resource_type("events.k8s.io", "events")
 Snapshot = list[tuple[ResourceType, Obj]]
 ObjectKey = tuple[ResourceType, str, str]
 
@@ -497,6 +510,9 @@ class _JobProgress:
     uid: str
     failures: int = 0
     last_failure: datetime | None = None
+    refusals: int = 0
+    """Pod creates refused in a row (its work queue's rate limiter counts them)."""
+    last_refusal: datetime | None = None
 
 
 class JobController:
@@ -714,10 +730,52 @@ class JobController:
             )
             if now < ready_at:
                 return len(active), (ready_at - now).total_seconds()
+        if progress.last_refusal is not None:
+            retry_at = progress.last_refusal + timedelta(seconds=_refused_delay(progress.refusals))
+            if now < retry_at:
+                return len(active), (retry_at - now).total_seconds()
         namespace = job["metadata"]["namespace"]
-        for _ in range(missing):
-            self._store.create(PODS, namespace, self._pod_for(job))
+        for created in range(missing):
+            try:
+                self._store.create(PODS, namespace, self._pod_for(job))
+            except ApiError as error:
+                if _namespace_terminating(error):
+                    raise
+                self._record_failed_create(job, error, now)
+                progress.refusals, progress.last_refusal = progress.refusals + 1, now
+                return len(active) + created, _refused_delay(progress.refusals)
+        progress.refusals, progress.last_refusal = 0, None
         return len(active) + missing, None
+
+    def _record_failed_create(self, job: Obj, error: ApiError, now: datetime) -> None:
+        """The ``FailedCreate`` Warning the real pod control records on the Job, as a client
+        of ``events.k8s.io/v1`` reads an Event its recorder wrote through ``v1``."""
+        metadata = job["metadata"]
+        self._store.create(
+            EVENTS,
+            metadata["namespace"],
+            {
+                # Named as client-go's recorder names events: the object's name, a nanosecond clock.
+                "metadata": {"name": f"{metadata['name']}.{time.time_ns():x}"},
+                "regarding": {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": metadata["name"],
+                    "namespace": metadata["namespace"],
+                    "uid": metadata["uid"],
+                    "resourceVersion": metadata.get("resourceVersion", ""),
+                },
+                "reason": "FailedCreate",
+                "type": "Warning",
+                "note": f"Error creating: {error.message}",
+                "reportingController": self.name,
+                "reportingInstance": "",
+                "deprecatedSource": {"component": self.name},
+                "deprecatedFirstTimestamp": rfc3339(now),
+                "deprecatedLastTimestamp": rfc3339(now),
+                "deprecatedCount": 1,
+            },
+        )
 
     def _pod_for(self, job: Obj) -> Obj:
         template = json_copy(job["spec"].get("template") or {})
@@ -743,6 +801,18 @@ class JobController:
         return self._store.replace(
             JOBS, namespace, name, {**job, "status": status}, subresource="status"
         )
+
+
+def _refused_delay(refusals: int) -> float:
+    delay = REFUSED_CREATE_RETRY_SECONDS * 2.0 ** max(refusals - 1, 0)
+    return min(delay, REFUSED_CREATE_RETRY_MAX_SECONDS)
+
+
+def _namespace_terminating(error: ApiError) -> bool:
+    """A create refused because its namespace is being deleted (the ``NamespaceTerminating``
+    cause): the real pod control records no event for it."""
+    causes = error.details.get("causes") or []
+    return any(cause.get("reason") == "NamespaceTerminating" for cause in causes)
 
 
 # Namespaces --------------------------------------------------------------------------------------

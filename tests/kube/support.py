@@ -274,6 +274,20 @@ def config_map(name: str, namespace: str, **labels: str) -> dict[str, Any]:
     }
 
 
+def resource_quota(api: ApiServer, name: str, hard: dict[str, str]) -> None:
+    """A ResourceQuota in the test's namespace, once its status says what it tracks: the
+    admission plugin constrains pods by ``status.hard``, which the quota controller writes."""
+    api.client.create(
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": name, "namespace": api.namespace},
+            "spec": {"hard": hard},
+        }
+    )
+    eventually(lambda: api.client.get(api.ref("ResourceQuota", name)).get("status", {}).get("hard"))
+
+
 def eventually(check: Callable[[], T], *, timeout: float = 20.0, interval: float = 0.05) -> T:
     """``check()``'s first truthy result; its last error or a timeout fails the test."""
     deadline = time.monotonic() + timeout

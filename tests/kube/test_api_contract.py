@@ -23,7 +23,14 @@ from podwright.engine.kubernetes_port import (
     PatchType,
     QuotaExceededError,
 )
-from tests.kube.support import ABSENT_NODE, ApiServer, config_map, eventually, pod
+from tests.kube.support import (
+    ABSENT_NODE,
+    ApiServer,
+    config_map,
+    eventually,
+    pod,
+    resource_quota,
+)
 
 
 def test_create_assigns_uid_resource_version_and_creation_time(api: ApiServer) -> None:
@@ -330,20 +337,6 @@ def _event(name: str, namespace: str, regarding: dict[str, Any], reason: str) ->
     }
 
 
-def _quota(api: ApiServer, name: str, hard: dict[str, str]) -> None:
-    """A ResourceQuota, once its status says what it tracks: the admission plugin constrains
-    pods by ``status.hard``, which the quota controller writes."""
-    api.client.create(
-        {
-            "apiVersion": "v1",
-            "kind": "ResourceQuota",
-            "metadata": {"name": name, "namespace": api.namespace},
-            "spec": {"hard": hard},
-        }
-    )
-    eventually(lambda: api.client.get(api.ref("ResourceQuota", name)).get("status", {}).get("hard"))
-
-
 def _pod_of(api: ApiServer, name: str, **spec: Any) -> dict[str, Any]:
     body = pod(name, api.namespace)
     body["spec"].update(spec)
@@ -355,7 +348,7 @@ def _container(name: str, **resources: dict[str, str]) -> dict[str, Any]:
 
 
 def test_resource_quota_refuses_a_pod_over_its_hard_limit_with_403(api: ApiServer) -> None:
-    _quota(api, "pods", {"pods": "1"})
+    resource_quota(api, "pods", {"pods": "1"})
     # Admission refuses every pod until the quota controller has written the quota's status.
     eventually(lambda: api.client.create(pod("first", api.namespace)))
     with pytest.raises(QuotaExceededError) as caught:
@@ -374,7 +367,7 @@ def test_resource_quota_refuses_a_pod_whose_containers_leave_out_what_it_tracks(
     ``enforcePodContainerConstraints`` in ``pkg/quota/v1/evaluator/core/pods.go``, wrapped by
     ``checkQuotas`` in ``staging/src/k8s.io/apiserver/pkg/admission/plugin/resourcequota/
     controller.go``). It is a 403 that is not "exceeded quota"."""
-    _quota(api, "tiny", {"requests.cpu": "2", "limits.memory": "1Gi"})
+    resource_quota(api, "tiny", {"requests.cpu": "2", "limits.memory": "1Gi"})
     stated = {"requests": {"cpu": "100m"}, "limits": {"memory": "64Mi"}}
     body = _pod_of(
         api,
@@ -405,7 +398,7 @@ def test_resource_quota_counts_a_pods_sidecars_and_its_init_containers_at_their_
     whichever is more (``resource.PodRequests`` in ``staging/src/k8s.io/component-helpers/
     resource/helpers.go``, which ``PodUsageFunc`` in ``pkg/quota/v1/evaluator/core/pods.go``
     charges): the same containers fit in one order and not in the other."""
-    _quota(api, "cpu", {"requests.cpu": "1"})
+    resource_quota(api, "cpu", {"requests.cpu": "1"})
     main = _container("main", requests={"cpu": "300m"})
     sidecar = {**_container("sidecar", requests={"cpu": "300m"}), "restartPolicy": "Always"}
     setup = _container("setup", requests={"cpu": "800m"})

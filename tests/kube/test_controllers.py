@@ -18,7 +18,13 @@ from podwright.engine.kubernetes_port import (
     ObjectRef,
     PatchType,
 )
-from tests.kube.support import UNSCHEDULABLE, ApiServer, config_map, eventually
+from tests.kube.support import (
+    UNSCHEDULABLE,
+    ApiServer,
+    config_map,
+    eventually,
+    resource_quota,
+)
 
 JOB_TRACKING = "batch.kubernetes.io/job-tracking"
 
@@ -228,6 +234,48 @@ def test_a_failed_pod_is_replaced_within_the_backoff_limit(api: ApiServer) -> No
     )
     assert len(replacement) == 1
     eventually(lambda: _job_status(api, "retries").get("failed") == 1)
+
+
+def test_a_pod_create_a_quota_refuses_is_a_failed_create_warning_on_the_job(
+    api: ApiServer,
+) -> None:
+    """``RealPodControl.createPods`` (pkg/controller/controller_utils.go) records a refused
+    create on the Job as a Warning Event, reason ``FailedCreate`` (``FailedCreatePodReason``),
+    note ``Error creating: <the server's error>``; ``manageJob`` (pkg/controller/job/
+    job_controller.go) gives the Job no condition for it, and ``syncJob`` writes its
+    ``startTime`` with no pod active before it returns the error (the Job is tried again later,
+    rate-limited). Here the quota admission plugin refuses the pod: its container states no cpu
+    limit, which the quota tracks."""
+    resource_quota(api, "strict", {"limits.cpu": "1"})
+    job = api.client.create(_job("unstated", api.namespace))
+
+    def refusals() -> list[dict[str, Any]]:
+        events, _ = api.client.list_objects(
+            "events.k8s.io/v1",
+            "Event",
+            namespace=api.namespace,
+            field_selector="regarding.kind=Job,regarding.name=unstated",
+        )
+        return [event for event in events if event.get("reason") == "FailedCreate"]
+
+    event = eventually(refusals)[0]
+    assert event["type"] == "Warning"
+    assert event["regarding"]["uid"] == job["metadata"]["uid"]
+    note = event["note"]
+    assert note.startswith('Error creating: pods "unstated-'), note
+    assert note.endswith(
+        " is forbidden: failed quota: strict: must specify limits.cpu for: main"
+    ), note
+
+    def started() -> dict[str, Any]:
+        status = _job_status(api, "unstated")
+        assert status.get("startTime"), status
+        return status
+
+    status = eventually(started)
+    assert not status.get("active")
+    assert not _conditions({"status": status})
+    assert not _pods_of(api, "unstated")
 
 
 def test_deleting_a_job_without_a_policy_orphans_its_pods_with_a_warning(api: ApiServer) -> None:

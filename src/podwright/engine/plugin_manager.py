@@ -6,11 +6,13 @@ resource, built by the plugin, given a name derived from the task id, podwright'
 annotations (the task's labels on its pod templates too), an owner reference and (when configured)
 podwright's finalizer. A started task is checked: its object is read from the watch cache (a
 direct GET only when the cache has not seen it yet), the plugin decides its phase (never going
-back to an earlier one without a cause the plugin names: ``phases.hold_progress``), and
-Kubernetes events that arrived since the last round are attached. A resource someone else deleted
-fails the task as the platform's failure, not the user's: ResourceDeletedExternally when it is
-gone, UnexpectedObjectDeletion while it is being deleted, unless it had succeeded or its failure
-predates the deletion (``core.lifecycle.deletion``). What depends on the resource (its Services:
+back to an earlier one without a cause the plugin names: ``phases.hold_progress``; a resource
+without pods whose controller's pod create a quota refused for good fails as that create would:
+``quota.pod_creation_refused``), and Kubernetes events that arrived since the last round are
+attached. A resource someone else deleted fails the task as the platform's failure, not the
+user's: ResourceDeletedExternally when it is gone, UnexpectedObjectDeletion while it is being
+deleted, unless it had succeeded or its failure predates the deletion
+(``core.lifecycle.deletion``). What depends on the resource (its Services:
 ``TaskContext.dependents``) is created once, owned by it: right after the resource, or in a later
 round when that fails. The state that comes back is written only when it changed.
 
@@ -48,6 +50,12 @@ no answer (ApiConnectionError)         NotReady, retried after ``launch_backoff_
 anything else (5xx...)                 the same, failing as SystemRetryableFailure LaunchFailed
 =====================================  =============================================================
 
+The pods a controller creates (a Job's) are refused the same way, but podwright learns of it from
+the controller's ``FailedCreate`` Warning on the resource: while the resource has no pod, a "must
+specify" refusal, or a request above the quota's hard limit, fails the task permanently as above,
+and the resource is deleted (its controller would retry for ever); "exceeded quota" leaves it
+waiting, the event attached.
+
 A create that may have reached the server unanswered (a 5xx, a connection broken after the request
 was sent) may have created the resource: the state says so (``maybe_created``). A task that was
 never started and whose creates were all refused or never sent provably has no resource: its
@@ -84,7 +92,7 @@ from podwright.core.lifecycle.deletion import deletion_of, judge_deletion
 from podwright.core.lifecycle.names import task_object_name
 from podwright.core.lifecycle.objects import JsonObject, section, text
 from podwright.core.lifecycle.phases import hold_progress
-from podwright.core.lifecycle.quota import parse_quota_refusal, parse_unspecified_resources
+from podwright.core.lifecycle.quota import pod_creation_refused, quota_failure
 from podwright.engine.backoff import BackoffKey, QuotaBackoff, jittered_delay
 from podwright.engine.config import (
     FINALIZER,
@@ -93,7 +101,7 @@ from podwright.engine.config import (
     TASK_ID_ANNOTATION,
     LifecycleConfig,
 )
-from podwright.engine.event_index import EventIndex, EventKey
+from podwright.engine.event_index import EventIndex, EventKey, ObjectEvent
 from podwright.engine.kubernetes_port import (
     AlreadyExistsError,
     ApiConnectionError,
@@ -312,12 +320,9 @@ class PluginManager:
                 refused, BackoffKey(ref.kind, ref.namespace), exc, now, notes
             )
         elif isinstance(exc, ForbiddenError):
-            unspecified = parse_unspecified_resources(exc.message)
-            if unspecified is None:
-                info = phases.retryable_failure(now, "Forbidden", exc.message)
-            else:
-                message = f"{unspecified.explain()} ({exc.message})"
-                info = phases.permanent_failure(now, "ResourcesNotSpecified", message)
+            info = quota_failure(exc.message, now) or phases.retryable_failure(
+                now, "Forbidden", exc.message
+            )
         elif isinstance(exc, InvalidError):
             info = phases.permanent_failure(now, "BadTaskSpecification", exc.message)
         elif isinstance(exc, TooLargeError):
@@ -383,15 +388,9 @@ class PluginManager:
         now: datetime,
         notes: Sequence[ReasonInfo],
     ) -> Transition:
-        refusal = parse_quota_refusal(exc.message)
-        over = refusal.exceeds_hard_limit() if refusal is not None else []
-        if over:
-            info = phases.permanent_failure(
-                now,
-                "ResourceRequestsExceedLimits",
-                f"the request exceeds the quota's hard limit ({'; '.join(over)}): {exc.message}",
-            )
-            return self._settle(state, info, now, notes=notes)
+        failure = quota_failure(exc.message, now)
+        if failure is not None:
+            return self._settle(state, failure, now, notes=notes)
         until = self._quota_backoff.refused(key, now)
         info = phases.waiting_for_resources(now, f"resource quota exceeded: {exc.message}")
         return self._settle(state, info, now, retry_after=until - now, notes=notes)
@@ -448,6 +447,7 @@ class PluginManager:
             info = PhaseInfo(state.phase, state.phase_version, state.reason)
             return Transition(info, state, False, self._retry_delay(0, exc), exc)
         info = self.plugin.phase(observed, state, now, self._config)
+        info = pod_creation_refused(info, self._indexed_events(ref), now)
         deletion = deletion_of(observed, ref.kind)
         if deletion is not None:
             # Not podwright's: an abort never comes here (the executor's abort path).
@@ -553,11 +553,14 @@ class PluginManager:
         last_created, last_recorded = state.last_event_created, state.last_event_recorded
         attached: list[ReasonInfo] = []
         if self._events is not None:
-            key = EventKey(ref.namespace, ref.kind, ref.name)
-            for event in self._events.list(key, last_created, last_recorded):
+            for event in self._events.list(_event_key(ref), last_created, last_recorded):
                 attached.append(ReasonInfo(event.describe(), event.created))
                 last_created, last_recorded = event.created, event.recorded
         return attached, last_created, last_recorded
+
+    def _indexed_events(self, ref: ObjectRef) -> list[ObjectEvent]:
+        """Every event of ``ref`` the index keeps, oldest first."""
+        return [] if self._events is None else self._events.list(_event_key(ref))
 
     def late_events(
         self, task: TaskContext, state: PluginState, now: datetime
@@ -701,7 +704,11 @@ class PluginManager:
 
     def _forget_events(self, ref: ObjectRef) -> None:
         if self._events is not None:
-            self._events.forget(EventKey(ref.namespace, ref.kind, ref.name))
+            self._events.forget(_event_key(ref))
+
+
+def _event_key(ref: ObjectRef) -> EventKey:
+    return EventKey(ref.namespace, ref.kind, ref.name)
 
 
 def _may_have_created(exc: KubernetesError) -> bool:

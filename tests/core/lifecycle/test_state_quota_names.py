@@ -1,7 +1,9 @@
-"""Plugin state encoding, quota refusals, and task object names (pure)."""
+"""Plugin state encoding, quota refusals (a create's, a controller's event), and task object
+names (pure)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -13,12 +15,19 @@ from podwright.core.lifecycle import (
     CorruptedPluginStateError,
     ManagerPhase,
     Phase,
+    PhaseInfo,
     PluginState,
     decode_state,
     encode_state,
+    phases,
 )
 from podwright.core.lifecycle.names import task_object_name
-from podwright.core.lifecycle.quota import parse_quota_refusal, parse_unspecified_resources
+from podwright.core.lifecycle.quota import (
+    parse_quota_refusal,
+    parse_unspecified_resources,
+    pod_creation_refused,
+    quota_failure,
+)
 
 times = st.none() | st.datetimes(
     min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC)
@@ -114,6 +123,99 @@ def test_a_must_specify_refusal_names_each_container_and_what_it_leaves_out() ->
         "ResourceQuota tiny needs every container to specify the resources it tracks, and these "
         "do not: clone-git-course (limits.memory, requests.cpu); fuse-s3-datasets (limits.memory)"
     ) in refusal.explain()
+
+
+NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+
+
+def test_a_quota_failure_is_permanent_only_when_no_wait_can_mend_it() -> None:
+    unspecified = quota_failure(MUST_SPECIFY, NOW)
+    assert unspecified is not None
+    assert unspecified.phase is Phase.PERMANENT_FAILURE
+    assert unspecified.reason == "ResourcesNotSpecified"
+    assert unspecified.error is not None
+    refusal = parse_unspecified_resources(MUST_SPECIFY)
+    assert refusal is not None
+    assert unspecified.error.message == f"{refusal.explain()} ({MUST_SPECIFY})"
+    over = quota_failure(MESSAGE, NOW)
+    assert over is not None
+    assert over.reason == "ResourceRequestsExceedLimits"
+    assert over.error is not None
+    assert over.error.message == (
+        f"the request exceeds the quota's hard limit (limits.cpu: requested 3, limit 2): {MESSAGE}"
+    )
+    assert quota_failure(MESSAGE.replace("limits.cpu=3,", "limits.cpu=1,"), NOW) is None
+    assert quota_failure("forbidden: User cannot create pods", NOW) is None
+
+
+@dataclass(frozen=True)
+class _Event:
+    reason: str
+    note: str
+    type: str = "Warning"
+
+
+def _failed_create(message: str, reason: str = "FailedCreate") -> _Event:
+    return _Event(reason, f"Error creating: {message}")
+
+
+WAITING = phases.queued(NOW, "job started, but has no pod (see the job's events)")
+FITS_LATER = MESSAGE.replace("limits.cpu=3,", "limits.cpu=1,")
+
+
+@pytest.mark.parametrize(
+    ("events", "deciding"),
+    [
+        pytest.param([_failed_create(MUST_SPECIFY)], MUST_SPECIFY, id="must-specify"),
+        pytest.param(
+            [_failed_create(MUST_SPECIFY, "FailedCreatePod")], MUST_SPECIFY, id="kubeflow-reason"
+        ),
+        pytest.param([_failed_create(MESSAGE)], MESSAGE, id="over-the-hard-limit"),
+        pytest.param(
+            [_failed_create(FITS_LATER), _failed_create(MUST_SPECIFY), _Event("Other", "x")],
+            MUST_SPECIFY,
+            id="the-latest-refusal",
+        ),
+    ],
+)
+def test_a_controllers_pod_create_refused_for_good_fails_the_task_with_cleanup(
+    events: list[_Event], deciding: str
+) -> None:
+    """The refusal reaches podwright only as the controller's Warning on its object; the task
+    fails as the same refusal of a create of its own would, and the resource goes (its
+    controller would retry for ever)."""
+    info = pod_creation_refused(WAITING, events, NOW)
+    expected = quota_failure(f"Error creating: {deciding}", NOW)
+    assert expected is not None
+    assert info.phase is Phase.PERMANENT_FAILURE
+    assert (info.reason, info.error) == (expected.reason, expected.error)
+    assert info.cleanup_on_failure
+
+
+@pytest.mark.parametrize(
+    ("info", "events"),
+    [
+        pytest.param(WAITING, [], id="no-event"),
+        pytest.param(WAITING, [_failed_create(FITS_LATER)], id="may-fit-later"),
+        pytest.param(
+            WAITING,
+            [_failed_create(MUST_SPECIFY), _failed_create(FITS_LATER)],
+            id="latest-may-fit-later",
+        ),
+        pytest.param(WAITING, [_Event("FailedCreate", MUST_SPECIFY, "Normal")], id="not-warning"),
+        pytest.param(WAITING, [_Event("FailedScheduling", MUST_SPECIFY)], id="other-reason"),
+        pytest.param(
+            phases.initializing(NOW, "1 pod(s) starting"),
+            [_failed_create(MUST_SPECIFY)],
+            id="pods-started",
+        ),
+        pytest.param(phases.running(NOW), [_failed_create(MUST_SPECIFY)], id="running"),
+    ],
+)
+def test_a_refusal_that_may_pass_or_one_once_pods_started_leaves_the_phase(
+    info: PhaseInfo, events: list[_Event]
+) -> None:
+    assert pod_creation_refused(info, events, NOW) is info
 
 
 @given(st.text(min_size=1, max_size=200), st.integers(12, 63))

@@ -18,15 +18,28 @@ included) leave out a cpu or memory resource the quota tracks, with a message of
 controller.go``; ``podEvaluator.Constraints`` in ``pkg/quota/v1/evaluator/core/pods.go`` sorts
 the resources and each one's container names). That pod is never admitted as it is, whatever the
 namespace's usage: :func:`parse_unspecified_resources` reads which containers must say what.
+:func:`quota_failure` says which refusals end a task for good.
+
+A pod that a controller creates (a Job's, a training operator's) is refused the same way, but the
+refusal reaches podwright only as the Warning the controller records on its object, ``FailedCreate``
+with the note ``Error creating: <the server's message>`` (``RealPodControl.createPods`` in
+``pkg/controller/controller_utils.go``; ``FailedCreatePod`` from Kubeflow's pod control,
+``pkg/controller.v1/control/pod_control.go``), while the controller tries again and again; the
+object gets no condition for it. :func:`pod_creation_refused` reads those events.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
 from decimal import Decimal
+from typing import Protocol
 
 from podwright.core import quantities
+from podwright.core.lifecycle import phases
+from podwright.core.lifecycle.phases import Phase, PhaseInfo
 
 _QUOTA_MESSAGE = re.compile(
     r"exceeded quota: (?P<quota>[^,]+), requested: (?P<requested>.*?), used: (?P<used>.*?), "
@@ -109,6 +122,72 @@ def parse_unspecified_resources(message: str) -> UnspecifiedResources | None:
         quota=match["quota"],
         containers={name: sorted(containers[name]) for name in sorted(containers)},
     )
+
+
+def quota_failure(message: str, now: datetime) -> PhaseInfo | None:
+    """The permanent failure a quota's refusal ``message`` means: containers that leave out what
+    the quota tracks (ResourcesNotSpecified), or a request that alone exceeds the quota's hard
+    limit (ResourceRequestsExceedLimits); None for a refusal that may pass once other workloads
+    free the quota, and for any other message."""
+    unspecified = parse_unspecified_resources(message)
+    if unspecified is not None:
+        return phases.permanent_failure(
+            now, "ResourcesNotSpecified", f"{unspecified.explain()} ({message})"
+        )
+    refusal = parse_quota_refusal(message)
+    over = refusal.exceeds_hard_limit() if refusal is not None else []
+    if over:
+        return phases.permanent_failure(
+            now,
+            "ResourceRequestsExceedLimits",
+            f"the request exceeds the quota's hard limit ({'; '.join(over)}): {message}",
+        )
+    return None
+
+
+FAILED_POD_CREATE_REASONS = frozenset({"FailedCreate", "FailedCreatePod"})
+"""The reasons of the Warning a controller records on its object when a pod create is refused."""
+
+_BEFORE_ANY_POD = frozenset(
+    {Phase.UNDEFINED, Phase.NOT_READY, Phase.WAITING_FOR_RESOURCES, Phase.QUEUED}
+)
+
+
+class RecordedEvent(Protocol):
+    """What :func:`pod_creation_refused` reads of a Kubernetes event about the task's object."""
+
+    @property
+    def reason(self) -> str: ...
+
+    @property
+    def note(self) -> str: ...
+
+    @property
+    def type(self) -> str: ...
+
+
+def pod_creation_refused(
+    info: PhaseInfo, events: Sequence[RecordedEvent], now: datetime
+) -> PhaseInfo:
+    """``info``, the plugin's phase of a resource whose controller creates its pods, unless the
+    resource has no pod yet (``info`` is before Initializing) and its controller's latest refused
+    pod create (``events``: the object's, oldest first) was refused by a quota for good
+    (:func:`quota_failure`): then that permanent failure, asking for cleanup, for the controller
+    would go on trying. A refusal that may pass later leaves ``info`` as it is: the resource
+    waits, and the event, attached to the task, says why. A resource whose pods have started is
+    left to its status, which tells how its controller's retries go."""
+    if info.phase not in _BEFORE_ANY_POD:
+        return info
+    refusal = next(
+        (
+            event
+            for event in reversed(events)
+            if event.type == "Warning" and event.reason in FAILED_POD_CREATE_REASONS
+        ),
+        None,
+    )
+    failure = quota_failure(refusal.note, now) if refusal is not None else None
+    return info if failure is None else replace(failure, cleanup_on_failure=True)
 
 
 def _resources(listing: str) -> dict[str, str]:
