@@ -67,6 +67,7 @@ from tests.k8s_emulator.strategies import (
     ORPHAN,
     admit_pod_priority,
     default_job,
+    default_pod,
     deletion_propagation,
     prepare_namespace,
     refuse_in_terminating_namespace,
@@ -369,6 +370,8 @@ class ApiStore:
             obj["status"] = _initial_status(resource, obj)
         if (resource.group, resource.kind) == ("batch", "Job"):
             default_job(obj)
+        if (resource.group, resource.kind) == ("", "Pod"):
+            default_pod(obj)
         if resource.kind == "Namespace":
             prepare_namespace(obj)
         with self._lock:

@@ -24,6 +24,10 @@ see the objects a real server would have stored.
   ``ShouldDeleteNamespaceDuringUpdate`` in ``pkg/registry/core/namespace/storage/storage.go``);
   creating in a Terminating namespace is refused by the NamespaceLifecycle admission plugin
   (``plugin/pkg/admission/namespace/lifecycle/admission.go``);
+* a Pod's containers, init containers included, that state a limit and no request for a resource
+  request their limit (``SetDefaults_Pod`` in ``pkg/apis/core/v1/defaults.go``: "If limits are
+  specified, but requests are not, default requests to limits"), before admission, so a
+  ResourceQuota on ``requests.*`` sees those requests;
 * a Pod's priority is resolved from its ``priorityClassName`` by the Priority admission plugin
   (``plugin/pkg/admission/priority/admission.go``, ``admitPod``): a class that does not exist is
   refused (403), a ``spec.priority`` that differs from the class's value is refused, and the
@@ -78,6 +82,19 @@ def default_job(job: dict[str, Any]) -> None:
         selector.setdefault("matchLabels", {}).setdefault(SELECTOR_LABEL, metadata["uid"])
     if template_metadata.get("labels") and not metadata.get("labels"):
         metadata["labels"] = dict(template_metadata["labels"])
+
+
+def default_pod(pod: dict[str, Any]) -> None:
+    """Default a v1 Pod being created, in place: each container's missing requests from its
+    limits (``SetDefaults_Pod``)."""
+    spec = pod.get("spec") or {}
+    for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        resources = container.get("resources") or {}
+        limits = resources.get("limits")
+        if limits:
+            requests = resources.setdefault("requests", {})
+            for resource, amount in limits.items():
+                requests.setdefault(resource, amount)
 
 
 def deletion_propagation(

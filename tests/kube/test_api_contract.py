@@ -390,6 +390,38 @@ def test_resource_quota_refuses_a_pod_whose_containers_leave_out_what_it_tracks(
     api.client.create(body)
 
 
+def test_a_pods_containers_that_state_limits_alone_request_them_and_fit_a_quota_on_requests(
+    api: ApiServer,
+) -> None:
+    """A pod's container, init containers included, that states a limit and no request for a
+    resource requests its limit: the pod is defaulted so before admission (``SetDefaults_Pod``
+    in ``pkg/apis/core/v1/defaults.go``, "If limits are specified, but requests are not,
+    default requests to limits"), so a quota that tracks ``requests.*`` admits it and counts
+    those requests. A request the container states is kept."""
+    _quota(api, "requests", {"requests.cpu": "2", "requests.memory": "1Gi"})
+    limited = _pod_of(
+        api,
+        "limited",
+        containers=[_container("main", limits={"cpu": "500m", "memory": "64Mi"})],
+        initContainers=[
+            _container("clone", requests={"cpu": "100m"}, limits={"cpu": "1", "memory": "32Mi"})
+        ],
+    )
+    created = eventually(lambda: api.client.create(limited))
+    main, clone = created["spec"]["containers"][0], created["spec"]["initContainers"][0]
+    assert main["resources"]["requests"] == {"cpu": "500m", "memory": "64Mi"}
+    assert clone["resources"]["requests"] == {"cpu": "100m", "memory": "32Mi"}
+    over = _pod_of(
+        api, "over", containers=[_container("main", limits={"cpu": "1600m", "memory": "64Mi"})]
+    )
+    with pytest.raises(QuotaExceededError) as caught:
+        api.client.create(over)
+    assert caught.value.message.startswith(
+        'pods "over" is forbidden: exceeded quota: requests, requested: requests.cpu=1600m, '
+        "used: requests.cpu=500m, limited: requests.cpu=2"
+    )
+
+
 def test_resource_quota_counts_a_pods_sidecars_and_its_init_containers_at_their_peak(
     api: ApiServer,
 ) -> None:
