@@ -397,6 +397,34 @@ def test_an_update_of_the_metadata_alone_is_never_refused_for_the_profile() -> N
     ).allowed
 
 
+def test_an_update_of_the_metadata_alone_is_admitted_under_policies_tightened_since() -> None:
+    """A Workload admitted before a policy forbade its spec can still be held (the operator's
+    finalizer), aborted (an annotation) and let go: today's policies judge it in its compliance
+    status, not at each write of its metadata. Its spec still cannot change."""
+    admitted = workload({"image": "pytorch", "compute": {"gpuDevicesRequest": 16}})
+    assert not validate_workload(
+        request(admitted), VISION_SCOPE, POLICY_FOR, EMPTY_CATALOGUE, DEFAULT_PROFILE
+    ).allowed
+    metadata = admitted["metadata"]
+    for changed in (
+        {**metadata, "finalizers": ["podwright.dev/task"]},
+        {**metadata, "annotations": {"podwright.dev/abort-requested": "true"}},
+        {**metadata, "labels": {"team": "a"}},
+    ):
+        decision = validate_workload(
+            request({**admitted, "metadata": changed}, admitted),
+            VISION_SCOPE,
+            POLICY_FOR,
+            EMPTY_CATALOGUE,
+            DEFAULT_PROFILE,
+        )
+        assert decision == Decision(True), changed
+    respecified = {**admitted, "spec": {**admitted["spec"], "image": "other"}}
+    assert not validate_workload(
+        request(respecified, admitted), VISION_SCOPE, POLICY_FOR, EMPTY_CATALOGUE, DEFAULT_PROFILE
+    ).allowed
+
+
 def test_a_workload_mutated_with_default_instances_is_admitted_as_mutated() -> None:
     """The validating webhook judges the mutated object: default instances it now names,
     locked ones with attribute defaults, and unnamed ones where no instance may be added

@@ -197,6 +197,11 @@ def validate_workload(
                 )
                 + _updatable_phrase(request.obj),
             )
+    if not _spec_is_new(request):
+        # The spec was judged when it came; today's policies judge it in the compliance status,
+        # not here: a policy tightened since must not keep the operator from writing its
+        # finalizer, or anyone from aborting, labelling or letting go of the Workload.
+        return Decision(True)
     try:
         evaluation = evaluate_workload(request.obj, policy_for, catalogue)
     except PolicyError as error:
@@ -218,15 +223,14 @@ def validate_workload(
             f"{count} compliance issue{'s' if count > 1 else ''} with the policies of {scope}: "
             + "; ".join(violation_text(violation) for violation in evaluation.violations),
         )
-    if _spec_is_new(request):
-        try:
-            unrenderable = render_refusal(request, evaluation, profile, catalogue)
-        except ProblemsError as error:
-            return Decision.refuse(
-                422, "Invalid", f"the workload is not valid: {problem_lines(error.problems)}"
-            )
-        if unrenderable is not None:
-            return Decision.refuse(422, "Invalid", unrenderable)
+    try:
+        unrenderable = render_refusal(request, evaluation, profile, catalogue)
+    except ProblemsError as error:
+        return Decision.refuse(
+            422, "Invalid", f"the workload is not valid: {problem_lines(error.problems)}"
+        )
+    if unrenderable is not None:
+        return Decision.refuse(422, "Invalid", unrenderable)
     annotations = {}
     if evaluation.audited:
         annotations[FINDINGS_ANNOTATION] = json.dumps(
@@ -282,10 +286,10 @@ def render_refusal(
 
 
 def _spec_is_new(request: Request) -> bool:
-    """Whether ``request`` brings a spec the operator has not rendered: a create, or an update
-    of a field that may change (an update of the metadata alone, as the operator's own finalizer
-    writes, is never refused for the profile: the operator rendered that spec already, and a
-    Workload it failed must still be let go)."""
+    """Whether ``request`` brings a spec not judged before: a create, or an update of a field
+    that may change. An update of the metadata alone (the operator's own finalizer, an abort
+    annotation, a label) is never refused, for the policies or the profile: that spec was
+    judged when it came, and a Workload must still be held, aborted and let go."""
     return request.old is None or request.old.get("spec") != request.obj.get("spec")
 
 
