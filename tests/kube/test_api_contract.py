@@ -398,7 +398,7 @@ def test_a_pods_containers_that_state_limits_alone_request_them_and_fit_a_quota_
     in ``pkg/apis/core/v1/defaults.go``, "If limits are specified, but requests are not,
     default requests to limits"), so a quota that tracks ``requests.*`` admits it and counts
     those requests. A request the container states is kept."""
-    _quota(api, "requests", {"requests.cpu": "2", "requests.memory": "1Gi"})
+    resource_quota(api, "requests", {"requests.cpu": "2", "requests.memory": "1Gi"})
     limited = _pod_of(
         api,
         "limited",
