@@ -1,4 +1,14 @@
-"""Test settings shared by every tier, and the fixtures several tiers use."""
+"""Test settings shared by every tier, and the fixtures several tiers use.
+
+The suite runs on every core (``pytest -n 2 --dist loadgroup``, the README's ``make test``):
+tests that must not overlap are put in one ``xdist_group``, so that one worker runs them one
+after the other (:data:`SERIAL_GROUPS`), and every test of a real cluster (marked ``cluster``) is
+in the group ``real-cluster``: one worker talks to a real cluster, so that what a session installs
+there (CRDs, webhook configurations, the operator's install) is installed and removed by one
+process, and what one test installs cluster-wide is never in another's way. There, a skipped test
+is a failed one (:func:`skip_on_a_real_cluster`): it did not test what it is there for. Soak tests
+run :func:`soak_rounds` rounds.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +22,8 @@ from hypothesis import HealthCheck, settings
 
 from podwright.adapters.local.cluster import LocalCluster
 from podwright.engine.event_index import EventIndex
+from tests.cluster.support import RealCluster, real_cluster_session
+from tests.kube.support import KUBECONFIG_VARIABLE
 
 # CI explores more examples; locally the suite stays quick. Deadlines are off: timing belongs in
 # benchmarks/, and a loaded CI machine must not turn a slow example into a failure.
@@ -20,6 +32,106 @@ settings.register_profile(
 )
 settings.register_profile("dev", max_examples=100, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") == "true" else "dev")
+
+TESTS = Path(__file__).resolve().parent
+SERIAL_GROUPS = {
+    # The callers are fixed uids (40001, 40002) whose every process is killed after each test,
+    # and the shutdown tests time the daemon's exit: two workers would kill each other's callers.
+    TESTS / "fuse_proxy_real": "real-fuse",
+    # buildah's storage and the base image are the machine's: one build at a time.
+    TESTS / "image": "image",
+}
+"""Directories whose tests one worker runs, one after the other, with the group's name."""
+REAL_CLUSTER_GROUP = "real-cluster"
+SOAK_ROUNDS_VARIABLE = "PODWRIGHT_TEST_SOAK_ROUNDS"
+SOAK_ROUNDS = 8
+"""The rounds of a soak test unless ``--soak-rounds`` or ``PODWRIGHT_TEST_SOAK_ROUNDS`` says
+otherwise: what CI runs, enough for every kind of round to come up more than once."""
+_SOAK_ROUNDS = pytest.StashKey[int]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--soak-rounds",
+        type=int,
+        default=None,
+        help=f"rounds of each soak test (default: ${SOAK_ROUNDS_VARIABLE}, else {SOAK_ROUNDS})",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "xdist_group(name): tests one pytest-xdist worker runs one after the other"
+    )
+    rounds = config.getoption("--soak-rounds")
+    given = os.environ.get(SOAK_ROUNDS_VARIABLE)
+    if rounds is None and given:
+        if not given.isdigit():
+            raise pytest.UsageError(
+                f"{SOAK_ROUNDS_VARIABLE} must be a whole number of rounds, not {given!r}"
+            )
+        rounds = int(given)
+    if rounds is not None and rounds < 1:
+        raise pytest.UsageError(f"--soak-rounds must be at least 1, not {rounds}")
+    config.stash[_SOAK_ROUNDS] = rounds if rounds is not None else SOAK_ROUNDS
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (its loadgroup hook)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        group = serial_group(item.path, cluster=item.get_closest_marker("cluster") is not None)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def serial_group(path: Path, *, cluster: bool) -> str | None:
+    """The ``xdist_group`` of a test in ``path`` (``cluster``: it runs against a real cluster),
+    None for a test any worker may run beside any other."""
+    if cluster:
+        return REAL_CLUSTER_GROUP
+    for directory, group in SERIAL_GROUPS.items():
+        if path.is_relative_to(directory):
+            return group
+    return None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item) -> Iterator[None]:
+    report: pytest.TestReport = yield
+    if report.skipped and not hasattr(report, "wasxfail"):
+        failure = skip_on_a_real_cluster(
+            cluster=item.get_closest_marker("cluster") is not None,
+            kubeconfig=os.environ.get(KUBECONFIG_VARIABLE),
+            reason=str(report.longrepr[2] if isinstance(report.longrepr, tuple) else ""),
+        )
+        if failure is not None:
+            report.outcome = "failed"
+            report.longrepr = failure
+    return report
+
+
+def skip_on_a_real_cluster(*, cluster: bool, kubeconfig: str | None, reason: str) -> str | None:
+    """Why a test skipped for ``reason`` fails instead: it is one of a real cluster's
+    (``cluster``) and ``PODWRIGHT_TEST_KUBECONFIG`` names one (``kubeconfig``); None when the
+    skip stands."""
+    if not cluster or not kubeconfig:
+        return None
+    return f"a test of the real cluster ({KUBECONFIG_VARIABLE}={kubeconfig}) skipped: {reason}"
+
+
+@pytest.fixture(scope="session")
+def real_cluster() -> Iterator[RealCluster]:
+    """The real cluster of ``PODWRIGHT_TEST_KUBECONFIG``, for the session and both tiers
+    (skipped without it): podwright's CRDs installed once, and at the end every namespace the
+    session made deleted and the CRDs it installed removed."""
+    with real_cluster_session() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def soak_rounds(request: pytest.FixtureRequest) -> int:
+    """How many rounds a soak test runs (``--soak-rounds``, ``PODWRIGHT_TEST_SOAK_ROUNDS``)."""
+    return request.config.stash[_SOAK_ROUNDS]
 
 
 @pytest.fixture

@@ -21,13 +21,15 @@ from tests.cluster.nodes import PodDriver, driving_pods
 from tests.cluster.support import (
     ClusterUnderTest,
     Podwright,
+    RealCluster,
     Server,
     SessionInstalls,
     runnable_profile,
 )
 from tests.cluster.webhooks import WebhookProcess, webhook_address, webhook_process
 from tests.k8s_emulator import Emulator
-from tests.kube.support import cluster_kubeconfig, cluster_namespace, write_kubeconfig
+from tests.kube.support import cluster_namespace, write_kubeconfig
+from tests.node_sim import register_unrelated_node
 
 
 def _server(kubeconfig: Path, emulator: Emulator | None, kubectl_cache: Path) -> Iterator[Server]:
@@ -46,20 +48,30 @@ def _server(kubeconfig: Path, emulator: Emulator | None, kubectl_cache: Path) ->
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server]:
+    """The session's API server: the real cluster's (``real_cluster``), or an emulator with a
+    node that is not the simulator's, as every real cluster has."""
     kubectl_cache = tmp_path_factory.mktemp("kubectl-cache")
     if request.param == "cluster":
-        yield from _server(Path(cluster_kubeconfig()), None, kubectl_cache)
+        cluster: RealCluster = request.getfixturevalue("real_cluster")
+        yield from _server(cluster.kubeconfig, None, kubectl_cache)
         return
     with Emulator() as emulator:
         kubeconfig = write_kubeconfig(
             tmp_path_factory.mktemp("emulator") / "kubeconfig", emulator.url
         )
-        yield from _server(kubeconfig, emulator, kubectl_cache)
+        for server in _server(kubeconfig, emulator, kubectl_cache):
+            register_unrelated_node(server.api_client)
+            yield server
 
 
 @pytest.fixture(scope="session")
-def installs(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionInstalls]:
-    installed = SessionInstalls(server, tmp_path_factory.mktemp("installs"))
+def installs(
+    server: Server, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SessionInstalls]:
+    """What the session installs; on a real cluster, podwright's CRDs are the session's
+    (``real_cluster``, shared with ``tests/kube``)."""
+    crds = request.getfixturevalue("real_cluster").crds if server.is_real else None
+    installed = SessionInstalls(server, tmp_path_factory.mktemp("installs"), crds)
     try:
         yield installed
     finally:
@@ -72,9 +84,9 @@ def webhooks(
 ) -> Iterator[WebhookProcess]:
     """podwright's CRDs installed from ``deploy/crds`` and ``podwright webhook`` serving them
     from this process's machine, for the session; then stopped (exit 0) and its webhook
-    configurations deleted. The API server reaches it at 127.0.0.1 (the emulator) or at
-    ``PODWRIGHT_TEST_WEBHOOK_HOST`` (a real cluster: without it, the tests are skipped)."""
-    host = webhook_address(server)
+    configurations deleted. The API server reaches it at 127.0.0.1 (the emulator), or at
+    ``PODWRIGHT_TEST_WEBHOOK_HOST`` (a real cluster; 127.0.0.1 without it)."""
+    host = webhook_address(real=server.is_real)
     installs.podwright_crds()
     with webhook_process(server, host, tmp_path_factory.mktemp("webhook")) as process:
         yield process
