@@ -42,6 +42,9 @@ SERIAL_GROUPS = {
     TESTS / "image": "image",
 }
 """Directories whose tests one worker runs, one after the other, with the group's name."""
+STARTED_FIRST = "image"
+"""The group of the longest test (a minute and a half to several, the image's build): put first,
+so that it runs from the start on one worker while the others share the rest."""
 REAL_CLUSTER_GROUP = "real-cluster"
 SOAK_ROUNDS_VARIABLE = "PODWRIGHT_TEST_SOAK_ROUNDS"
 SOAK_ROUNDS = 8
@@ -63,25 +66,35 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "xdist_group(name): tests one pytest-xdist worker runs one after the other"
     )
-    rounds = config.getoption("--soak-rounds")
-    given = os.environ.get(SOAK_ROUNDS_VARIABLE)
-    if rounds is None and given:
-        if not given.isdigit():
+    config.stash[_SOAK_ROUNDS] = chosen_soak_rounds(
+        config.getoption("--soak-rounds"), os.environ.get(SOAK_ROUNDS_VARIABLE)
+    )
+
+
+def chosen_soak_rounds(option: int | None, variable: str | None) -> int:
+    """The soak rounds ``--soak-rounds`` (``option``) or else ``PODWRIGHT_TEST_SOAK_ROUNDS``
+    (``variable``) asks for, else :data:`SOAK_ROUNDS`; a usage error for anything but a whole
+    number of at least 1."""
+    if option is None and variable:
+        if not variable.isdigit():
             raise pytest.UsageError(
-                f"{SOAK_ROUNDS_VARIABLE} must be a whole number of rounds, not {given!r}"
+                f"{SOAK_ROUNDS_VARIABLE} must be a whole number of rounds, not {variable!r}"
             )
-        rounds = int(given)
-    if rounds is not None and rounds < 1:
-        raise pytest.UsageError(f"--soak-rounds must be at least 1, not {rounds}")
-    config.stash[_SOAK_ROUNDS] = rounds if rounds is not None else SOAK_ROUNDS
+        return chosen_soak_rounds(int(variable), None)
+    if option is not None and option < 1:
+        raise pytest.UsageError(f"soak rounds must be at least 1, not {option}")
+    return SOAK_ROUNDS if option is None else option
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (its loadgroup hook)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    groups = {}
     for item in items:
         group = serial_group(item.path, cluster=item.get_closest_marker("cluster") is not None)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+        groups[item.nodeid] = group
+    items.sort(key=lambda item: groups[item.nodeid] != STARTED_FIRST)
 
 
 def serial_group(path: Path, *, cluster: bool) -> str | None:

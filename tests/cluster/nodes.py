@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from podwright.core.workload_fields import ROLES, WorkloadType
 from tests.kube.support import SCHEDULER_GRACE_SECONDS
 from tests.node_sim import (
     CPU_NODE,
@@ -88,21 +89,38 @@ class PodDriver:
     def workload_spec(
         self, spec: Mapping[str, Any], outcome: PodOutcome | None = SUCCEEDS
     ) -> dict[str, Any]:
-        """A Workload's ``spec`` whose pods tolerate the simulated nodes' taint and require
-        their label (added to each term of a ``nodeAffinityRequired`` it has: the terms are
-        ORed), so that only the simulator's nodes run them, and whose pods' annotations make
-        them end as ``outcome`` says (None: as the simulator's defaults have them)."""
-        steered = dict(spec)
-        steered["tolerations"] = [*spec.get("tolerations", []), SIMULATED_NODES_TOLERATION]
-        terms = spec.get("nodeAffinityRequired") or [{"matchExpressions": []}]
-        steered["nodeAffinityRequired"] = [
-            {**term, "matchExpressions": [*term.get("matchExpressions", []), ON_SIMULATED_NODES]}
-            for term in terms
-        ]
+        """A Workload's ``spec`` whose pods only the simulator's nodes run
+        (:func:`steered_to_simulated_nodes`), and whose annotations make them end as
+        ``outcome`` says (None: as the simulator's defaults have them)."""
+        steered = steered_to_simulated_nodes(spec)
         if outcome is not None:
             added = [{"name": k, "value": v} for k, v in self.annotations(outcome).items()]
             steered["annotations"] = [*spec.get("annotations", []), *added]
         return steered
+
+
+def steered_to_simulated_nodes(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A Workload's ``spec`` whose pods tolerate the simulated nodes' taint and require their
+    label, added to each of its ``nodeAffinityRequired`` terms (terms are ORed: a term of its own
+    would let the others escape); a distributed workload's in each role's section, where its
+    pods' fields are."""
+    if spec.get("type") == WorkloadType.DISTRIBUTED.value:
+        return {
+            **spec,
+            **{role: _steered(spec[role]) for role in ROLES if role in spec},
+        }
+    return _steered(spec)
+
+
+def _steered(section: Mapping[str, Any]) -> dict[str, Any]:
+    steered = dict(section)
+    steered["tolerations"] = [*section.get("tolerations", []), SIMULATED_NODES_TOLERATION]
+    terms = section.get("nodeAffinityRequired") or [{"matchExpressions": []}]
+    steered["nodeAffinityRequired"] = [
+        {**term, "matchExpressions": [*term.get("matchExpressions", []), ON_SIMULATED_NODES]}
+        for term in terms
+    ]
+    return steered
 
 
 @contextlib.contextmanager

@@ -227,9 +227,11 @@ class NodeSimulator:
         self._thread.join(timeout=10)
         self._shut_down()
         if self.strays:  # the cause of whatever else went wrong: said first
+            taint = "{key}={value}:{effect}".format(**SIMULATED_NODE_TAINT)
             raise AssertionError(
-                "pods that a node other than the simulated ones could run (each pod must carry "
-                f"{STEERED_TO_SIMULATED_NODES}): " + "; ".join(sorted(self.strays.values()))
+                "pods that a node other than the simulated ones could run (each pod must "
+                f"require the label {SIMULATED_NODE_LABEL}=true and tolerate the taint {taint}): "
+                + "; ".join(sorted(self.strays.values()))
             )
         if self._failure is not None and exc_type is None:
             raise AssertionError(f"the node simulator failed: {self._failure!r}") from self._failure
