@@ -19,6 +19,7 @@ through the node simulator, with nothing of podwright's on the submitter's side.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 import uuid
@@ -61,18 +62,19 @@ def profile_name(server: Server, installs: SessionInstalls, profile: Path) -> It
     installs.priority_classes(profile)
     data = yaml.safe_load(profile.read_text())
     name = f"podwright-test-{uuid.uuid4().hex[:8]}"
-    server.client.create(
-        {
-            "apiVersion": API_VERSION,
-            "kind": "ClusterProfile",
-            "metadata": {"name": name},
-            "spec": data["spec"],
-        }
-    )
-    try:
+    try:  # a create that failed may have happened: the clean-up covers it too
+        server.client.create(
+            {
+                "apiVersion": API_VERSION,
+                "kind": "ClusterProfile",
+                "metadata": {"name": name},
+                "spec": data["spec"],
+            }
+        )
         yield name
     finally:
-        server.client.delete(ObjectRef(API_VERSION, "ClusterProfile", "", name))
+        with contextlib.suppress(NotFoundError):
+            server.client.delete(ObjectRef(API_VERSION, "ClusterProfile", "", name))
 
 
 SKIPPED_FROM_THE_INSTALL = {
@@ -98,16 +100,16 @@ def operator_install(
         for document in yaml.safe_load_all((ROOT / "deploy/install.yaml").read_text())
         if document and document["kind"] not in SKIPPED_FROM_THE_INSTALL
     ]
-    applied = server.kubectl(
-        "apply",
-        "--server-side",
-        "--force-conflicts",
-        "-f",
-        "-",
-        input=yaml.safe_dump_all(documents),
-    )
-    assert applied.returncode == 0, applied.stderr
-    try:
+    try:  # what an apply that failed half-way made is deleted too
+        applied = server.kubectl(
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-f",
+            "-",
+            input=yaml.safe_dump_all(documents),
+        )
+        assert applied.returncode == 0, applied.stderr
         if server.is_real:
             yield service_account_kubeconfig(server, tmp_path_factory.mktemp("operator"))
         else:
