@@ -3,9 +3,13 @@
 The suite runs on every core (``pytest -n 2 --dist loadgroup``, the README's ``make test``):
 tests that must not overlap are put in one ``xdist_group``, so that one worker runs them one
 after the other (:data:`SERIAL_GROUPS`), and every test of a real cluster (marked ``cluster``) is
-in the group ``real-cluster``: one worker talks to a real cluster, so that what a session installs
-there (CRDs, webhook configurations, the operator's install) is installed and removed by one
-process, and what one test installs cluster-wide is never in another's way. There, a skipped test
+in the group ``real-cluster``. pytest-xdist 3.8 does not group them by itself under pytest 9.2 (it
+marks a group in the test's id, which pytest now builds apart: pytest-dev/pytest-xdist#1386), so
+:func:`pytest_xdist_make_scheduler` gives ``loadgroup`` a scheduler that reads the group from the
+test's path and parameters (:func:`group_of_test`, checked against the markers at collection).
+A real cluster's tests share one worker, so that what a session installs there (CRDs, webhook
+configurations, the operator's install) is installed and removed by one process, and what one
+test installs cluster-wide is never in another's way. There, a skipped test
 is a failed one (:func:`skip_on_a_real_cluster`): it did not test what it is there for. Soak tests
 run :func:`soak_rounds` rounds.
 """
@@ -16,6 +20,7 @@ import os
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -46,6 +51,8 @@ STARTED_FIRST = "image"
 """The group of the longest test (a minute and a half to several, the image's build): put first,
 so that it runs from the start on one worker while the others share the rest."""
 REAL_CLUSTER_GROUP = "real-cluster"
+CLUSTER_TIERS = ("kube", "cluster")
+"""The directories of the tests that run against a real cluster too (``[cluster]``)."""
 SOAK_ROUNDS_VARIABLE = "PODWRIGHT_TEST_SOAK_ROUNDS"
 SOAK_ROUNDS = 8
 """The rounds of a soak test unless ``--soak-rounds`` or ``PODWRIGHT_TEST_SOAK_ROUNDS`` says
@@ -91,10 +98,42 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     groups = {}
     for item in items:
         group = serial_group(item.path, cluster=item.get_closest_marker("cluster") is not None)
+        if group != group_of_test(item.nodeid):
+            raise pytest.UsageError(
+                f"{item.nodeid}: its id says group {group_of_test(item.nodeid)}, its place and "
+                f"marks {group} (a first parameter id 'cluster' is for the real cluster's tests alone)"
+            )
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
         groups[item.nodeid] = group
     items.sort(key=lambda item: groups[item.nodeid] != STARTED_FIRST)
+
+
+def group_of_test(nodeid: str) -> str | None:
+    """:func:`serial_group` of a test by its id alone (all the scheduler sees): its file, and
+    whether it is a test of the tiers whose first parameter's id is ``cluster`` (that of the
+    ``api`` and ``server`` fixtures, which pytest puts first)."""
+    path, _, name = nodeid.partition("::")
+    parameters = name[name.index("[") + 1 : -1] if name.endswith("]") and "[" in name else ""
+    file = TESTS.parent / path
+    tier = any(file.is_relative_to(TESTS / directory) for directory in CLUSTER_TIERS)
+    return serial_group(file, cluster=tier and parameters.split("-")[0] == "cluster")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """For ``--dist loadgroup``: pytest-xdist's scheduler, with the groups read from each
+    test's id (:func:`group_of_test`) where xdist did not mark one there itself."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling  # only under pytest-xdist
+
+    class TierScheduling(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope: str = super()._split_scope(nodeid)
+            return scope if scope != nodeid else (group_of_test(nodeid) or nodeid)
+
+    return TierScheduling(config, log)
 
 
 def serial_group(path: Path, *, cluster: bool) -> str | None:

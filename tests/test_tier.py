@@ -15,6 +15,7 @@ from tests.conftest import (
     SOAK_ROUNDS,
     TESTS,
     chosen_soak_rounds,
+    group_of_test,
     serial_group,
     skip_on_a_real_cluster,
 )
@@ -25,18 +26,39 @@ from tests.webhook_server import WEBHOOK_HOST_VARIABLE
 @pytest.mark.parametrize(
     ("path", "cluster", "group"),
     [
-        (TESTS / "fuse_proxy_real" / "test_flood.py", False, "real-fuse"),
-        (TESTS / "image" / "test_image.py", False, "image"),
-        (TESTS / "kube" / "test_api_contract.py", True, REAL_CLUSTER_GROUP),
-        (TESTS / "cluster" / "test_operator.py", True, REAL_CLUSTER_GROUP),
-        (TESTS / "cluster" / "test_operator.py", False, None),
-        (TESTS / "core" / "test_crds.py", False, None),
+        pytest.param(TESTS / "fuse_proxy_real" / "test_flood.py", False, "real-fuse", id="fuse"),
+        pytest.param(TESTS / "image" / "test_image.py", False, "image", id="image"),
+        pytest.param(TESTS / "kube" / "test_api_contract.py", True, REAL_CLUSTER_GROUP, id="kube"),
+        pytest.param(TESTS / "cluster" / "test_runs.py", True, REAL_CLUSTER_GROUP, id="tier"),
+        pytest.param(TESTS / "cluster" / "test_runs.py", False, None, id="emulated"),
+        pytest.param(TESTS / "core" / "test_crds.py", False, None, id="core"),
     ],
 )
 def test_tests_that_must_not_overlap_share_a_group(
     path: Path, cluster: bool, group: str | None
 ) -> None:
     assert serial_group(path, cluster=cluster) == group
+
+
+@pytest.mark.parametrize(
+    ("nodeid", "group"),
+    [
+        ("tests/kube/test_leases.py::test_a_lease[cluster]", REAL_CLUSTER_GROUP),
+        ("tests/cluster/test_admission.py::test_x[cluster-kubectl]", REAL_CLUSTER_GROUP),
+        ("tests/cluster/test_admission.py::test_x[emulator-kubectl]", None),
+        ("tests/cluster/test_dry_run.py::test_x[emulator-workload-training.yaml]", None),
+        ("tests/cluster/test_admission.py::test_x[emulator-cluster]", None),
+        ("tests/fuse_proxy_real/test_attacks.py::test_x", "real-fuse"),
+        ("tests/image/test_image.py::test_x", "image"),
+        ("tests/core/test_crds.py::test_x", None),
+        ("tests/core/test_crds.py::test_x[cluster-prod.yaml]", None),
+    ],
+    ids=["kube", "tier", "emulated", "example", "scope", "fuse", "image", "core", "core-example"],
+)
+def test_the_scheduler_reads_a_tests_group_from_its_id(nodeid: str, group: str | None) -> None:
+    """What pytest-xdist's scheduler sees of a test is its id; collection checks that the id
+    says what the test's place and marks do (``pytest_collection_modifyitems``)."""
+    assert group_of_test(nodeid) == group
 
 
 def test_a_skip_fails_only_a_real_clusters_test_when_a_real_cluster_is_named() -> None:
