@@ -162,6 +162,7 @@ class NodeSimulator:
         ]
         self._others: list[Candidate] = []
         """The nodes of the cluster that are not simulated ones (listed on entering)."""
+        self._other_names: frozenset[str] = frozenset()
         self.strays: dict[str, str] = {}
         """``namespace/name`` → how a pod not steered to the simulated nodes could escape them
         (a dedicated simulator's; written by its loop)."""
@@ -207,6 +208,7 @@ class NodeSimulator:
                     for node in listed
                     if SIMULATED_NODE_LABEL not in (node["metadata"].get("labels") or {})
                 ]
+                self._other_names = frozenset(other.name for other in self._others)
             for index, name in enumerate(self.nodes):
                 node = call(self._api, "POST", NODES, self._node(name, index))
                 self._leases[name] = call(
@@ -326,17 +328,19 @@ class NodeSimulator:
     def _catch_stray(self, pod: Pod) -> None:
         """Note ``pod`` as a stray when the cluster's scheduler takes it and a node that is not a
         simulated one could run it, or it was bound to such a node."""
-        spec = pod["spec"]
+        spec, key = pod["spec"], self._key(pod)
+        if key in self.strays or not self._others:
+            return
         if (spec.get("schedulerName") or DEFAULT_SCHEDULER) not in self._schedulers:
             return
         node = spec.get("nodeName")
         if node:
-            if node in {other.name for other in self._others}:
-                self.strays[self._key(pod)] = f"{self._key(pod)} was bound to node {node}"
+            if node in self._other_names:
+                self.strays[key] = f"{key} was bound to node {node}"
         elif not pod["metadata"].get("deletionTimestamp"):
             other = choose_node(pod, self._others, {})
             if other is not None:
-                self.strays[self._key(pod)] = f"{self._key(pod)} fits node {other}"
+                self.strays[key] = f"{key} fits node {other}"
 
     # The workers' side --------------------------------------------------------------------
 
