@@ -52,8 +52,12 @@ typecheck: $(STAMP)
 contracts: $(STAMP)
 	$(BIN)/lint-imports
 
+# The tests on PYTEST_WORKERS processes (pytest-xdist); tests that must not overlap share an
+# xdist_group (tests/conftest.py), which one worker runs one after the other.
+PYTEST_WORKERS ?= 2
+
 test: $(STAMP) debian-packages
-	$(BIN)/pytest
+	$(BIN)/pytest --numprocesses=$(PYTEST_WORKERS) --dist=loadgroup
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/policy_bench.py

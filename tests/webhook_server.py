@@ -23,6 +23,7 @@ from podwright.adapters.webhook_server import WebhookServer as PodwrightWebhookS
 from podwright.core.webhook_configurations import encoded_ca_bundle
 
 WEBHOOK_HOST_VARIABLE = "PODWRIGHT_TEST_WEBHOOK_HOST"
+LOOPBACK = "127.0.0.1"
 
 Review = dict[str, Any]
 Handler = Callable[[Review], Review]
@@ -31,7 +32,8 @@ absent)."""
 
 
 def webhook_host() -> str:
-    return os.environ.get(WEBHOOK_HOST_VARIABLE) or "127.0.0.1"
+    """Where the tests serve webhooks: ``PODWRIGHT_TEST_WEBHOOK_HOST``, else ``127.0.0.1``."""
+    return os.environ.get(WEBHOOK_HOST_VARIABLE) or LOOPBACK
 
 
 def utc_now() -> datetime.datetime:

@@ -10,6 +10,7 @@ tasks (stopping it) or a task was left active, before the driver stops and the n
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,19 +20,21 @@ import yaml
 
 from podwright.adapters.kubernetes import KubernetesClient, connect
 from podwright.core.cluster_resources import API_VERSION
-from podwright.engine.kubernetes_port import ObjectRef
+from podwright.engine.kubernetes_port import NotFoundError, ObjectRef
 from tests.cli.background import no_executor_left
 from tests.cluster.nodes import PodDriver, driving_pods
 from tests.cluster.support import (
     ClusterUnderTest,
     Podwright,
+    RealCluster,
     Server,
     SessionInstalls,
     runnable_profile,
 )
 from tests.cluster.webhooks import WebhookProcess, webhook_address, webhook_process
 from tests.k8s_emulator import Emulator
-from tests.kube.support import cluster_kubeconfig, cluster_namespace, write_kubeconfig
+from tests.kube.support import cluster_namespace, write_kubeconfig
+from tests.node_sim import register_unrelated_node
 
 
 def _server(kubeconfig: Path, emulator: Emulator | None, kubectl_cache: Path) -> Iterator[Server]:
@@ -50,20 +53,30 @@ def _server(kubeconfig: Path, emulator: Emulator | None, kubectl_cache: Path) ->
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server]:
+    """The session's API server: the real cluster's (``real_cluster``), or an emulator with a
+    node that is not the simulator's, as every real cluster has."""
     kubectl_cache = tmp_path_factory.mktemp("kubectl-cache")
     if request.param == "cluster":
-        yield from _server(Path(cluster_kubeconfig()), None, kubectl_cache)
+        cluster: RealCluster = request.getfixturevalue("real_cluster")
+        yield from _server(cluster.kubeconfig, None, kubectl_cache)
         return
     with Emulator() as emulator:
         kubeconfig = write_kubeconfig(
             tmp_path_factory.mktemp("emulator") / "kubeconfig", emulator.url
         )
-        yield from _server(kubeconfig, emulator, kubectl_cache)
+        for server in _server(kubeconfig, emulator, kubectl_cache):
+            register_unrelated_node(server.api_client)
+            yield server
 
 
 @pytest.fixture(scope="session")
-def installs(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionInstalls]:
-    installed = SessionInstalls(server, tmp_path_factory.mktemp("installs"))
+def installs(
+    server: Server, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SessionInstalls]:
+    """What the session installs; on a real cluster, podwright's CRDs are the session's
+    (``real_cluster``, shared with ``tests/kube``)."""
+    crds = request.getfixturevalue("real_cluster").crds if server.is_real else None
+    installed = SessionInstalls(server, tmp_path_factory.mktemp("installs"), crds)
     try:
         yield installed
     finally:
@@ -78,18 +91,19 @@ def profile_name(server: Server, installs: SessionInstalls, profile: Path) -> It
     installs.priority_classes(profile)
     data = yaml.safe_load(profile.read_text())
     name = f"podwright-test-{uuid.uuid4().hex[:8]}"
-    server.client.create(
-        {
-            "apiVersion": API_VERSION,
-            "kind": "ClusterProfile",
-            "metadata": {"name": name},
-            "spec": data["spec"],
-        }
-    )
-    try:
+    try:  # a create that failed may have happened: the clean-up covers it too
+        server.client.create(
+            {
+                "apiVersion": API_VERSION,
+                "kind": "ClusterProfile",
+                "metadata": {"name": name},
+                "spec": data["spec"],
+            }
+        )
         yield name
     finally:
-        server.client.delete(ObjectRef(API_VERSION, "ClusterProfile", "", name))
+        with contextlib.suppress(NotFoundError):
+            server.client.delete(ObjectRef(API_VERSION, "ClusterProfile", "", name))
 
 
 @pytest.fixture(scope="session")
@@ -101,11 +115,10 @@ def webhooks(
 ) -> Iterator[WebhookProcess]:
     """podwright's CRDs installed from ``deploy/crds`` and ``podwright webhook`` serving them
     from this process's machine, for the session; then stopped (exit 0) and its webhook
-    configurations deleted. The API server reaches it at 127.0.0.1 (the emulator) or at
-    ``PODWRIGHT_TEST_WEBHOOK_HOST`` (a real cluster: without it, the tests are skipped). It
-    judges Workloads on the operators' cluster profile (``profile_name``), as an operator's
-    webhooks do."""
-    host = webhook_address(server)
+    configurations deleted. The API server reaches it at 127.0.0.1 (the emulator), or at
+    ``PODWRIGHT_TEST_WEBHOOK_HOST`` (a real cluster; 127.0.0.1 without it). It judges Workloads
+    on the operators' cluster profile (``profile_name``), as an operator's webhooks do."""
+    host = webhook_address(real=server.is_real)
     installs.podwright_crds()
     directory = tmp_path_factory.mktemp("webhook")
     with webhook_process(server, host, directory, profile_name) as process:

@@ -5,16 +5,20 @@ A test says how a pod's containers end (:class:`PodOutcome`) and puts the annota
 :class:`~tests.node_sim.NodeSimulator` that :func:`driving_pods` starts does the rest, on the
 emulator and on a real cluster alike (on a real one, the cluster's scheduler binds the pods to
 the simulated nodes, or the simulator does after a few seconds). Its nodes carry the labels the
-examples' cluster profile selects on (a node type and a pool), so every example can be placed.
+examples' cluster profile selects on (a node type and a pool), so every example can be placed,
+and are dedicated (a label, a taint): :meth:`PodDriver.workload_spec` steers a Workload's pods
+there and nowhere else, and the simulator fails the test when one of its namespace's pods could
+land on a node of the cluster's own (on the emulator, the unrelated node the tier registers).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from podwright.core.workload_fields import ROLES, WorkloadType
 from tests.kube.support import SCHEDULER_GRACE_SECONDS
 from tests.node_sim import (
     CPU_NODE,
@@ -23,6 +27,8 @@ from tests.node_sim import (
     IMAGE_PULL_ERROR,
     OOM_KILLED,
     RUN_SECONDS,
+    SIMULATED_NODE_LABEL,
+    SIMULATED_NODE_TAINT,
     NodeShape,
     NodeSimulator,
 )
@@ -33,6 +39,14 @@ if TYPE_CHECKING:
 PRIMARY_CONTAINER = "main"
 PROFILE_NODE_LABELS = {"node.example.com/type": "gpu-shared", "node.example.com/pool": "a100"}
 """The labels the examples' cluster profile turns ``nodeType``/``nodePools`` into."""
+SIMULATED_NODES_TOLERATION = {
+    "name": "simulated-nodes",
+    "operator": "Equal",
+    **SIMULATED_NODE_TAINT,
+}
+"""A Workload's ``tolerations`` item for the taint of the simulated nodes."""
+ON_SIMULATED_NODES = {"key": SIMULATED_NODE_LABEL, "operator": "In", "values": ["true"]}
+"""A Workload's ``nodeAffinityRequired`` expression for the label of the simulated nodes."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +86,42 @@ class PodDriver:
             scripted[IMAGE_PULL_ERROR] = "true"
         return {f"{key}.{PRIMARY_CONTAINER}": value for key, value in scripted.items()}
 
+    def workload_spec(
+        self, spec: Mapping[str, Any], outcome: PodOutcome | None = SUCCEEDS
+    ) -> dict[str, Any]:
+        """A Workload's ``spec`` whose pods only the simulator's nodes run
+        (:func:`steered_to_simulated_nodes`), and whose annotations make them end as
+        ``outcome`` says (None: as the simulator's defaults have them)."""
+        steered = steered_to_simulated_nodes(spec)
+        if outcome is not None:
+            added = [{"name": k, "value": v} for k, v in self.annotations(outcome).items()]
+            steered["annotations"] = [*spec.get("annotations", []), *added]
+        return steered
+
+
+def steered_to_simulated_nodes(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A Workload's ``spec`` whose pods tolerate the simulated nodes' taint and require their
+    label, added to each of its ``nodeAffinityRequired`` terms (terms are ORed: a term of its own
+    would let the others escape); a distributed workload's in each role's section, where its
+    pods' fields are."""
+    if spec.get("type") == WorkloadType.DISTRIBUTED.value:
+        return {
+            **spec,
+            **{role: _steered(spec[role]) for role in ROLES if role in spec},
+        }
+    return _steered(spec)
+
+
+def _steered(section: Mapping[str, Any]) -> dict[str, Any]:
+    steered = dict(section)
+    steered["tolerations"] = [*section.get("tolerations", []), SIMULATED_NODES_TOLERATION]
+    terms = section.get("nodeAffinityRequired") or [{"matchExpressions": []}]
+    steered["nodeAffinityRequired"] = [
+        {**term, "matchExpressions": [*term.get("matchExpressions", []), ON_SIMULATED_NODES]}
+        for term in terms
+    ]
+    return steered
+
 
 @contextlib.contextmanager
 def driving_pods(server: Server, namespace: str) -> Iterator[PodDriver]:
@@ -88,5 +138,6 @@ def driving_pods(server: Server, namespace: str) -> Iterator[PodDriver]:
         namespace=namespace,
         bind_after=SCHEDULER_GRACE_SECONDS if emulator is None else 0.0,
         write_log=None if emulator is None else emulator.write_log,
+        dedicated=True,
     ) as simulator:
         yield PodDriver(simulator)

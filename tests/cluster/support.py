@@ -7,16 +7,21 @@ the tests need that a cluster may lack, once per session: the CustomResourceDefi
 kinds podwright renders, from ``../shared/schemas`` with server-side apply (waiting for
 ``Established``), and the PriorityClasses the cluster profiles name; at the end of the session it
 deletes what it installed, and only that (a cluster that had them keeps them untouched).
+podwright's own CRDs are :class:`PodwrightCrds`: on a real cluster, one install for the whole
+session and both tiers (:func:`real_cluster_session`), so that every test sees the content of
+``deploy/crds/`` and no test finds another's.
 :class:`Podwright` runs the CLI in a subprocess with the test's kubeconfig, namespace and an
 isolated ``--home``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,12 +29,17 @@ from typing import Any
 import yaml
 from kubernetes import client as k8s_client
 
-from podwright.adapters.kubernetes import KubernetesClient
+from podwright.adapters.kubernetes import KubernetesClient, connect
 from podwright.engine.kubernetes_port import AlreadyExistsError, NotFoundError, ObjectRef
 from tests.cluster.nodes import SUCCEEDS, PodDriver, PodOutcome
 from tests.k8s_emulator import Emulator
 from tests.k8s_emulator.crds import THIRD_PARTY_CRDS, crd_for
-from tests.kube.support import eventually, kubectl
+from tests.kube.support import (
+    cluster_kubeconfig,
+    delete_run_namespaces,
+    eventually,
+    kubectl,
+)
 from tests.node_sim.rest import send
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,6 +49,7 @@ FIELD_MANAGER = "podwright-tests"
 TASK_ID_LABEL = "podwright.dev/task-id"
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 CLI_TIMEOUT_SECONDS = 90.0
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 Completed = subprocess.CompletedProcess[str]
 
 
@@ -68,12 +79,124 @@ def _established(crd: Mapping[str, Any]) -> bool:
     return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
 
+@functools.cache
+def _deployed_crds() -> tuple[tuple[Path, str], ...]:
+    return tuple(
+        (file, json.dumps(yaml.load(file.read_text(), Loader=_YAML_LOADER)))
+        for file in sorted(PODWRIGHT_CRDS.glob("*.yaml"))
+    )
+
+
+def deployed_crds() -> list[tuple[Path, dict[str, Any]]]:
+    """The files of ``deploy/crds/`` and what each holds (read once: parsing them took
+    seconds), a copy of its own for the caller."""
+    return [(file, json.loads(text)) for file, text in _deployed_crds()]
+
+
+class PodwrightCrds:
+    """podwright's CRDs in one API server, with the content of ``deploy/crds/``: each created
+    where the server lacks it, its spec replaced where the server has other content, and
+    waited for until Established; the same files for every test, in either tier, so that none
+    finds others' CRDs in its way. :meth:`remove` deletes those it created and puts back the
+    spec of those it replaced: a cluster with podwright installed keeps its own. (A create or an
+    update, not a server-side apply: the emulator computes an apply's managed fields over the
+    whole schema, which took seconds per CRD.)"""
+
+    def __init__(self, api: k8s_client.ApiClient) -> None:
+        self._api = api
+        self._installed = False
+        self._created: list[str] = []
+        self._replaced: dict[str, dict[str, Any]] = {}
+
+    def install(self) -> None:
+        """In place and Established (once: later calls return at once)."""
+        if self._installed:
+            return
+        names = []
+        for file, crd in deployed_crds():
+            name = crd["metadata"]["name"]
+            path = f"{CRD_PATH}/{name}"
+            before = send(self._api, "GET", path)
+            if before.status == 200 and before.body["metadata"].get("deletionTimestamp"):
+                # Being deleted (its objects first): it is gone before it can be made again.
+                eventually(
+                    lambda path=path: send(self._api, "GET", path).status == 404, timeout=120
+                )
+                before = send(self._api, "GET", path)
+            if before.status == 404:
+                created = send(self._api, "POST", CRD_PATH, crd)
+                assert created.status == 201, f"creating {file}: {created}"
+                self._created.append(name)
+            else:
+                assert before.status == 200, f"reading CRD {name}: {before}"
+                if before.body["spec"] != crd["spec"]:
+                    replaced = send(self._api, "PUT", path, {**before.body, "spec": crd["spec"]})
+                    assert replaced.status == 200, f"replacing CRD {name} by {file}: {replaced}"
+                    self._replaced[name] = before.body
+            names.append(name)
+        for name in names:
+            path = f"{CRD_PATH}/{name}"
+            eventually(
+                lambda path=path: _established(send(self._api, "GET", path).body or {}),
+                timeout=60,
+            )
+        self._installed = True
+
+    def remove(self) -> None:
+        """The CRDs it created deleted (and waited for until gone), those it changed as they
+        were."""
+        for name, before in self._replaced.items():
+            path = f"{CRD_PATH}/{name}"
+            current = send(self._api, "GET", path).body
+            put = send(self._api, "PUT", path, {**current, "spec": before["spec"]})
+            assert put.status == 200, f"putting CRD {name} back: {put}"
+        for name in self._created:
+            send(self._api, "DELETE", f"{CRD_PATH}/{name}")
+        for name in self._created:
+            path = f"{CRD_PATH}/{name}"
+            eventually(lambda path=path: send(self._api, "GET", path).status == 404, timeout=120)
+        self._created, self._replaced, self._installed = [], {}, False
+
+
+@dataclass(frozen=True)
+class RealCluster:
+    """The real cluster under test, as the session holds it (both tiers)."""
+
+    kubeconfig: Path
+    crds: PodwrightCrds
+    """podwright's CRDs, installed once for the session when a test first needs them."""
+
+
+@contextlib.contextmanager
+def real_cluster_session() -> Iterator[RealCluster]:
+    """The cluster of ``PODWRIGHT_TEST_KUBECONFIG`` for a session (skipped without it); at its
+    end, every namespace the session made that is still there is deleted (one a failed set-up
+    left too), then the CRDs it installed are removed."""
+    kubeconfig = Path(cluster_kubeconfig())
+    api_client = connect(str(kubeconfig))
+    client = KubernetesClient(connect(str(kubeconfig)))
+    crds = PodwrightCrds(api_client)
+    try:
+        yield RealCluster(kubeconfig, crds)
+    finally:
+        try:
+            delete_run_namespaces(client)
+            crds.remove()
+        finally:
+            client.close()
+            api_client.close()
+
+
 class SessionInstalls:
     """The cluster-scoped objects a session needs: installed when missing, removed at its end."""
 
-    def __init__(self, server: Server, directory: Path) -> None:
+    def __init__(self, server: Server, directory: Path, crds: PodwrightCrds | None = None) -> None:
+        """``crds``: podwright's CRDs as the session holds them (None: this server's own,
+        removed with the rest)."""
         self._server = server
         self._directory = directory
+        self._podwright_crds = crds if crds is not None else PodwrightCrds(server.api_client)
+        self._owns_podwright_crds = crds is None
         self._crds_present: set[str] = set()
         self._crds_installed: list[str] = []
         self._profiles_done: set[Path | None] = set()
@@ -114,34 +237,8 @@ class SessionInstalls:
         self._crds_present.add(name)
 
     def podwright_crds(self) -> None:
-        """podwright's own CRDs, installed from ``deploy/crds`` as its README says (``kubectl
-        apply --server-side``): the whole directory when the cluster has none of them, else the
-        files of those it lacks (the ones it has are kept as they are); each waited for until
-        Established."""
-        api = self._server.api_client
-        files = {
-            yaml.safe_load(path.read_text())["metadata"]["name"]: path
-            for path in sorted(PODWRIGHT_CRDS.glob("*.yaml"))
-        }
-        missing = []
-        for name in files.keys() - self._crds_present:
-            status = send(api, "GET", f"{CRD_PATH}/{name}").status
-            assert status in (200, 404), f"reading CRD {name}: {status}"
-            if status == 404:
-                missing.append(name)
-        if missing:
-            given = [PODWRIGHT_CRDS] if len(missing) == len(files) else map(files.get, missing)
-            applied = self._server.kubectl(
-                "apply", "--server-side", *(f"--filename={path}" for path in given)
-            )
-            assert applied.returncode == 0, applied.stderr
-            self._crds_installed.extend(missing)
-        for name in files.keys() - self._crds_present:
-            path = f"{CRD_PATH}/{name}"
-            eventually(
-                lambda path=path: _established(send(api, "GET", path).body or {}), timeout=60
-            )
-            self._crds_present.add(name)
+        """podwright's own CRDs, from ``deploy/crds`` (:class:`PodwrightCrds`)."""
+        self._podwright_crds.install()
 
     def priority_classes(self, profile: Path | None) -> None:
         """Create the PriorityClasses that ``profile`` (None: the default profile) names and the
@@ -172,6 +269,8 @@ class SessionInstalls:
             send(api, "DELETE", f"{CRD_PATH}/{name}")
         for name in self._crds_installed:
             eventually(lambda name=name: send(api, "GET", f"{CRD_PATH}/{name}").status == 404)
+        if self._owns_podwright_crds:
+            self._podwright_crds.remove()
 
 
 def podwright_command(*args: str, cwd: Path, timeout: float = CLI_TIMEOUT_SECONDS) -> Completed:
@@ -273,21 +372,21 @@ def task_id_of(output: str) -> str:
 def workload_file(
     directory: Path,
     example: str,
+    pods: PodDriver,
+    outcome: PodOutcome,
     *,
-    annotations: Mapping[str, str] | None = None,
     spec: Mapping[str, object] | None = None,
 ) -> Path:
     """An example of ``examples/`` written to ``directory`` with its spec's keys replaced by
-    ``spec`` (None removes one) and ``annotations`` added to its pods'."""
+    ``spec`` (None removes one), its pods steered to ``pods``' nodes and ending as ``outcome``
+    says (:meth:`PodDriver.workload_spec`)."""
     data = yaml.safe_load((EXAMPLES / example).read_text())
     for key, value in (spec or {}).items():
         if value is None:
             data["spec"].pop(key, None)
         else:
             data["spec"][key] = value
-    if annotations:
-        added = [{"name": name, "value": value} for name, value in annotations.items()]
-        data["spec"]["annotations"] = [*data["spec"].get("annotations", []), *added]
+    data["spec"] = pods.workload_spec(data["spec"], outcome)
     path = directory / example
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -324,9 +423,7 @@ class ClusterUnderTest:
 
     def workload(self, example: str, outcome: PodOutcome = SUCCEEDS, **spec: object) -> Path:
         """An example whose pods end as ``outcome`` says, its spec's keys replaced by ``spec``."""
-        return workload_file(
-            self.directory, example, annotations=self.pods.annotations(outcome), spec=spec
-        )
+        return workload_file(self.directory, example, self.pods, outcome, spec=spec)
 
     def run(self, workload: Path, *options: str) -> Completed:
         """``podwright run`` with the tests' profile, once its PriorityClasses exist."""

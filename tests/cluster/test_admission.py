@@ -900,8 +900,8 @@ def test_the_certificate_renewed_and_the_ca_rotated_refuse_no_request(
     client = KubernetesClient(connect(str(scene.server.kubeconfig)))
     settings = WebhookSettings(
         cluster_name=the_cluster(scene.server),
-        webhook_host=webhook_address(scene.server),
-        listen_host=webhook_address(scene.server),
+        webhook_host=webhook_address(real=scene.server.is_real),
+        listen_host=webhook_address(real=scene.server.is_real),
         port=0,
         certificates=rotation_settings(scene.server),
         certificate_check_seconds=0.1,

@@ -10,8 +10,9 @@ through the node simulator, with nothing of podwright's on the submitter's side.
   owned by the Workload;
 * deleting a Workload mid-run aborts its task (the pod stopped, the grace period honoured) and
   the Workload goes once its task is finalized;
-* two replicas, the leader killed with SIGKILL at a random point, twenty times: every Workload
-  reaches the phase its pods end in, with one resource each and nothing left behind;
+* two replicas, the leader killed with SIGKILL at a random point once per soak round (8, or
+  ``PODWRIGHT_TEST_SOAK_ROUNDS``): every Workload reaches the phase its pods end in, with one
+  resource each and nothing left behind;
 * a replica stopped with SIGTERM releases the Lease: the other takes over at once;
 * the API server restarting mid-run (the emulator's, with its store kept).
 """
@@ -49,7 +50,6 @@ SMALL = {"cpuCoreRequest": 0.1, "cpuMemoryRequest": "64Mi", "cpuMemoryLimit": "1
 PATIENCE = 60.0
 INSTALL_NAMESPACE = "podwright-system"
 OPERATOR_ACCOUNT = "podwright-operator"
-FAILOVER_ROUNDS = 20
 
 
 SKIPPED_FROM_THE_INSTALL = {
@@ -75,16 +75,16 @@ def operator_install(
         for document in yaml.safe_load_all((ROOT / "deploy/install.yaml").read_text())
         if document and document["kind"] not in SKIPPED_FROM_THE_INSTALL
     ]
-    applied = server.kubectl(
-        "apply",
-        "--server-side",
-        "--force-conflicts",
-        "-f",
-        "-",
-        input=yaml.safe_dump_all(documents),
-    )
-    assert applied.returncode == 0, applied.stderr
-    try:
+    try:  # what an apply that failed half-way made is deleted too
+        applied = server.kubectl(
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-f",
+            "-",
+            input=yaml.safe_dump_all(documents),
+        )
+        assert applied.returncode == 0, applied.stderr
         if server.is_real:
             yield service_account_kubeconfig(server, tmp_path_factory.mktemp("operator"))
         else:
@@ -166,15 +166,13 @@ def workload(
     spec: dict[str, Any],
     outcome: PodOutcome | None = SUCCEEDS,
 ) -> dict[str, Any]:
-    """A Workload whose pods end as ``outcome`` says (None: no pods of the test's)."""
-    if outcome is not None:
-        annotations = [{"name": k, "value": v} for k, v in pods.annotations(outcome).items()]
-        spec = {**spec, "annotations": [*spec.get("annotations", []), *annotations]}
+    """A Workload whose pods run on the simulated nodes and end as ``outcome`` says (None: no
+    pods of the test's)."""
     return {
         "apiVersion": API_VERSION,
         "kind": "Workload",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
+        "spec": pods.workload_spec(spec, outcome),
     }
 
 
@@ -340,12 +338,14 @@ def test_a_stopped_leader_hands_over_at_once_and_its_successor_carries_on(
 
 
 def test_killing_the_leader_at_random_points_loses_and_duplicates_nothing(
-    server: Server, namespace: str, pods: PodDriver, operators: OperatorReplicas
+    server: Server, namespace: str, pods: PodDriver, operators: OperatorReplicas, soak_rounds: int
 ) -> None:
+    """A soak of ``soak_rounds`` rounds (``PODWRIGHT_TEST_SOAK_ROUNDS``): every fourth
+    Workload's pod fails."""
     rng = random.Random(19)
     names: dict[str, str] = {}
     replicas = [operators.start("r0"), operators.start("r1")]
-    for round_number in range(FAILOVER_ROUNDS):
+    for round_number in range(soak_rounds):
         name = f"w{round_number}"
         fails = round_number % 4 == 3
         outcome = (
@@ -459,15 +459,10 @@ def test_a_workload_submitted_with_run_detach_runs_to_success_with_nothing_on_th
     server: Server, namespace: str, pods: PodDriver, operators: OperatorReplicas, tmp_path: Path
 ) -> None:
     operators.start("a")
-    spec = training()
-    annotations = [{"name": k, "value": v} for k, v in pods.annotations(SUCCEEDS).items()]
+    spec = pods.workload_spec(training())
     workload_type = spec.pop("type")
     path = tmp_path / "train.yaml"
-    document = {
-        "type": workload_type,
-        "name": "detached",
-        "spec": {**spec, "annotations": annotations},
-    }
+    document = {"type": workload_type, "name": "detached", "spec": spec}
     path.write_text(yaml.safe_dump(document))
     cluster = ("--backend", "operator", "--kubeconfig", str(server.kubeconfig))
     cluster = (*cluster, "--namespace", namespace)

@@ -2,9 +2,9 @@
 ``podwright webhook`` in a subprocess on this machine, its webhook configurations (named
 ``podwright``) pointing the API server at it.
 
-On the emulator the API server reaches it at ``127.0.0.1``; a real cluster needs the address at
-which it reaches this machine, ``PODWRIGHT_TEST_WEBHOOK_HOST`` (the tests of a real cluster are
-skipped without it). A :class:`WebhookProcess` is up once its configurations name its URL and a
+On the emulator the API server reaches it at ``127.0.0.1``; a real cluster at the address at
+which it reaches this machine, ``PODWRIGHT_TEST_WEBHOOK_HOST``, by default ``127.0.0.1`` too (an
+API server on the same machine). A :class:`WebhookProcess` is up once its configurations name its URL and a
 request through the API server has been answered by it; :meth:`WebhookProcess.ensure` starts it
 again when a test stopped it or pointed the configurations elsewhere, so that every test finds it
 serving whatever ran before.
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import os
 import re
 import signal
 import subprocess
@@ -24,8 +23,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-import pytest
-
 from podwright.core.webhook_configurations import (
     CONFIGURATION_NAME,
     MUTATING_KIND,
@@ -34,7 +31,7 @@ from podwright.core.webhook_configurations import (
 from tests.cluster.support import ROOT, Server
 from tests.kube.support import eventually
 from tests.node_sim.rest import send
-from tests.webhook_server import WEBHOOK_HOST_VARIABLE, webhook_host
+from tests.webhook_server import LOOPBACK, webhook_host
 
 CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1"
 CONFIGURATION_PATHS = {
@@ -49,15 +46,11 @@ STOP_SECONDS = 30.0
 _SERVING = re.compile(r"serving podwright's admission webhooks at (https://\S+) ")
 
 
-def webhook_address(server: Server) -> str:
-    """The address the API server reaches this machine at; skips a real cluster's tests when
-    ``PODWRIGHT_TEST_WEBHOOK_HOST`` does not say it."""
-    if server.is_real and not os.environ.get(WEBHOOK_HOST_VARIABLE):
-        pytest.skip(
-            f"{WEBHOOK_HOST_VARIABLE} does not name the address at which the real cluster's "
-            "API server reaches this machine (where the tests serve podwright's webhooks)"
-        )
-    return webhook_host()
+def webhook_address(*, real: bool) -> str:
+    """The address a real cluster's API server (``real``) or the emulator reaches this
+    machine at: ``PODWRIGHT_TEST_WEBHOOK_HOST`` for a real one (:func:`webhook_host`, by default
+    ``127.0.0.1``), ``127.0.0.1`` for the emulator, which runs here."""
+    return webhook_host() if real else LOOPBACK
 
 
 def configuration_urls_and_bundles(server: Server) -> set[tuple[str, str]] | None:

@@ -104,10 +104,15 @@ def unknown_fields(value: Any, schema: Obj, path: str = "") -> list[str]:
     return found
 
 
+_CEL = celpy.Environment()
+"""Made at import: a celpy Environment raises the interpreter's recursion limit (to 2500) when
+made, and Hypothesis fails a test during which the limit changed, so it must not be made first
+inside one (which it was, depending on which test a worker ran first)."""
+
+
 @functools.cache
 def _cel_program(rule: str) -> celpy.Runner:
-    environment = celpy.Environment()
-    return environment.program(environment.compile(rule))
+    return _CEL.program(_CEL.compile(rule))
 
 
 def cel_failures(value: Any, schema: Obj, path: str = "") -> list[str]:

@@ -1,8 +1,12 @@
 """Shared set-up for tests that talk to an API server: the emulator, or a real cluster.
 
 A real cluster is used when ``PODWRIGHT_TEST_KUBECONFIG`` names a kubeconfig; each test then works
-in a fresh namespace that is deleted afterwards. Objects made here never run: pods name a scheduler
-that does not exist, so no node picks them up and their status is the test's to drive.
+in a fresh namespace that is deleted afterwards, labelled with the run (:data:`TEST_RUN_LABEL`) so
+that the session's end deletes one that a failed set-up left (:func:`delete_run_namespaces`).
+Objects made here never run: pods name a scheduler that does not exist, so no node picks them up
+and their status is the test's to drive; the node simulator's pods tolerate its dedicated nodes
+(:meth:`ApiServer.simulate_nodes`), and on the emulator an unrelated node stands for the real
+cluster's own.
 
 ``ApiServer.kubectl`` runs the kubectl binary (``PODWRIGHT_TEST_KUBECTL``, else the one on the
 ``PATH``) against the server, with a kubeconfig naming it (the emulator's, written for the test;
@@ -12,7 +16,6 @@ a real cluster's own) and a discovery cache of the test's own.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import shutil
@@ -32,7 +35,7 @@ from podwright.adapters.kubernetes import KubernetesClient, connect
 from podwright.adapters.kubernetes.errors import error_from_status
 from podwright.engine.kubernetes_port import NotFoundError, ObjectRef
 from tests.k8s_emulator import Emulator
-from tests.node_sim import EXIT_CODE, RUN_SECONDS, NodeSimulator
+from tests.node_sim import EXIT_CODE, RUN_SECONDS, NodeSimulator, register_unrelated_node
 from tests.node_sim.rest import RawAnswer, bind_pod, send
 
 KUBECONFIG_VARIABLE = "PODWRIGHT_TEST_KUBECONFIG"
@@ -49,6 +52,9 @@ OUTCOMES: dict[str, dict[str, str]] = {
 """A pod's annotations for the node simulator, by the outcome a test wants of its task."""
 SCHEDULER_GRACE_SECONDS = 5.0
 """How long the node simulator leaves a real cluster's scheduler to bind a pod before it does."""
+TEST_RUN_LABEL = "podwright.dev/test-run"
+TEST_RUN = uuid.uuid4().hex[:12]
+"""This process's run: the value of :data:`TEST_RUN_LABEL` on every namespace it makes."""
 T = TypeVar("T")
 
 
@@ -86,10 +92,13 @@ class ApiServer:
         bind_pod(self.api_client, self.namespace, pod_name, node)
 
     def simulate_nodes(self, **options: Any) -> NodeSimulator:
-        """A node simulator for the test's namespace; on a real cluster, it binds a pod only when
-        the cluster's scheduler did not within :data:`SCHEDULER_GRACE_SECONDS`."""
+        """A dedicated node simulator for the test's namespace (its pods must tolerate its
+        nodes' taint); on a real cluster, it binds a pod only when the cluster's scheduler did
+        not within :data:`SCHEDULER_GRACE_SECONDS`."""
         options.setdefault("bind_after", SCHEDULER_GRACE_SECONDS if self.is_real else 0.0)
-        return NodeSimulator(self.client, self.api_client, namespace=self.namespace, **options)
+        return NodeSimulator(
+            self.client, self.api_client, namespace=self.namespace, dedicated=True, **options
+        )
 
     def send(
         self,
@@ -177,43 +186,6 @@ def installed_crd(api: ApiServer, crd: dict[str, Any]) -> Iterator[dict[str, Any
         yield eventually(lambda: established_crd(api, name))
     finally:
         api.request("DELETE", f"{CRD_PATH}/{name}")
-
-
-@contextlib.contextmanager
-def fixed_crds_in_place(api: ApiServer, crds: list[dict[str, Any]]) -> Iterator[None]:
-    """CRDs of fixed names (podwright's own) in place and Established for a test. One the
-    cluster lacks is created, and deleted afterwards (also on failure); one it has with the same
-    schemas is used as it is and left there, since the test did not create it; one it has with
-    other content skips the test, which is not the test's to replace."""
-    created: list[str] = []
-    try:
-        for crd in crds:
-            name = crd["metadata"]["name"]
-            status, existing = api.request("GET", f"{CRD_PATH}/{name}")
-            if status == 200 and existing["metadata"].get("deletionTimestamp"):
-                # an earlier test's, being deleted (its objects first): wait until it is gone
-                eventually(functools.partial(_crd_gone, api, name), timeout=120)
-                status = 404
-            if status == 200:
-                if _schemas(existing) != _schemas(crd):
-                    pytest.skip(f"the cluster has {name} with other content")
-            else:
-                status, answer = api.request("POST", CRD_PATH, crd)
-                assert status == 201, answer
-                created.append(name)
-            eventually(functools.partial(established_crd, api, name))
-        yield
-    finally:
-        for name in created:
-            api.request("DELETE", f"{CRD_PATH}/{name}")
-
-
-def _crd_gone(api: ApiServer, name: str) -> bool:
-    return api.request("GET", f"{CRD_PATH}/{name}")[0] == 404
-
-
-def _schemas(crd: dict[str, Any]) -> list[tuple[str, Any]]:
-    return [(v["name"], v.get("schema")) for v in crd["spec"]["versions"]]
 
 
 def established_crd(api: ApiServer, name: str) -> dict[str, Any] | None:
@@ -318,11 +290,13 @@ def cluster_client() -> KubernetesClient:
 def cluster_namespace(
     client: KubernetesClient, labels: Mapping[str, str] | None = None
 ) -> Iterator[str]:
-    """A namespace of a unique name (with ``labels``), deleted afterwards (also on failure)."""
+    """A namespace of a unique name (with ``labels`` and the run's), deleted afterwards, also
+    when its set-up fails (the create itself included: a create that timed out may have
+    happened)."""
     name = f"podwright-test-{uuid.uuid4().hex[:8]}"
-    metadata = {"name": name, "labels": dict(labels or {})}
-    client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": metadata})
+    metadata = {"name": name, "labels": {**(labels or {}), TEST_RUN_LABEL: TEST_RUN}}
     try:
+        client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": metadata})
         # Pods are refused until the namespace's default service account exists.
         eventually(lambda: client.get(ObjectRef("v1", "ServiceAccount", name, "default")))
         yield name
@@ -331,13 +305,26 @@ def cluster_namespace(
             client.delete(ObjectRef("v1", "Namespace", "", name))
 
 
+def delete_run_namespaces(client: KubernetesClient) -> None:
+    """Delete every namespace this run made that is still there (not waiting for them to go)."""
+    namespaces, _ = client.list_objects(
+        "v1", "Namespace", label_selector=f"{TEST_RUN_LABEL}={TEST_RUN}"
+    )
+    for namespace in namespaces:
+        if not namespace["metadata"].get("deletionTimestamp"):
+            with contextlib.suppress(NotFoundError):
+                client.delete(ObjectRef("v1", "Namespace", "", namespace["metadata"]["name"]))
+
+
 def emulated() -> Iterator[ApiServer]:
+    """The emulator, with a namespace ``test`` and a node that is not the simulator's."""
     with Emulator() as emulator, tempfile.TemporaryDirectory() as directory:
         client = KubernetesClient.for_host(emulator.url)
         raw = k8s_client.ApiClient(k8s_client.Configuration(host=emulator.url))
         kubeconfig = write_kubeconfig(Path(directory) / "kubeconfig", emulator.url)
-        client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "test"}})
         try:
+            client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "test"}})
+            register_unrelated_node(raw)
             yield ApiServer(client, "test", emulator, raw, kubeconfig, Path(directory) / "cache")
         finally:
             client.close()

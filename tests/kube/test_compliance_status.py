@@ -22,25 +22,23 @@ from podwright.adapters.kubernetes.compliance_status import ComplianceStatusWrit
 from podwright.adapters.kubernetes.policy_state import ClusterPolicyState
 from podwright.core.cluster_resources import API_VERSION, ClusterScopes
 from podwright.core.compliance import assess
-from podwright.core.crds import custom_resource_definitions
 from podwright.core.lifecycle.objects import JsonObject, condition
 from podwright.core.policies import Scope
 from podwright.engine.admission_service import AdmissionService
 from podwright.engine.compliance_monitor import ComplianceSettings
 from podwright.engine.kubernetes_port import NotFoundError, ObjectRef, PatchType
-from tests.kube.support import ApiServer, eventually, fixed_crds_in_place
+from tests.kube.support import ApiServer, eventually
 
 SCOPES = ClusterScopes("test-cluster")
 SYNC_SECONDS = 20.0
 
 
 @pytest.fixture
-def department(api: ApiServer) -> Iterator[str]:
+def department(api: ApiServer, podwright_crds: None) -> str:
     """podwright's CRDs in place, and the test namespace in a department of the test's own."""
     name = f"pw-test-{uuid.uuid4().hex[:8]}"
-    with fixed_crds_in_place(api, custom_resource_definitions()):
-        label(api, name)
-        yield name
+    label(api, name)
+    return name
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """The node simulator drives pods as a kubelet would, against the emulator and a real cluster.
 
-Its pods select the simulator's own nodes (``sim.podwright.dev/simulator``), so on a real cluster
-no real node runs them; there the cluster's scheduler binds them, elsewhere the simulator does.
+Its pods select the simulator's own nodes (``sim.podwright.dev/simulator``) and tolerate their
+taint, so on a real cluster no real node runs them; there the cluster's scheduler binds them,
+elsewhere the simulator does.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from tests.node_sim import (
     OOM_KILLED,
     RUN_SECONDS,
     SIMULATOR_LABEL,
+    STEERED_TO_SIMULATED_NODES,
     NodeShape,
     NodeSimulator,
 )
@@ -57,6 +59,7 @@ def _pod(
         "spec": {
             "restartPolicy": restart_policy,
             "nodeSelector": {SIMULATOR_LABEL: sim.run_id},
+            "tolerations": STEERED_TO_SIMULATED_NODES["tolerations"],
             "containers": [{"name": "main", "image": "registry.invalid/main:1"}],
             **spec,
         },

@@ -1,33 +1,27 @@
 """podwright's CRDs installed through the API, as a user installs ``deploy/crds/``: against the
 emulator, and, marked ``cluster``, a real API server.
 
-The CRDs have fixed names: a cluster that already has them with the same schemas is used as it is
-(and keeps them), one that has them with other content skips these tests
-(``fixed_crds_in_place``). Cluster-scoped objects get names unique to the run and are deleted
-afterwards, also on failure.
+The CRDs have fixed names: they are the content of ``deploy/crds/`` for every test, installed
+once per session on a real cluster (``podwright_crds``, ``PodwrightCrds``): a cluster that
+already has them as they are keeps them, one that has them with other content gets them back as
+they were at the session's end. Cluster-scoped objects get names unique to the run and are
+deleted afterwards, also on failure.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from podwright.core.cluster_resources import API_VERSION
 from podwright.core.crds import custom_resource_definitions
-from tests.kube.support import CRD_PATH, ApiServer, eventually, fixed_crds_in_place
+from tests.cluster.support import PodwrightCrds
+from tests.kube.support import CRD_PATH, ApiServer, eventually
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-
-@pytest.fixture
-def podwright_crds(api: ApiServer) -> Iterator[None]:
-    with fixed_crds_in_place(api, custom_resource_definitions()):
-        yield
 
 
 def _collection(plural: str, namespace: str | None) -> str:
@@ -129,13 +123,58 @@ def test_a_workload_the_schema_refuses_is_one_422_naming_each_field(
     assert answer["message"].startswith('Workload.podwright.dev "bad" is invalid: [')
 
 
-def test_crds_already_in_place_are_used_and_left_there(api: ApiServer) -> None:
-    """A test that finds podwright's CRDs installed uses them and does not delete them."""
-    assets = [
+def _crds_named(api: ApiServer) -> dict[str, Any]:
+    """podwright's CRDs the server has, by name."""
+    found = {}
+    for crd in custom_resource_definitions():
+        status, stored = api.request("GET", f"{CRD_PATH}/{crd['metadata']['name']}")
+        if status == 200:
+            found[crd["metadata"]["name"]] = stored
+    return found
+
+
+def test_crds_already_in_place_are_used_and_left_there(
+    api: ApiServer, podwright_crds: None
+) -> None:
+    """An install that finds podwright's CRDs as ``deploy/crds/`` has them changes nothing, and
+    its removal leaves them there: they are not its own."""
+    before = _crds_named(api)
+    again = PodwrightCrds(api.api_client)
+    again.install()
+    again.remove()
+    after = _crds_named(api)
+    assert sorted(after) == sorted(crd["metadata"]["name"] for crd in custom_resource_definitions())
+    assert {name: crd["spec"] for name, crd in after.items()} == {
+        name: crd["spec"] for name, crd in before.items()
+    }
+
+
+def test_crds_a_session_installs_are_removed_at_its_end(emulator_api: ApiServer) -> None:
+    api = emulator_api
+    crds = PodwrightCrds(api.api_client)
+    crds.install()
+    assert len(_crds_named(api)) == len(custom_resource_definitions())
+    crds.remove()
+    assert _crds_named(api) == {}
+
+
+def test_a_crd_with_other_content_is_replaced_for_the_session_and_put_back_after(
+    emulator_api: ApiServer,
+) -> None:
+    """A cluster with another podwright's CRDs: the tests run on ``deploy/crds/``'s (none
+    skipped), and the cluster gets its own back."""
+    api = emulator_api
+    (older,) = [
         crd for crd in custom_resource_definitions() if crd["spec"]["names"]["kind"] == "Asset"
     ]
-    path = f"{CRD_PATH}/{assets[0]['metadata']['name']}"
-    with fixed_crds_in_place(api, assets):
-        with fixed_crds_in_place(api, assets):
-            pass
-        assert api.request("GET", path)[0] == 200
+    older["spec"]["names"]["shortNames"] = ["older"]
+    name = older["metadata"]["name"]
+    status, created = api.request("POST", CRD_PATH, older)
+    assert status == 201, created
+    crds = PodwrightCrds(api.api_client)
+    crds.install()
+    assert "older" not in _crds_named(api)[name]["spec"]["names"].get("shortNames", [])
+    crds.remove()
+    remaining = _crds_named(api)
+    assert list(remaining) == [name]
+    assert remaining[name]["spec"]["names"]["shortNames"] == ["older"]

@@ -11,6 +11,16 @@ real cluster, whose scheduler binds pods to these nodes itself. It only ever tou
 nodes, their leases, and pods bound to them or that it binds (in ``namespace`` when one is
 given). On exit it deletes its Leases and Nodes.
 
+A ``dedicated`` simulator's nodes are kept for the pods meant for them, as kwok's are: they carry
+the label :data:`SIMULATED_NODE_LABEL` and the taint :data:`SIMULATED_NODE_TAINT`, and a pod runs
+there only if it selects the one and tolerates the other (:data:`STEERED_TO_SIMULATED_NODES`).
+On a real cluster that keeps the tests' pods off the cluster's own nodes, whose kubelets would run
+them for real (a pod scripted to fail would succeed there). So that a pod that is not steered so
+cannot pass unnoticed, a dedicated simulator also plays the check: a pod of its namespace that the
+cluster's scheduler takes and that a node which is not a simulated one could run (the cluster's
+own nodes, or on the emulator the unrelated node of :func:`register_unrelated_node`), or that was
+bound to such a node, is a stray: not bound, and named in the AssertionError the block ends with.
+
 It follows the pods through a watch (podwright's list-and-watch
 :class:`~podwright.adapters.kubernetes.reflector.Reflector`, which re-lists when its version is
 gone) and looks at its copies every ``poll_seconds`` from one background thread: listing every pod
@@ -65,6 +75,16 @@ from tests.node_sim.scheduling import (
 )
 
 DEFAULT_SCHEDULER = "default-scheduler"
+SIMULATED_NODE_LABEL = "sim.podwright.dev/simulated-node"
+"""On every node of a dedicated simulator, with the value ``"true"``."""
+SIMULATED_NODE_TAINT = {"key": SIMULATED_NODE_LABEL, "value": "true", "effect": "NoSchedule"}
+"""On every node of a dedicated simulator: only pods that tolerate it are scheduled there."""
+STEERED_TO_SIMULATED_NODES: dict[str, Any] = {
+    "nodeSelector": {SIMULATED_NODE_LABEL: "true"},
+    "tolerations": [{"operator": "Equal", **SIMULATED_NODE_TAINT}],
+}
+"""What a pod spec needs to run on a dedicated simulator's nodes, and on no other node."""
+UNRELATED_NODE = "unrelated-node"
 GPU = "nvidia.com/gpu"
 FUSE = "smarter-devices/fuse"
 SIMULATOR_LABEL = "sim.podwright.dev/simulator"
@@ -118,23 +138,34 @@ class NodeSimulator:
         image_pull_back_off: float = 0.2,
         write_log: LogWriter | None = None,
         workers: int | None = None,
+        dedicated: bool = False,
     ) -> None:
         """``workers``: the threads that step pods and bind them; None: :data:`DEFAULT_WORKERS`,
         or fewer when ``client``'s connection pool has no room for them beside the watch (a
-        request beyond the pool opens a connection of its own and throws it away)."""
+        request beyond the pool opens a connection of its own and throws it away).
+        ``dedicated``: the nodes are labelled and tainted for the pods steered to them, and
+        strays are caught (see the module)."""
         self.run_id = uuid.uuid4().hex[:6]
         self.nodes = [f"podwright-sim-{self.run_id}-{index}" for index in range(len(nodes))]
         self.pod_uids: dict[str, set[str]] = {}
         """Pod name → the uids this simulator ran under it (two: the pod was created twice)."""
         self._shapes = dict(zip(self.nodes, nodes, strict=True))
+        self._dedicated = dedicated
         self._candidates = [
             Candidate(
                 name,
                 self._labels(name),
                 {key: parse_quantity(value) for key, value in shape.capacity.items()},
+                self._taints(),
             )
             for name, shape in self._shapes.items()
         ]
+        self._others: list[Candidate] = []
+        """The nodes of the cluster that are not simulated ones (listed on entering)."""
+        self._other_names: frozenset[str] = frozenset()
+        self.strays: dict[str, str] = {}
+        """``namespace/name`` → how a pod not steered to the simulated nodes could escape them
+        (a dedicated simulator's; written by its loop)."""
         self._api = api
         self._writer = _Api(client, api)
         self._schedulers = tuple(schedulers)
@@ -170,6 +201,14 @@ class NodeSimulator:
 
     def __enter__(self) -> NodeSimulator:
         try:
+            if self._dedicated:
+                listed = call(self._api, "GET", NODES)["items"]
+                self._others = [
+                    Candidate.of(node)
+                    for node in listed
+                    if SIMULATED_NODE_LABEL not in (node["metadata"].get("labels") or {})
+                ]
+                self._other_names = frozenset(other.name for other in self._others)
             for index, name in enumerate(self.nodes):
                 node = call(self._api, "POST", NODES, self._node(name, index))
                 self._leases[name] = call(
@@ -189,6 +228,13 @@ class NodeSimulator:
         self._stop.set()
         self._thread.join(timeout=10)
         self._shut_down()
+        if self.strays:  # the cause of whatever else went wrong: said first
+            taint = "{key}={value}:{effect}".format(**SIMULATED_NODE_TAINT)
+            raise AssertionError(
+                "pods that a node other than the simulated ones could run (each pod must "
+                f"require the label {SIMULATED_NODE_LABEL}=true and tolerate the taint {taint}): "
+                + "; ".join(sorted(self.strays.values()))
+            )
         if self._failure is not None and exc_type is None:
             raise AssertionError(f"the node simulator failed: {self._failure!r}") from self._failure
 
@@ -224,6 +270,9 @@ class NodeSimulator:
         pods = self._pod_cache.values()
         self._forget_all_but({pod["metadata"]["uid"] for pod in pods})
         look = Look.of(pods, self.nodes, self._bound)
+        if self._dedicated:
+            for pod in pods:
+                self._catch_stray(pod)
         work: list[Callable[[], None]] = []
         for pod, node in look.on_nodes:
             simulated = self._simulated(pod, node, now)
@@ -265,12 +314,33 @@ class NodeSimulator:
         """The node to bind a pending pod to now: None when that is not this simulator's to do
         (yet), or no node has room."""
         scheduler = pod["spec"].get("schedulerName") or DEFAULT_SCHEDULER
-        if scheduler not in self._schedulers:
+        if scheduler not in self._schedulers or self._key(pod) in self.strays:
             return None
         first_seen = self._pending_since.setdefault(pod["metadata"]["uid"], now)
         if now - first_seen < self._bind_after:
             return None
         return choose_node(pod, self._candidates, used)
+
+    @staticmethod
+    def _key(pod: Pod) -> str:
+        return f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+
+    def _catch_stray(self, pod: Pod) -> None:
+        """Note ``pod`` as a stray when the cluster's scheduler takes it and a node that is not a
+        simulated one could run it, or it was bound to such a node."""
+        spec, key = pod["spec"], self._key(pod)
+        if key in self.strays or not self._others:
+            return
+        if (spec.get("schedulerName") or DEFAULT_SCHEDULER) not in self._schedulers:
+            return
+        node = spec.get("nodeName")
+        if node:
+            if node in self._other_names:
+                self.strays[key] = f"{key} was bound to node {node}"
+        elif not pod["metadata"].get("deletionTimestamp"):
+            other = choose_node(pod, self._others, {})
+            if other is not None:
+                self.strays[key] = f"{key} fits node {other}"
 
     # The workers' side --------------------------------------------------------------------
 
@@ -333,8 +403,12 @@ class NodeSimulator:
             "kubernetes.io/os": "linux",
             "kubernetes.io/arch": "amd64",
             SIMULATOR_LABEL: self.run_id,
+            **({SIMULATED_NODE_LABEL: "true"} if self._dedicated else {}),
             **self._shapes[name].labels,
         }
+
+    def _taints(self) -> tuple[dict[str, str], ...]:
+        return (SIMULATED_NODE_TAINT,) if self._dedicated else ()
 
     def _node(self, name: str, index: int) -> dict[str, Any]:
         now = micro_time(datetime.now(UTC))[:19] + "Z"
@@ -361,7 +435,11 @@ class NodeSimulator:
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {"name": name, "labels": self._labels(name)},
-            "spec": {"podCIDR": f"10.244.{index}.0/24", "podCIDRs": [f"10.244.{index}.0/24"]},
+            "spec": {
+                "podCIDR": f"10.244.{index}.0/24",
+                "podCIDRs": [f"10.244.{index}.0/24"],
+                **({"taints": list(self._taints())} if self._dedicated else {}),
+            },
             "status": {
                 "capacity": dict(capacity),
                 "allocatable": dict(capacity),
@@ -526,6 +604,25 @@ class _Host:
 
     def stops_held(self) -> bool:
         return not self.stops_allowed.is_set()
+
+
+def register_unrelated_node(api: k8s_client.ApiClient) -> None:
+    """A Ready node that is nobody's, with room for any pod, untainted and without the
+    simulated nodes' label, as every real cluster has nodes that are not the simulator's: on
+    the emulator, a dedicated simulator then catches a pod that is not steered to its nodes
+    (the emulator has no kubelet for it: nothing runs there)."""
+    now = micro_time(datetime.now(UTC))[:19] + "Z"
+    ready = {"type": "Ready", "status": "True", "reason": "KubeletReady"}
+    ready.update(lastHeartbeatTime=now, lastTransitionTime=now)
+    capacity = {**_BASE_CAPACITY, GPU: "8", FUSE: "20"}
+    labels = {"kubernetes.io/hostname": UNRELATED_NODE, "kubernetes.io/os": "linux"}
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": UNRELATED_NODE, "labels": labels},
+        "status": {"capacity": capacity, "allocatable": capacity, "conditions": [ready]},
+    }
+    call(api, "POST", NODES, node)
 
 
 @contextlib.contextmanager
