@@ -66,6 +66,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+from tests.k8s_emulator.cost_model import (
+    ControllerClient,
+    ControllerStore,
+    CostModel,
+    TokenBucket,
+    WriteGate,
+)
 from tests.k8s_emulator.errors import ApiError
 from tests.k8s_emulator.resource_types import ResourceType
 from tests.k8s_emulator.store import (
@@ -259,7 +266,9 @@ class JobBackoff:
 
 class ControlPlane:
     """The controllers, each in a thread driven by the store's changes; :meth:`stop` ends and
-    joins them."""
+    joins them. Under a ``cost_model`` each controller writes through a client of its own, rate
+    limited as kube-controller-manager's are, and its writes take slots of the server's
+    ``write_gate`` (``cost_model.py``)."""
 
     def __init__(
         self,
@@ -267,14 +276,27 @@ class ControlPlane:
         *,
         job_backoff: JobBackoff = JobBackoff(),
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        cost_model: CostModel | None = None,
+        write_gate: WriteGate | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
         self._stop = threading.Event()
+
+        gate = write_gate
+        if cost_model is not None and gate is None:
+            gate = WriteGate(cost_model.write_latency, cost_model.max_writes_in_flight)
+
+        def client() -> ControllerStore:
+            if cost_model is None or gate is None:
+                return store
+            bucket = TokenBucket(cost_model.controller_qps, cost_model.controller_burst)
+            return ControllerClient(store, bucket, gate)
+
         self.controllers: list[Controller] = [
-            GarbageCollector(store),
-            JobController(store, job_backoff),
-            NamespaceController(store),
+            GarbageCollector(client()),
+            JobController(client(), job_backoff),
+            NamespaceController(client()),
         ]
         self._threads = [
             threading.Thread(target=self._run, args=(c,), name=f"emulator-{c.name}", daemon=True)
@@ -338,7 +360,7 @@ def _finalizers(obj: Obj) -> list[str]:
 
 
 def _set_metadata(
-    store: ApiStore, resource: ResourceType, obj: Obj, field_name: str, value: Any
+    store: ControllerStore, resource: ResourceType, obj: Obj, field_name: str, value: Any
 ) -> None:
     """A merge patch of one metadata field, conditional on the version the controller read."""
     namespace, name = _key(obj)
@@ -370,7 +392,7 @@ class GarbageCollector:
 
     name = "garbage-collector"
 
-    def __init__(self, store: ApiStore) -> None:
+    def __init__(self, store: ControllerStore) -> None:
         self._store = store
 
     def keeps(self, resource: ResourceType, obj: Obj) -> bool:
@@ -518,7 +540,7 @@ class _JobProgress:
 class JobController:
     name = "job-controller"
 
-    def __init__(self, store: ApiStore, backoff: JobBackoff) -> None:
+    def __init__(self, store: ControllerStore, backoff: JobBackoff) -> None:
         self._store = store
         self._backoff = backoff
         self._progress: dict[ObjectKey, _JobProgress] = {}
@@ -821,7 +843,7 @@ def _namespace_terminating(error: ApiError) -> bool:
 class NamespaceController:
     name = "namespace-controller"
 
-    def __init__(self, store: ApiStore) -> None:
+    def __init__(self, store: ControllerStore) -> None:
         self._store = store
 
     def keeps(self, resource: ResourceType, obj: Obj) -> bool:

@@ -19,6 +19,7 @@ import yaml
 
 from tests.k8s_emulator.admission import collect_warnings, warning_header
 from tests.k8s_emulator.controllers import ControlPlane
+from tests.k8s_emulator.cost_model import CostModel, WriteGate
 from tests.k8s_emulator.discovery import GIT_VERSION, discovery_document
 from tests.k8s_emulator.errors import ApiError
 from tests.k8s_emulator.field_validation import Write, begin_request
@@ -88,6 +89,8 @@ class Controls:
     bookmark_every: float = 1.0
     pod_logs: dict[tuple[str, str, str], list[tuple[str, str]]] = field(default_factory=dict)
     connections: int = 0
+    write_gate: WriteGate | None = None
+    """Under a cost model, what every write waits for (``cost_model.py``); None: no wait."""
 
     def take_fault(self, method: str, path: str) -> Fault | None:
         with self.lock:
@@ -98,9 +101,9 @@ class Controls:
         return None
 
 
-def serve_forever(port: int = 0) -> None:
+def serve_forever(port: int = 0, cost_model: CostModel | None = None) -> None:
     """Run an emulator in this process until it is killed; print its URL first (benchmarks)."""
-    emulator = Emulator(port=port).start()
+    emulator = Emulator(port=port, cost_model=cost_model).start()
     print(emulator.url, flush=True)
     threading.Event().wait()
 
@@ -138,12 +141,22 @@ class _Server(ThreadingHTTPServer):
 
 class Emulator:
     """An API-server emulator listening on 127.0.0.1 (a free port), for ``with`` blocks, with the
-    controllers of a control plane (``controllers.py``) running against its store."""
+    controllers of a control plane (``controllers.py``) running against its store. A
+    ``cost_model`` (for benchmarks; off by default) makes it charge what a real server and
+    control plane charge (``cost_model.py``)."""
 
-    def __init__(self, store: ApiStore | None = None, *, port: int = 0) -> None:
+    def __init__(
+        self, store: ApiStore | None = None, *, port: int = 0, cost_model: CostModel | None = None
+    ) -> None:
         self.store = store or ApiStore()
-        self.control_plane = ControlPlane(self.store)
-        self.controls = Controls()
+        self.cost_model = cost_model
+        gate = (
+            None
+            if cost_model is None
+            else WriteGate(cost_model.write_latency, cost_model.max_writes_in_flight)
+        )
+        self.control_plane = ControlPlane(self.store, cost_model=cost_model, write_gate=gate)
+        self.controls = Controls(write_gate=gate)
         handler = type("Handler", (_Handler,), {"store": self.store, "controls": self.controls})
         self._server = _Server(("127.0.0.1", port), handler)
         self._server.controls = self.controls
@@ -311,11 +324,13 @@ class _Handler(BaseHTTPRequestHandler):
                     body=body,
                 )
 
-            code, payload = (
-                self.store.dry_run(dispatch)
-                if query.get("dryRun") == "All" and method != "GET"
-                else dispatch()
-            )
+            gate = self.controls.write_gate
+            if query.get("dryRun") == "All" and method != "GET":
+                code, payload = self.store.dry_run(dispatch)
+            elif method != "GET" and gate is not None:
+                code, payload = gate.write(dispatch)
+            else:
+                code, payload = dispatch()
             payload = _served_as(resource, payload)
             version = table_version(self.headers.get("Accept", ""))
             if method == "GET" and version is not None:
