@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -61,7 +62,7 @@ import time
 import urllib.request
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -73,6 +74,9 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tests.k8s_emulator.cost_model import CostModel  # noqa: E402
+
+from podwright import api  # noqa: E402
 from podwright.adapters.kubernetes import KubernetesClient, connect  # noqa: E402
 from podwright.adapters.kubernetes.reflector import Reflector  # noqa: E402
 from podwright.core.cluster_resources import API_VERSION, WORKLOAD_KIND  # noqa: E402
@@ -97,6 +101,12 @@ PRIORITY_CLASSES = ROOT / "deploy" / "priority-classes.yaml"
 TERMINAL = {"Success", "PermanentFailure", "RetryableFailure", "SystemRetryableFailure", "Aborted"}
 RUNNING_OR_PAST = TERMINAL | {"Running"}
 WRITES = ("create", "patch", "update", "delete")
+BENCH_COST_MODEL = CostModel(
+    write_latency=0.005, max_writes_in_flight=8, controller_qps=100.0, controller_burst=200
+)
+"""The emulator's costs by default (``--cost-model``), calibrated against a real control plane
+(the README's operator benchmark): the controller manager at ``--kube-api-qps=100
+--kube-api-burst=200``, as the benchmark's real cluster ran it."""
 
 EMULATOR = """
 import json, sys, threading
@@ -126,7 +136,10 @@ def counted_watch(self, resource, namespace, query):
 
 server._Handler._dispatch = counted_dispatch
 server._Handler._watch = counted_watch
-emulator = server.Emulator()
+from tests.k8s_emulator.cost_model import CostModel
+
+cost = json.loads(sys.argv[2])
+emulator = server.Emulator(cost_model=None if cost is None else CostModel(**cost))
 if sys.argv[1] == "off":  # the garbage collector's passes left out (a diagnosis: --emulator-gc)
     for controller in emulator.control_plane.controllers:
         if controller.name == "garbage-collector":
@@ -240,9 +253,13 @@ def _until(check: Any, seconds: float, what: str) -> Any:
 class Emulator:
     """The emulator in its own process, counting the requests it serves by resource."""
 
-    def __init__(self, garbage_collector: bool = True) -> None:
+    def __init__(self, garbage_collector: bool = True, cost_model: CostModel | None = None) -> None:
+        cost = None if cost_model is None else dataclasses.asdict(cost_model)
         self.process = subprocess.Popen(
-            [sys.executable, "-c", EMULATOR, "on" if garbage_collector else "off"],
+            [
+                *(sys.executable, "-c", EMULATOR, "on" if garbage_collector else "off"),
+                json.dumps(cost),
+            ],
             cwd=ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -538,6 +555,115 @@ class Tracker:
             return dict(self._states)
 
 
+# The floor ------------------------------------------------------------------------------------
+
+
+def floor_job(namespace: str, name: str) -> dict[str, Any]:
+    """The Job ``podwright render`` makes of the benchmark's Workload (the default profile)."""
+    (workload_,) = api.load_workloads(workload(namespace, name))
+    (job,) = api.prepare(workload_, namespace=namespace).rendering.manifests
+    return job
+
+
+class Reached:
+    """A reflector's handler: the Jobs some object of theirs has shown in a state, once
+    (``job_of`` names an object's Job, None when it has none; ``reached`` says whether the
+    object is in the state). It only grows: what the floor times has happened once."""
+
+    def __init__(
+        self,
+        job_of: Callable[[Mapping[str, Any]], str | None],
+        reached: Callable[[Mapping[str, Any]], bool],
+    ) -> None:
+        self._job_of = job_of
+        self._reached = reached
+        self._jobs: set[str] = set()
+        self._lock = threading.Lock()
+
+    def replace(self, objects: list[dict[str, Any]]) -> None:
+        for obj in objects:
+            self.apply("ADDED", obj)
+
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        job = self._job_of(obj)
+        if job is not None and event_type != "DELETED" and self._reached(obj):
+            with self._lock:
+                self._jobs.add(job)
+
+    def jobs(self) -> set[str]:
+        with self._lock:
+            return set(self._jobs)
+
+
+def _owning_job(pod: Mapping[str, Any]) -> str | None:
+    owners = pod["metadata"].get("ownerReferences") or []
+    return next((str(o["name"]) for o in owners if o.get("kind") == "Job"), None)
+
+
+def _running_or_past(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed")
+
+
+def _job_finished(job: Mapping[str, Any]) -> bool:
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return any(
+        c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in conditions
+    )
+
+
+def floor(
+    client: KubernetesClient,
+    namespace: str,
+    *,
+    count: int,
+    clients: int,
+    timeout: float,
+    poll_seconds: float = 0.1,
+) -> dict[str, Any]:
+    """What the cluster itself costs: ``count`` Jobs (:func:`floor_job`, named ``floor-N``)
+    created straight from ``clients`` threads, timed (from the first create) until a pod of each
+    is Running or past it, and until each has finished."""
+    running = Reached(_owning_job, _running_or_past)
+    finished = Reached(lambda job: str(job["metadata"]["name"]), _job_finished)
+    reflectors = [
+        Reflector(client, "v1", "Pod", running, namespace=namespace),
+        Reflector(client, "batch/v1", "Job", finished, namespace=namespace),
+    ]
+    try:
+        for reflector in reflectors:
+            if not reflector.start().wait_synced(60):
+                raise RuntimeError(f"the floor's watch: {reflector.error}")
+        names = {f"floor-{number:05}" for number in range(count)}
+        started = time.time()
+        _create_all(
+            client, lambda number: floor_job(namespace, f"floor-{number:05}"), count, clients
+        )
+        created = time.time() - started
+        all_running = all_finished = None
+        while all_finished is None and time.time() - started < timeout:
+            now = time.time() - started
+            done = finished.jobs() & names
+            if all_running is None and names <= running.jobs() | done:
+                all_running = now
+            if done == names:
+                all_finished = now
+            else:
+                time.sleep(poll_seconds)
+    finally:
+        for reflector in reflectors:
+            reflector.stop()
+    return {
+        "jobs": count,
+        "create_seconds": created,
+        "all_running_seconds": all_running,
+        "all_finished_seconds": all_finished,
+    }
+
+
+def ratio(value: float | None, floor_value: float | None) -> float | None:
+    return None if value is None or not floor_value else value / floor_value
+
+
 # The run --------------------------------------------------------------------------------------
 
 
@@ -552,6 +678,10 @@ class Options:
     profile: Path | None = None
     py_spy: str | None = None
     emulator_gc: bool = True
+    cost_model: CostModel | None = None
+    """What the emulator charges (``tests/k8s_emulator/cost_model.py``); None: nothing."""
+    floor: bool = True
+    """Time the same Jobs created straight, after the operator's run (the floor)."""
 
 
 def run(options: Options, workdir: Path) -> dict[str, Any]:
@@ -559,7 +689,7 @@ def run(options: Options, workdir: Path) -> dict[str, Any]:
     with contextlib.ExitStack() as stack:
         emulator: Emulator | None = None
         if options.kubeconfig is None:
-            emulator = Emulator(options.emulator_gc)
+            emulator = Emulator(options.emulator_gc, options.cost_model)
             stack.callback(emulator.close)
             kubeconfig = workdir / "kubeconfig"
             kubeconfig.write_text(_kubeconfig(emulator.url))
@@ -585,6 +715,33 @@ def run(options: Options, workdir: Path) -> dict[str, Any]:
             simulator=simulator,
             operator=operator,
             profilers=profilers,
+        )
+        if options.floor:
+            operator.stop()  # the floor is the cluster's alone
+            served_before = emulator.counts() if emulator is not None else Counter()
+            figures["floor"] = floor(
+                client,
+                namespace,
+                count=options.workloads,
+                clients=options.clients,
+                timeout=options.timeout,
+            )
+            if emulator is not None:
+                served = emulator.counts() - served_before
+                writes = sum(n for key, n in served.items() if key.split()[0] in WRITES)
+                figures["floor"]["served_writes_per_job"] = writes / options.workloads
+            figures["versus_floor"] = {
+                "all_running": ratio(
+                    figures["all_running_seconds"], figures["floor"]["all_running_seconds"]
+                ),
+                "all_finished": ratio(
+                    figures["all_finalized_seconds"], figures["floor"]["all_finished_seconds"]
+                ),
+            }
+        figures["cost_model"] = (
+            None
+            if options.cost_model is None or emulator is None
+            else dataclasses.asdict(options.cost_model)
         )
         (workdir / "figures.json").write_text(json.dumps(figures, indent=2))
     return figures
@@ -634,11 +791,19 @@ def _profilers(
     return profilers
 
 
-def _create_all(client: KubernetesClient, namespace: str, count: int, clients: int) -> None:
+def _create_all(
+    client: KubernetesClient,
+    make: Callable[[int], dict[str, Any]],
+    count: int,
+    clients: int,
+) -> None:
+    """Create ``make(0)`` .. ``make(count - 1)`` from ``clients`` threads, each retried a few
+    times after an error."""
+
     def create(number: int) -> None:
         for attempt in range(10):
             try:
-                client.create(workload(namespace, f"bench-{number:05}"))
+                client.create(make(number))
                 return
             except AlreadyExistsError:
                 return
@@ -681,7 +846,9 @@ def _measure(
             raise RuntimeError(f"the benchmark's watch of the Workloads: {watching.error}")
 
     creating = threading.Thread(
-        target=_create_all, args=(client, namespace, count, options.clients), daemon=True
+        target=_create_all,
+        args=(client, lambda n: workload(namespace, f"bench-{n:05}"), count, options.clients),
+        daemon=True,
     )
     started = time.time()
     creating.start()
@@ -948,6 +1115,13 @@ def _print(figures: Mapping[str, Any]) -> None:
     print(
         f"  machine load:          before {figures['load']['before']}, after {figures['load']['after']}"
     )
+    cost = figures.get("cost_model")
+    if cost:
+        print(
+            f"  emulator cost model:   {cost['write_latency'] * 1000:g} ms a write, "
+            f"{cost['max_writes_in_flight']} at once; controllers at "
+            f"{cost['controller_qps']:g} qps, burst {cost['controller_burst']}"
+        )
     print(f"  phases at the end:     {figures['phases']}")
     print(f"  histories:             {figures['histories']}")
     if not figures["emulator_gc"]:
@@ -1043,6 +1217,35 @@ def _print(figures: Mapping[str, Any]) -> None:
                 f"    {point['t']:>6.0f}: {point['running_or_past']:>5} / {point['finalized']:>5}  "
                 f"{phases}"
             )
+    floor_ = figures.get("floor")
+    if floor_:
+        print(f"  the floor ({floor_['jobs']} Jobs created straight, after the operator's run):")
+        print(
+            f"    created {floor_['create_seconds']:.1f} s; "
+            + "; ".join(
+                f"{label} {'not reached' if v is None else f'{v:.1f} s'}"
+                for label, v in (
+                    ("all Running (or past)", floor_["all_running_seconds"]),
+                    ("all finished", floor_["all_finished_seconds"]),
+                )
+            )
+            + (
+                f"; {floor_['served_writes_per_job']:.1f} writes per Job"
+                if "served_writes_per_job" in floor_
+                else ""
+            )
+        )
+        versus = figures["versus_floor"]
+        print(
+            "    podwright's operator / the floor: "
+            + ", ".join(
+                f"{label} {'n/a' if v is None else f'{v:.2f}x'}"
+                for label, v in (
+                    ("all Running", versus["all_running"]),
+                    ("all finalized / all finished", versus["all_finished"]),
+                )
+            )
+        )
     for name, path in (figures.get("profiles") or {}).items():
         hot = hottest(Path(path))
         print(f"  profile of the {name} ({path}, {hot['samples'][0][1]:.0f} samples):")
@@ -1091,8 +1294,57 @@ def main() -> None:
         help="off: the emulator's garbage collector does no passes (nothing is deleted during "
         "the run; a diagnosis of what its passes cost).",
     )
+    parser.add_argument(
+        "--floor",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="After the operator's run, time the same Jobs created straight (the floor).",
+    )
+    parser.add_argument(
+        "--cost-model",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="The emulator charges what a real server does (tests/k8s_emulator/cost_model.py).",
+    )
+    parser.add_argument(
+        "--write-latency-ms",
+        type=float,
+        default=BENCH_COST_MODEL.write_latency * 1000,
+        help="Each write's commit latency.",
+    )
+    parser.add_argument(
+        "--max-writes-in-flight",
+        type=int,
+        default=BENCH_COST_MODEL.max_writes_in_flight,
+        help="Writes the emulator serves at once.",
+    )
+    parser.add_argument(
+        "--controller-qps",
+        type=float,
+        default=BENCH_COST_MODEL.controller_qps,
+        help="Each emulated controller's --kube-api-qps.",
+    )
+    parser.add_argument(
+        "--controller-burst",
+        type=int,
+        default=BENCH_COST_MODEL.controller_burst,
+        help="Each emulated controller's --kube-api-burst.",
+    )
     parser.add_argument("--json", action="store_true", help="Print the figures as JSON.")
     arguments = parser.parse_args()
+    try:
+        cost_model = (
+            CostModel(
+                write_latency=arguments.write_latency_ms / 1000,
+                max_writes_in_flight=arguments.max_writes_in_flight,
+                controller_qps=arguments.controller_qps,
+                controller_burst=arguments.controller_burst,
+            )
+            if arguments.cost_model
+            else None
+        )
+    except ValueError as error:
+        parser.error(str(error))
     options = Options(
         workloads=arguments.workloads,
         clients=arguments.clients,
@@ -1103,6 +1355,8 @@ def main() -> None:
         profile=arguments.profile,
         py_spy=arguments.py_spy,
         emulator_gc=arguments.emulator_gc == "on",
+        cost_model=cost_model,
+        floor=arguments.floor,
     )
     with _workdir(arguments.workdir) as directory:
         figures = run(options, directory)

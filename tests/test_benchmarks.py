@@ -203,3 +203,46 @@ def test_the_operator_benchmark_workload_is_admitted_and_runs_on_the_simulated_n
     buckets = [(0.1, 0.0), (1.0, 10.0), (math.inf, 10.0)]
     assert operator_bench.histogram_quantile(0.5, buckets) == 0.55
     assert operator_bench.histogram_quantile(0.99, [(0.1, 5.0), (math.inf, 10.0)]) == 0.1
+
+
+def test_the_operator_benchmark_floor_runs_its_jobs_through_the_emulator_with_the_cost_model() -> (
+    None
+):
+    """The floor: the Job ``podwright render`` makes of the benchmark's Workload, created
+    straight through an emulator that charges a (tiny) cost model, each timed to Running and to
+    finished on the node simulator; and the ratios beside the operator's figures."""
+    from benchmarks import operator_bench
+    from kubernetes import client as k8s_client
+
+    from podwright.adapters.kubernetes import KubernetesClient
+    from tests.k8s_emulator import Emulator
+    from tests.k8s_emulator.cost_model import CostModel
+    from tests.node_sim import NodeShape, NodeSimulator
+
+    job = operator_bench.floor_job("bench", "floor-00000")
+    assert (job["kind"], job["metadata"]["name"]) == ("Job", "floor-00000")
+    selector = job["spec"]["template"]["spec"]["nodeSelector"]
+    assert selector.items() <= operator_bench.node_shapes(1)[0]["labels"].items()
+
+    cost = CostModel(
+        write_latency=0.001, max_writes_in_flight=2, controller_qps=200, controller_burst=5
+    )
+    with Emulator(cost_model=cost) as emulator:
+        client = KubernetesClient.for_host(emulator.url)
+        raw = k8s_client.ApiClient(k8s_client.Configuration(host=emulator.url))
+        try:
+            operator_bench.install(client, "bench")
+            nodes = [
+                NodeShape(shape["capacity"], shape["labels"])
+                for shape in operator_bench.node_shapes(3)
+            ]
+            with NodeSimulator(client, raw, nodes=nodes, namespace="bench"):
+                figures = operator_bench.floor(client, "bench", count=3, clients=2, timeout=60)
+        finally:
+            raw.close()
+            client.close()
+    assert figures["jobs"] == 3
+    assert 0 < figures["create_seconds"] <= figures["all_running_seconds"]
+    assert figures["all_running_seconds"] <= figures["all_finished_seconds"] < 60
+    assert operator_bench.ratio(30.0, 20.0) == 1.5
+    assert operator_bench.ratio(30.0, None) is None
