@@ -34,6 +34,16 @@ Reported (``--json`` for the figures alone):
   each process's CPU time (who used the machine's cores);
 * the phases at the end.
 
+On the emulator, a cost model (``tests/k8s_emulator/cost_model.py``; ``--no-cost-model`` leaves
+it out) charges what a real control plane does: a latency per write in a bounded number of slots,
+and the controllers' client rate limits (``--controller-qps``/``--controller-burst``, the
+controller manager's ``--kube-api-qps``/``--kube-api-burst``); its defaults
+(:data:`BENCH_COST_MODEL`) are calibrated against a real cluster (the README). After the
+operator's run (the operator stopped), the floor: the same N Jobs ``podwright render`` makes of
+the Workload, created straight from as many threads, timed to all Running (a pod of each Running
+or past it) and all finished; the operator's figures are printed as ratios of it (``--no-floor``
+skips it).
+
 ``--profile DIR`` samples the operator, the emulator and the node simulator with ``py-spy`` (its
 ``--py-spy`` path, else ``py-spy`` on PATH) for the whole run and prints each one's hottest
 functions; the figures of a profiled run are slowed by the sampling.

@@ -17,6 +17,10 @@ ServiceAccount, namespace deletion); a bare :class:`ApiStore` has none. Per-kind
 (Job defaulting, each kind's default propagation, the namespace lifecycle) are in
 ``strategies.py``.
 
+For benchmarks, a cost model (``cost_model.py``, off unless given) makes it charge what a real
+server and control plane charge: a latency per write, a bounded number of writes at once, and
+the controllers' client rate limits.
+
 Tests steer it from the inside: inject faults (a status, a Retry-After, for the next N matching
 requests), drop every open watch, compact the watch history, count requests by verb and the
 connections accepted, and stop it (closing every open connection, as a server that goes away).

@@ -149,7 +149,6 @@ class Emulator:
         self, store: ApiStore | None = None, *, port: int = 0, cost_model: CostModel | None = None
     ) -> None:
         self.store = store or ApiStore()
-        self.cost_model = cost_model
         gate = (
             None
             if cost_model is None
