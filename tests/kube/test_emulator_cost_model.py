@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from podwright.adapters.kubernetes import KubernetesClient
+from podwright.engine.kubernetes_port import ObjectRef
 from tests.k8s_emulator import ApiStore, Emulator
 from tests.k8s_emulator.controllers import ControlPlane
 from tests.k8s_emulator.cost_model import ControllerClient, CostModel, TokenBucket, WriteGate
@@ -136,3 +138,17 @@ def test_each_controller_gets_a_client_of_its_own_sharing_the_servers_write_slot
     assert len({id(vars(client)["_bucket"]) for client in clients}) == len(clients)
     assert {id(vars(client)["_gate"]) for client in clients} == {id(gate)}
     assert all(vars(c)["_store"] is store for c in ControlPlane(store).controllers)
+
+
+def test_under_a_cost_model_each_write_over_http_waits_for_the_gate_and_a_read_does_not() -> None:
+    waited: list[float] = []
+    with Emulator(cost_model=CostModel()) as emulator:
+        emulator.controls.write_gate = WriteGate(0.003, 1, sleep=waited.append)
+        client = KubernetesClient.for_host(emulator.url)
+        try:
+            client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "costly"}})
+            assert waited == [0.003]
+            client.get(ObjectRef("v1", "Namespace", "", "costly"))
+            assert waited == [0.003]
+        finally:
+            client.close()
