@@ -84,7 +84,11 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.k8s_emulator.cost_model import CostModel  # noqa: E402
+from tests.k8s_emulator.cost_model import (  # noqa: E402
+    CostModel,
+    add_cost_model_arguments,
+    cost_model_from_arguments,
+)
 
 from podwright import api  # noqa: E402
 from podwright.adapters.kubernetes import KubernetesClient, connect  # noqa: E402
@@ -1310,51 +1314,9 @@ def main() -> None:
         default=True,
         help="After the operator's run, time the same Jobs created straight (the floor).",
     )
-    parser.add_argument(
-        "--cost-model",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="The emulator charges what a real server does (tests/k8s_emulator/cost_model.py).",
-    )
-    parser.add_argument(
-        "--write-latency-ms",
-        type=float,
-        default=BENCH_COST_MODEL.write_latency * 1000,
-        help="Each write's commit latency.",
-    )
-    parser.add_argument(
-        "--max-writes-in-flight",
-        type=int,
-        default=BENCH_COST_MODEL.max_writes_in_flight,
-        help="Writes the emulator serves at once.",
-    )
-    parser.add_argument(
-        "--controller-qps",
-        type=float,
-        default=BENCH_COST_MODEL.controller_qps,
-        help="Each emulated controller's --kube-api-qps.",
-    )
-    parser.add_argument(
-        "--controller-burst",
-        type=int,
-        default=BENCH_COST_MODEL.controller_burst,
-        help="Each emulated controller's --kube-api-burst.",
-    )
+    add_cost_model_arguments(parser, BENCH_COST_MODEL, on=True)
     parser.add_argument("--json", action="store_true", help="Print the figures as JSON.")
     arguments = parser.parse_args()
-    try:
-        cost_model = (
-            CostModel(
-                write_latency=arguments.write_latency_ms / 1000,
-                max_writes_in_flight=arguments.max_writes_in_flight,
-                controller_qps=arguments.controller_qps,
-                controller_burst=arguments.controller_burst,
-            )
-            if arguments.cost_model
-            else None
-        )
-    except ValueError as error:
-        parser.error(str(error))
     options = Options(
         workloads=arguments.workloads,
         clients=arguments.clients,
@@ -1365,7 +1327,7 @@ def main() -> None:
         profile=arguments.profile,
         py_spy=arguments.py_spy,
         emulator_gc=arguments.emulator_gc == "on",
-        cost_model=cost_model,
+        cost_model=cost_model_from_arguments(parser, arguments),
         floor=arguments.floor,
     )
     with _workdir(arguments.workdir) as directory:

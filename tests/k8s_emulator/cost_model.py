@@ -25,6 +25,7 @@ The clock and the sleep are injected, so the mechanisms are tested without time 
 
 from __future__ import annotations
 
+import argparse
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -215,3 +216,58 @@ class ControllerClient:
 
 ControllerStore = ApiStore | ControllerClient
 """What a built-in controller writes through: the store itself, or it under the cost model."""
+
+
+def add_cost_model_arguments(
+    parser: argparse.ArgumentParser, defaults: CostModel, *, on: bool
+) -> None:
+    """The options that choose a cost model (``--cost-model`` and its parameters), for the
+    emulator's own command and the benchmarks; ``on``: charged unless ``--no-cost-model``."""
+    parser.add_argument(
+        "--cost-model",
+        action=argparse.BooleanOptionalAction,
+        default=on,
+        help="The emulator charges what a real server does (tests/k8s_emulator/cost_model.py).",
+    )
+    parser.add_argument(
+        "--write-latency-ms",
+        type=float,
+        default=defaults.write_latency * 1000,
+        help="Each write's commit latency.",
+    )
+    parser.add_argument(
+        "--max-writes-in-flight",
+        type=int,
+        default=defaults.max_writes_in_flight,
+        help="Writes the emulator serves at once.",
+    )
+    parser.add_argument(
+        "--controller-qps",
+        type=float,
+        default=defaults.controller_qps,
+        help="Each emulated controller's --kube-api-qps.",
+    )
+    parser.add_argument(
+        "--controller-burst",
+        type=int,
+        default=defaults.controller_burst,
+        help="Each emulated controller's --kube-api-burst.",
+    )
+
+
+def cost_model_from_arguments(
+    parser: argparse.ArgumentParser, arguments: argparse.Namespace
+) -> CostModel | None:
+    """The cost model the options of :func:`add_cost_model_arguments` chose (None: ``--no-cost-model``);
+    a parameter out of range ends the command with the parser's usage error naming it."""
+    if not arguments.cost_model:
+        return None
+    try:
+        return CostModel(
+            write_latency=arguments.write_latency_ms / 1000,
+            max_writes_in_flight=arguments.max_writes_in_flight,
+            controller_qps=arguments.controller_qps,
+            controller_burst=arguments.controller_burst,
+        )
+    except ValueError as error:
+        parser.error(str(error))
