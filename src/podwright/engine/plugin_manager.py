@@ -447,7 +447,7 @@ class PluginManager:
             info = PhaseInfo(state.phase, state.phase_version, state.reason)
             return Transition(info, state, False, self._retry_delay(0, exc), exc)
         info = self.plugin.phase(observed, state, now, self._config)
-        info = pod_creation_refused(info, self._indexed_events(ref), now)
+        info = pod_creation_refused(info, lambda: self._indexed_events(ref), now)
         deletion = deletion_of(observed, ref.kind)
         if deletion is not None:
             # Not podwright's: an abort never comes here (the executor's abort path).

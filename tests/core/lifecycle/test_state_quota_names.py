@@ -184,7 +184,7 @@ def test_a_controllers_pod_create_refused_for_good_fails_the_task_with_cleanup(
     """The refusal reaches podwright only as the controller's Warning on its object; the task
     fails as the same refusal of a create of its own would, and the resource goes (its
     controller would retry for ever)."""
-    info = pod_creation_refused(WAITING, events, NOW)
+    info = pod_creation_refused(WAITING, lambda: events, NOW)
     expected = quota_failure(f"Error creating: {deciding}", NOW)
     assert expected is not None
     assert info.phase is Phase.PERMANENT_FAILURE
@@ -215,7 +215,15 @@ def test_a_controllers_pod_create_refused_for_good_fails_the_task_with_cleanup(
 def test_a_refusal_that_may_pass_or_one_once_pods_started_leaves_the_phase(
     info: PhaseInfo, events: list[_Event]
 ) -> None:
-    assert pod_creation_refused(info, events, NOW) is info
+    assert pod_creation_refused(info, lambda: events, NOW) is info
+
+
+def test_the_events_of_a_resource_whose_pods_started_are_not_read() -> None:
+    def unread() -> list[_Event]:
+        raise AssertionError("the events were read")
+
+    running = phases.running(NOW)
+    assert pod_creation_refused(running, unread, NOW) is running
 
 
 @given(st.text(min_size=1, max_size=200), st.integers(12, 63))

@@ -31,7 +31,7 @@ object gets no condition for it. :func:`pod_creation_refused` reads those events
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
@@ -167,21 +167,22 @@ class RecordedEvent(Protocol):
 
 
 def pod_creation_refused(
-    info: PhaseInfo, events: Sequence[RecordedEvent], now: datetime
+    info: PhaseInfo, events: Callable[[], Sequence[RecordedEvent]], now: datetime
 ) -> PhaseInfo:
     """``info``, the plugin's phase of a resource whose controller creates its pods, unless the
     resource has no pod yet (``info`` is before Initializing) and its controller's latest refused
-    pod create (``events``: the object's, oldest first) was refused by a quota for good
-    (:func:`quota_failure`): then that permanent failure, asking for cleanup, for the controller
-    would go on trying. A refusal that may pass later leaves ``info`` as it is: the resource
-    waits, and the event, attached to the task, says why. A resource whose pods have started is
-    left to its status, which tells how its controller's retries go."""
+    pod create (``events()``: the object's, oldest first; read only then, so that a resource
+    past its first pod, most of a task's life, costs no look at its events) was refused by a
+    quota for good (:func:`quota_failure`): then that permanent failure, asking for cleanup,
+    for the controller would go on trying. A refusal that may pass later leaves ``info`` as it
+    is: the resource waits, and the event, attached to the task, says why. A resource whose pods
+    have started is left to its status, which tells how its controller's retries go."""
     if info.phase not in _BEFORE_ANY_POD:
         return info
     refusal = next(
         (
             event
-            for event in reversed(events)
+            for event in reversed(events())
             if event.type == "Warning" and event.reason in FAILED_POD_CREATE_REASONS
         ),
         None,
