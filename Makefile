@@ -57,9 +57,15 @@ contracts: $(STAMP)
 # two cores busy: many tests spend their time waiting on a subprocess, a server or a watch
 # (under CI=true on two cores: 7 minutes with three workers, 9½ with two).
 PYTEST_WORKERS ?= 3
+# A session that hangs (a test that pytest-timeout cannot interrupt, a worker that cannot exit) is
+# interrupted after TEST_SESSION_LIMIT, so that pytest prints what it has (faulthandler_timeout in
+# pyproject.toml has dumped the stuck test's threads by then) instead of CI's own limit killing it
+# silently.
+TEST_SESSION_LIMIT ?= 30m
 
 test: $(STAMP) debian-packages
-	$(BIN)/pytest --numprocesses=$(PYTEST_WORKERS) --dist=loadgroup
+	timeout --signal=INT --kill-after=2m $(TEST_SESSION_LIMIT) \
+		$(BIN)/pytest --numprocesses=$(PYTEST_WORKERS) --dist=loadgroup
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/policy_bench.py

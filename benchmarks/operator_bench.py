@@ -26,10 +26,10 @@ Reported (``--json`` for the figures alone):
 * the steady window: the operator's requests over 10 s after everything finished (the leader
   election's Lease renewals, and watches started again after the server ended them, told apart:
   they are not rounds' requests);
-* round latency p50/p95/p99 from ``podwright_executor_round_seconds`` (interpolated linearly
-  within the histogram's buckets, as Prometheus' ``histogram_quantile``; the rounds of the run
-  only): the executor's round; the operator's pass over new Workloads runs before it, in the same
-  thread, and is not in it;
+* queue latency p50/p95/p99 from ``podwright_operator_queue_latency_seconds`` (interpolated
+  linearly within the histogram's buckets, as Prometheus' ``histogram_quantile``; the run's
+  only): from a Workload's key becoming ready in the operator's work queue (a change told, or
+  its task due) to a worker taking it;
 * the operator's memory (VmRSS before the first Workload and at the end, VmHWM) per Workload, and
   each process's CPU time (who used the machine's cores);
 * the phases at the end.
@@ -440,11 +440,9 @@ def requests_of(metrics: Mapping[str, float]) -> Counter[tuple[str, str]]:
     return counts
 
 
-def round_buckets(metrics: Mapping[str, float]) -> list[tuple[float, float]]:
-    """The executor round histogram's cumulative buckets: (upper bound, count)."""
-    pattern = re.compile(
-        r'^podwright_executor_round_seconds_bucket\{backend="operator",le="([^"]+)"\}$'
-    )
+def queue_latency_buckets(metrics: Mapping[str, float]) -> list[tuple[float, float]]:
+    """The operator's queue latency histogram's cumulative buckets: (upper bound, count)."""
+    pattern = re.compile(r'^podwright_operator_queue_latency_seconds_bucket\{le="([^"]+)"\}$')
     buckets = []
     for key, value in metrics.items():
         found = pattern.match(key)
@@ -912,13 +910,12 @@ def _measure(
         steady = {
             "seconds": STEADY_SECONDS,
             "operator_requests": {f"{v} {c}": n for (v, c), n in sorted(moved.items())},
-            "rounds": steady_after.get(_ROUNDS, 0) - steady_before.get(_ROUNDS, 0),
         }
         if emulator is not None:
             served = served_steady_after - served_steady
             lease = sum(n for key, n in served.items() if key.endswith("leases(operator)"))
             # A watch the server ended (its timeout) is started again: the reflectors' own
-            # upkeep, like the Lease's, not a round's request.
+            # upkeep, like the Lease's, not a request for a Workload.
             renewals = sum(n for (verb, _code), n in moved.items() if verb == "watch")
             steady["operator_lease_requests"] = lease
             steady["operator_watch_renewals"] = renewals
@@ -937,7 +934,7 @@ def _measure(
         progress=progress,
         requests=requests_of(after) - requests_of(before),
         served=served_after - served_before,
-        buckets=_bucket_delta(round_buckets(after), round_buckets(before)),
+        buckets=_bucket_delta(queue_latency_buckets(after), queue_latency_buckets(before)),
     )
     own = (own_after.ru_utime + own_after.ru_stime) - (own_before.ru_utime + own_before.ru_stime)
     figures.update(
@@ -958,14 +955,10 @@ def _measure(
             "benchmark": own,
         },
         load={"before": load_before, "after": load_after},
-        rounds=after.get(_ROUNDS, 0) - before.get(_ROUNDS, 0),
     )
     if profilers:
         figures["profiles"] = {name: str(p.output) for name, p in profilers.items()}
     return figures
-
-
-_ROUNDS = 'podwright_executor_rounds_total{backend="operator"}'
 
 
 def _bucket_delta(
@@ -1023,10 +1016,10 @@ def _figures(
         "status_updates_per_workload": revisions / count,
         "lease_writes": lease_writes,
         "writes_per_workload_besides_status": besides / count,
-        "round_buckets": buckets,
-        "round_p50_seconds": histogram_quantile(0.5, buckets),
-        "round_p95_seconds": histogram_quantile(0.95, buckets),
-        "round_p99_seconds": histogram_quantile(0.99, buckets),
+        "queue_latency_buckets": buckets,
+        "queue_latency_p50_seconds": histogram_quantile(0.5, buckets),
+        "queue_latency_p95_seconds": histogram_quantile(0.95, buckets),
+        "queue_latency_p99_seconds": histogram_quantile(0.99, buckets),
         "timeline": progress.timeline,
     }
     if served:
@@ -1188,7 +1181,7 @@ def _print(figures: Mapping[str, Any]) -> None:
     if steady:
         print(
             f"  steady {steady['seconds']:.0f} s:             operator requests "
-            f"{steady['operator_requests']} over {steady['rounds']:.0f} rounds"
+            f"{steady['operator_requests']}"
             + (
                 f"; besides its Lease and its watches' renewals: "
                 f"{steady['operator_requests_besides_the_lease']}"
@@ -1197,13 +1190,13 @@ def _print(figures: Mapping[str, Any]) -> None:
             )
         )
     print(
-        f"  executor rounds:       {figures['rounds']:.0f}; latency "
+        "  queue latency:         "
         + ", ".join(
             f"{label} {_ms(figures[key])}"
             for label, key in (
-                ("p50", "round_p50_seconds"),
-                ("p95", "round_p95_seconds"),
-                ("p99", "round_p99_seconds"),
+                ("p50", "queue_latency_p50_seconds"),
+                ("p95", "queue_latency_p95_seconds"),
+                ("p99", "queue_latency_p99_seconds"),
             )
         )
         + " (interpolated within the histogram's buckets)"

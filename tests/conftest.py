@@ -17,6 +17,8 @@ run :func:`soak_rounds` rounds.
 from __future__ import annotations
 
 import os
+import sys
+import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -76,6 +78,19 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_SOAK_ROUNDS] = chosen_soak_rounds(
         config.getoption("--soak-rounds"), os.environ.get(SOAK_ROUNDS_VARIABLE)
     )
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Name the threads that would keep this process from exiting (a worker that cannot exit
+    hangs the whole session): what a hung CI run needs to say where it hangs."""
+    lingering = [
+        thread.name
+        for thread in threading.enumerate()
+        if thread is not threading.main_thread() and not thread.daemon and thread.is_alive()
+    ]
+    if lingering:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "the session")
+        print(f"{worker}: threads still running at its end: {lingering}", file=sys.stderr)
 
 
 def chosen_soak_rounds(option: int | None, variable: str | None) -> int:

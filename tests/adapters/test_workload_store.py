@@ -690,15 +690,21 @@ def test_a_record_is_decoded_once_per_version_and_an_older_copy_as_it_is() -> No
     assert older.revision == 1
 
 
-def test_every_change_wakes_the_operator() -> None:
-    woken = threading.Semaphore(0)
-    cache = WorkloadCache(changed=woken.release)
+def test_every_change_is_told_with_the_workloads_key() -> None:
+    told: list[tuple[str, str]] = []
+    cache = WorkloadCache(changed=told.append)
     obj = {"metadata": {"namespace": NAMESPACE, "name": "w", "uid": "a", "resourceVersion": "1"}}
-    cache.replace([obj])
+    other = {"metadata": {"namespace": NAMESPACE, "name": "v", "uid": "b", "resourceVersion": "2"}}
+    cache.replace([obj, other])
+    assert sorted(told) == [(NAMESPACE, "v"), (NAMESPACE, "w")]
+    told.clear()
     cache.apply("MODIFIED", obj)
     cache.put(obj)
     cache.apply("DELETED", obj)
-    assert [woken.acquire(blocking=False) for _ in range(5)] == [True, True, True, True, False]
+    assert told == [(NAMESPACE, "w")] * 3
+    told.clear()
+    cache.replace([])  # a list without "v": its Workload is gone, and told so
+    assert told == [(NAMESPACE, "v")]
 
 
 _GARBAGE = {

@@ -1,9 +1,10 @@
-"""The operator's rounds over an in-memory Workload store: what it does for each Workload (hold,
-render and submit a new one; record a refusal; let a finished or deleted one go), that it does
-nothing at all while it does not lead and stops as soon as it no longer does, that one
-Workload's lost race stops no other, and, with the real executor over the in-memory Kubernetes
-port, a Workload's whole way: submitted, launched (owned by the Workload), deleted, aborted,
-finalized, let go."""
+"""The operator over an in-memory Workload store and its work queue: what it does for each
+Workload (hold, render and submit a new one; record a refusal; let a finished or deleted one go),
+that it does nothing at all while it does not lead and stops as soon as it no longer does, that
+one Workload's lost race or failed write stops no other (a failed one comes back after its
+backoff), that every write's change queues the Workload again, and, with the real executor over
+the in-memory Kubernetes port, a Workload's whole way: submitted, launched (owned by the Workload),
+deleted, aborted, finalized, let go, its key waiting in between as long as the executor says."""
 
 from __future__ import annotations
 
@@ -20,9 +21,14 @@ from podwright.core.cluster_resources import API_VERSION
 from podwright.core.lifecycle.objects import JsonObject, section, text
 from podwright.core.lifecycle.phases import Phase, PhaseInfo
 from podwright.engine.config import LifecycleConfig
-from podwright.engine.executor import Executor, ExecutorConfig, RoundReport
+from podwright.engine.executor import Executor, ExecutorConfig, TaskTurn
 from podwright.engine.kubernetes_port import ObjectRef
-from podwright.engine.operator import OperatorRound, RenderRefusedError, WorkloadOperator
+from podwright.engine.operator import (
+    OperatorTally,
+    RenderRefusedError,
+    WorkloadOperator,
+    owning_workload,
+)
 from podwright.engine.task_store import (
     AttachedEvent,
     HistoryEntry,
@@ -35,6 +41,7 @@ from podwright.engine.task_store import (
     TaskRecord,
     TaskStoreError,
 )
+from podwright.engine.work_queue import WorkQueue
 from podwright.engine.workload_tasks import (
     OPERATOR_BACKEND,
     WORKLOAD_FINALIZER,
@@ -84,6 +91,10 @@ class Clock:
     def advance(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
 
+    def seconds(self) -> float:
+        """The time as the work queue reads it: seconds since T0."""
+        return (self.now - T0).total_seconds()
+
 
 class FakeWorkloads:
     """The operator's Workload store in memory: Workloads by name (in one namespace), written
@@ -99,6 +110,10 @@ class FakeWorkloads:
         self.calls: list[tuple[str, str]] = []
         self.failures: dict[tuple[str, str], TaskStoreError] = {}
         self.before: Callable[[str, str], None] = lambda _method, _name: None
+        self.let_go: dict[str, dict[str, Any]] = {}
+        """The Workloads deleted once their last finalizer was removed, as last written."""
+        self.changed: Callable[[tuple[str, str]], None] = lambda _key: None
+        """Told of every change, as the cluster's Workload cache tells the operator."""
         self._versions = itertools.count(1)
         self._uids = itertools.count(1)
 
@@ -120,6 +135,7 @@ class FakeWorkloads:
         if status is not None:
             obj["status"] = dict(status)
         self.objects[name] = obj
+        self.changed((NAMESPACE, name))
         return copy.deepcopy(obj)
 
     def delete_workload(self, name: str) -> None:
@@ -127,9 +143,10 @@ class FakeWorkloads:
         obj = self.objects[name]
         if not obj["metadata"].get("finalizers"):
             del self.objects[name]
-            return
-        obj["metadata"]["deletionTimestamp"] = "2026-11-21T12:00:30Z"
-        obj["metadata"]["resourceVersion"] = str(next(self._versions))
+        else:
+            obj["metadata"]["deletionTimestamp"] = "2026-11-21T12:00:30Z"
+            obj["metadata"]["resourceVersion"] = str(next(self._versions))
+        self.changed((NAMESPACE, name))
 
     def fail(self, method: str, name: str, error: TaskStoreError) -> None:
         self.failures[(method, name)] = error
@@ -143,6 +160,11 @@ class FakeWorkloads:
     def workloads(self) -> list[JsonObject]:
         self._call("workloads", "")
         return [copy.deepcopy(self.objects[name]) for name in sorted(self.objects)]
+
+    def workload(self, namespace: str, name: str) -> JsonObject | None:
+        self._call("workload", name)
+        found = self.objects.get(name) if namespace == NAMESPACE else None
+        return None if found is None else copy.deepcopy(found)
 
     def record(self, workload: JsonObject) -> TaskRecord | None:
         self._call("record", _name(workload))
@@ -254,8 +276,10 @@ class FakeWorkloads:
         written["metadata"]["resourceVersion"] = str(next(self._versions))
         if written["metadata"].get("deletionTimestamp") and not written["metadata"]["finalizers"]:
             del self.objects[name]
+            self.let_go[name] = written
         else:
             self.objects[name] = written
+        self.changed((NAMESPACE, name))
         return copy.deepcopy(written)
 
 
@@ -274,21 +298,31 @@ def _record(workload: JsonObject) -> TaskRecord:
     return found
 
 
-@dataclasses.dataclass
 class StubExecutor:
-    """The executor's part of a round, counted."""
+    """The executor's part, counted: each active task handled, due again in ``due_in``."""
 
-    rounds: int = 0
+    def __init__(self) -> None:
+        self.config = ExecutorConfig(backend=OPERATOR_BACKEND)
+        self.handled: list[str] = []
+        self.forgotten: list[str] = []
+        self.due_in = timedelta(seconds=5)
 
-    def run_round(self) -> RoundReport:
-        self.rounds += 1
-        return RoundReport(due=0, advanced=0, finalized=0, errors=0, seconds=0.0)
+    def handle_task(self, record: TaskRecord) -> TaskTurn:
+        self.handled.append(record.task_id)
+        return TaskTurn(due_in=self.due_in)
 
-    def seconds_until_due(self) -> float:
-        return 1.0
+    def forget_task(self, task_id: str) -> None:
+        self.forgotten.append(task_id)
 
-    def in_parallel(self, work: Callable[[Any], str], items: Sequence[Any]) -> list[str]:
-        return [work(item) for item in items]
+
+class FakeMonotonic:
+    """The work queue's clock, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 class Renderer:
@@ -297,11 +331,16 @@ class Renderer:
 
     def __init__(self, refuse: Mapping[str, str] | None = None) -> None:
         self.refuse = dict(refuse or {})
+        self.defect_once: set[str] = set()
+        """Names whose next rendering fails with a KeyError (a defect), once."""
         self.given: list[JsonObject] = []
 
     def __call__(self, workload: JsonObject) -> Sequence[Mapping[str, Any]]:
         self.given.append(workload)
         name = _name(workload)
+        if name in self.defect_once:
+            self.defect_once.discard(name)
+            raise KeyError("spec")
         if name in self.refuse:
             raise RenderRefusedError(self.refuse[name])
         return [pod_manifest(name)]
@@ -324,39 +363,45 @@ class Harness:
     render: Renderer
     leadership: Leadership
     operator: WorkloadOperator
+    monotonic: FakeMonotonic
 
-    def round(self) -> OperatorRound:
-        report = self.operator.run_round()
-        assert report is not None, "a round of the leader"
-        return report
+    def step(self) -> OperatorTally:
+        """Handle every Workload that is ready, until none is; what was done."""
+        self.operator.drain()
+        return self.operator.take_tally()
+
+    def later(self, seconds: float) -> OperatorTally:
+        """The queue's clock moved on ``seconds``, then :meth:`step`."""
+        self.monotonic.now += seconds
+        return self.step()
 
 
 def harness(*, refuse: Mapping[str, str] | None = None, leads: bool = True) -> Harness:
     store, executor = FakeWorkloads(), StubExecutor()
-    render, leadership = Renderer(refuse), Leadership(leads)
+    render, leadership, monotonic = Renderer(refuse), Leadership(leads), FakeMonotonic()
     operator = WorkloadOperator(
         store,
         executor,  # type: ignore[arg-type]
         render,
+        WorkQueue(clock=monotonic),
         clock=lambda: T0,
         leads=leadership,
     )
-    return Harness(store, executor, render, leadership, operator)
+    store.changed = operator.changed
+    return Harness(store, executor, render, leadership, operator, monotonic)
 
 
-def counts(report: OperatorRound) -> tuple[int, int, int, int]:
-    return report.submitted, report.refused, report.released, report.errors
+def counts(tally: OperatorTally) -> tuple[int, int, int, int]:
+    return tally.submitted, tally.refused, tally.released, tally.errors
 
 
-# What a round does for each Workload -------------------------------------------------------------
+# What the operator does for each Workload ---------------------------------------------------------
 
 
 def test_a_new_workload_is_held_rendered_from_the_held_copy_and_submitted() -> None:
     h = harness()
     h.store.add("notebook", finalizers=["example.com/keep"])
-    report = h.round()
-    assert counts(report) == (1, 0, 0, 0)
-    assert h.executor.rounds == 1
+    assert counts(h.step()) == (1, 0, 0, 0)
     stored = h.store.objects["notebook"]
     assert stored["metadata"]["finalizers"] == ["example.com/keep", WORKLOAD_FINALIZER]
     (rendered,) = h.render.given
@@ -375,21 +420,25 @@ def test_a_new_workload_is_held_rendered_from_the_held_copy_and_submitted() -> N
         stored["metadata"]["uid"],
     )
     assert record.task.submitted_at == T0
+    # Its submission's change queued it again: its task is the executor's at once.
     assert [method for method, _ in h.store.calls] == [
-        "workloads",
+        "workload",
         "record",
         "hold",
         "submit",
+        "workload",
+        "record",
     ]
-    # The next round finds it submitted: nothing more to do for it.
-    assert counts(h.round()) == (0, 0, 0, 0)
+    assert h.executor.handled == [record.task_id]
+    assert counts(h.step()) == (0, 0, 0, 0), "nothing more until it is due or changes"
     assert len(h.render.given) == 1
 
 
 def test_a_workload_that_cannot_be_rendered_is_recorded_refused_then_let_go() -> None:
     h = harness(refuse={"notebook": "compute: no node pool has h100"})
     h.store.add("notebook")
-    assert counts(h.round()) == (0, 1, 0, 0)
+    # Refused, and (the refusal's write queueing it again) let go at once.
+    assert counts(h.step()) == (0, 1, 1, 0)
     stored = h.store.objects["notebook"]
     record = _record(stored)
     assert (record.phase, record.finalized, record.reason) == (
@@ -400,9 +449,8 @@ def test_a_workload_that_cannot_be_rendered_is_recorded_refused_then_let_go() ->
     assert stored["status"]["message"] == "compute: no node pool has h100"
     assert record.task_id == task_id_of(stored)
     assert h.store.list_tasks(active_only=True) == [], "no task for the executor"
-    assert counts(h.round()) == (0, 0, 1, 0)
-    assert not h.store.objects["notebook"]["metadata"].get("finalizers")
-    assert _record(h.store.objects["notebook"]).phase is Phase.PERMANENT_FAILURE
+    assert h.executor.handled == []
+    assert not stored["metadata"].get("finalizers")
 
 
 def _finalized_status(store: FakeWorkloads, name: str) -> dict[str, Any]:
@@ -437,13 +485,15 @@ def test_a_finalized_tasks_workload_is_let_go(
     h.store.add("notebook", finalizers=finalizers, status=_finalized_status(h.store, "notebook"))
     if deleted:
         h.store.delete_workload("notebook")
-    assert counts(h.round()) == (0, 0, 1, 0)
+    assert counts(h.step()) == (0, 0, 1, 0)
     assert ("notebook" not in h.store.objects) is gone
     if not gone:
         remaining = h.store.objects["notebook"]["metadata"]["finalizers"]
         assert remaining == [name for name in finalizers if name != WORKLOAD_FINALIZER]
-    assert counts(h.round()) == (0, 0, 0, 0), "let go once"
+    h.operator.enqueue_all()
+    assert counts(h.step()) == (0, 0, 0, 0), "let go once"
     assert h.render.given == []
+    assert h.executor.handled == []
 
 
 @pytest.mark.parametrize(
@@ -459,11 +509,50 @@ def test_a_workload_deleted_before_its_task_is_let_go_unsubmitted(
     h = harness()
     h.store.add("notebook", finalizers=finalizers)
     h.store.delete_workload("notebook")
-    assert counts(h.round()) == (0, 0, released, 0)
+    assert counts(h.step()) == (0, 0, released, 0)
     assert h.render.given == []
     assert ("submit", "notebook") not in h.store.calls
     if released:
         assert "notebook" not in h.store.objects
+
+
+def test_an_active_task_is_handled_again_when_due_or_when_its_workload_changes() -> None:
+    h = harness()
+    h.store.add("notebook")
+    h.step()
+    task_id = task_id_of(h.store.objects["notebook"])
+    assert h.executor.handled == [task_id]
+    assert h.operator.queue.waiting() == 1
+    assert counts(h.later(4.9)) == (0, 0, 0, 0)
+    assert h.executor.handled == [task_id], "not due yet"
+    h.later(0.1)
+    assert h.executor.handled == [task_id] * 2, "due after what the executor said"
+    h.store.changed(("team-a", "notebook"))  # (another namespace's Workload of that name)
+    h.store.changed((NAMESPACE, "notebook"))
+    h.step()
+    assert h.executor.handled == [task_id] * 3, "a change is handled at once"
+
+
+def test_a_deleted_workloads_task_is_forgotten_by_the_executor() -> None:
+    h = harness()
+    h.store.add("notebook")
+    h.step()
+    task_id = task_id_of(h.store.objects["notebook"])
+    del h.store.objects["notebook"]  # gone (its finalizer removed by hand)
+    h.store.changed((NAMESPACE, "notebook"))
+    h.step()
+    assert h.executor.forgotten == [task_id]
+    h.later(5)
+    assert h.executor.handled == [task_id], "never handled again"
+
+
+def test_a_task_of_another_backend_is_left_to_it() -> None:
+    h = harness()
+    h.store.add("notebook")
+    h.executor.config = ExecutorConfig(backend="local")
+    h.step()
+    assert h.executor.handled == []
+    assert h.operator.queue.waiting() == 0
 
 
 # Leadership ------------------------------------------------------------------------------------
@@ -473,13 +562,18 @@ def test_a_replica_that_does_not_lead_does_nothing_at_all() -> None:
     h = harness(leads=False)
     h.store.add("new")
     h.store.add("done", finalizers=[WORKLOAD_FINALIZER], status=_finalized_status(h.store, "done"))
-    assert h.operator.run_round() is None
+    assert h.operator.drain() == 2
     assert h.store.calls == []
-    assert h.executor.rounds == 0
+    assert h.executor.handled == []
     assert h.render.given == []
+    assert h.operator.take_tally() == OperatorTally()
+    # Taking the lead, it queues every Workload again.
+    h.leadership.leads = True
+    assert h.operator.enqueue_all() == 2
+    assert counts(h.step()) == (1, 0, 1, 0)
 
 
-def test_a_leader_that_loses_leadership_mid_round_stops_at_the_next_workload() -> None:
+def test_a_leader_that_loses_leadership_stops_at_the_next_workload() -> None:
     h = harness()
     for name in ("a", "b", "c"):
         h.store.add(name)
@@ -489,10 +583,10 @@ def test_a_leader_that_loses_leadership_mid_round_stops_at_the_next_workload() -
             h.leadership.leads = False
 
     h.store.before = lose_leadership
-    assert h.operator.run_round() is None
+    h.step()
     acted_on = {name for method, name in h.store.calls if method not in ("workloads", "record")}
-    assert acted_on == {"a"}, "every Workload is read first; only the first was acted on"
-    assert h.executor.rounds == 0
+    assert acted_on == {"a"}, "only the Workload in hand was acted on"
+    assert h.executor.handled == []
     assert [_name(given) for given in h.render.given] == ["a"]
     assert "finalizers" not in h.store.objects["b"]["metadata"]
 
@@ -518,15 +612,26 @@ def test_one_workloads_failed_write_does_not_stop_the_others(
     for name in ("a", "b", "c"):
         h.store.add(name)
     h.store.fail(method, "b", error)
-    report = h.round()
-    assert (report.submitted, report.errors) == (2, errors)
-    assert h.executor.rounds == 1
+    tally = h.step()
+    retried = {"hold": (2, 0), "submit": (3, 0), "refuse": (2, 1)}[method]
+    assert (tally.submitted, tally.refused, tally.errors) == (*retried, errors)
     for name in ("a", "c"):
         assert is_submitted(h.store.objects[name]), name
+    if method != "hold":
+        # Its hold was a change: it was queued again, and decided again on a fresh read.
+        assert is_submitted(h.store.objects["b"])
+        return
     assert not is_submitted(h.store.objects["b"])
-    # The next round decides again on a fresh read, and does it.
-    h.round()
+    # A lost race is decided again on the Workload's next change; a failed write after its
+    # backoff.
+    if errors:
+        assert h.operator.queue.failures((NAMESPACE, "b")) == 1
+        h.later(0.005)
+    else:
+        h.store.changed((NAMESPACE, "b"))
+        h.step()
     assert is_submitted(h.store.objects["b"])
+    assert h.operator.queue.failures((NAMESPACE, "b")) == 0, "forgotten once it succeeded"
 
 
 def test_a_workload_whose_record_cannot_be_read_is_skipped() -> None:
@@ -534,9 +639,23 @@ def test_a_workload_whose_record_cannot_be_read_is_skipped() -> None:
     h.store.add("a")
     h.store.add("b", status={"task": {"id": "junk", "revision": 1}})
     h.store.add("c")
-    report = h.round()
-    assert counts(report) == (2, 0, 0, 0)
+    tally = h.step()
+    assert counts(tally) == (2, 0, 0, 0)
     assert [_name(given) for given in h.render.given] == ["a", "c"]
+
+
+def test_a_defect_handling_one_workload_is_logged_and_it_is_retried_after_a_backoff(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    h = harness()
+    h.store.add("a")
+    h.store.add("b")
+    h.render.defect_once = {"b"}
+    tally = h.step()
+    # Held before the defect: the hold's change queued it again, and it went through.
+    assert (tally.submitted, tally.errors) == (2, 1)
+    assert f"Workload {NAMESPACE}/b: could not be handled" in caplog.text
+    assert is_submitted(h.store.objects["b"])
 
 
 # The whole way, with the real executor ------------------------------------------------------------
@@ -558,10 +677,16 @@ def engine(kube: FakeKubernetes, clock: Clock) -> Iterator[tuple[WorkloadOperato
         clock=clock,
         sleep=lambda _seconds: None,
     ) as executor:
-        yield (
-            WorkloadOperator(store, executor, Renderer(), clock=clock, leads=lambda: True),
+        operator = WorkloadOperator(
             store,
+            executor,
+            Renderer(),
+            WorkQueue(clock=clock.seconds),
+            clock=clock,
+            leads=lambda: True,
         )
+        store.changed = operator.changed
+        yield operator, store
 
 
 def test_a_workload_is_launched_owned_by_it_aborted_when_deleted_and_let_go(
@@ -569,9 +694,10 @@ def test_a_workload_is_launched_owned_by_it_aborted_when_deleted_and_let_go(
 ) -> None:
     operator, store = engine
     store.add("notebook")
-    first = operator.run_round()
-    assert first is not None
-    assert (first.submitted, first.tasks.advanced) == (1, 1)
+    operator.drain()
+    first = operator.take_tally()
+    assert first.submitted == 1
+    assert first.advanced >= 1, "launched at once, its write queueing it again"
     workload = store.objects["notebook"]
     task_id = task_id_of(workload)
     (created,) = kube.created
@@ -588,39 +714,60 @@ def test_a_workload_is_launched_owned_by_it_aborted_when_deleted_and_let_go(
     assert workload["status"]["phase"] == "Queued"
     store.delete_workload("notebook")
     assert store.get(task_id).abort_requested is True
-    last: dict[str, Any] = {}
     for _ in range(6):
         clock.advance(2)
-        operator.run_round()
+        operator.drain()
         if "notebook" not in store.objects:
             break
-        last = copy.deepcopy(store.objects["notebook"])
     assert "notebook" not in store.objects, store.objects.get("notebook")
+    last = store.let_go["notebook"]
     assert kube.calls["delete"] == 1, "the pod, once"
-    assert [entry.phase for entry in history_of(last)] == [Phase.QUEUED, Phase.ABORTED]
+    assert [(entry.phase, entry.reason) for entry in history_of(last)] == [
+        (Phase.QUEUED, f"Pod {NAMESPACE}/{created.removeprefix('Pod/')} created"),
+        (Phase.QUEUED, "waiting for the scheduler"),
+        (Phase.ABORTED, "aborted on request"),
+    ]
     assert _record(last).finalized is True
 
 
-def test_a_burst_of_new_workloads_is_submitted_in_turns_with_the_tasks_rounds() -> None:
+def test_a_burst_of_new_workloads_is_submitted_as_it_comes() -> None:
     h = harness()
-    h.operator = WorkloadOperator(
-        h.store,
-        h.executor,  # type: ignore[arg-type]
-        h.render,
-        clock=lambda: T0,
-        leads=h.leadership,
-        submissions_per_round=2,
-    )
-    for name in ("a", "b", "c", "d", "e"):
+    names = [f"w{number}" for number in range(300)]
+    for name in names:
         h.store.add(name)
-    assert [counts(h.round())[0] for _ in range(4)] == [2, 2, 1, 0]
-    assert h.executor.rounds == 4, "the tasks' rounds run between the turns"
-    with pytest.raises(ValueError, match="submissions_per_round: must be at least 1, got 0"):
-        WorkloadOperator(
-            h.store,
-            h.executor,  # type: ignore[arg-type]
-            h.render,
-            clock=lambda: T0,
-            leads=h.leadership,
-            submissions_per_round=0,
-        )
+    assert h.operator.queue.ready() == 300
+    tally = h.step()
+    assert tally.submitted == 300, "no cap on a turn: all of them at once"
+    assert all(is_submitted(h.store.objects[name]) for name in names)
+
+
+# Which Workload a change of a task's resource concerns -------------------------------------------
+
+_WORKLOAD_OWNER = {"apiVersion": API_VERSION, "kind": "Workload", "name": "notebook", "uid": "u"}
+
+
+@pytest.mark.parametrize(
+    ("owners", "key"),
+    [
+        pytest.param([_WORKLOAD_OWNER], (NAMESPACE, "notebook"), id="owned-by-a-workload"),
+        pytest.param(
+            [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "v"}, _WORKLOAD_OWNER],
+            (NAMESPACE, "notebook"),
+            id="among-other-owners",
+        ),
+        pytest.param(
+            [{**_WORKLOAD_OWNER, "apiVersion": "example.com/v1"}], None, id="another-apis-kind"
+        ),
+        pytest.param([{**_WORKLOAD_OWNER, "kind": "Job"}], None, id="another-kind"),
+        pytest.param([{**_WORKLOAD_OWNER, "name": ""}], None, id="no-name"),
+        pytest.param(["garbage"], None, id="not-a-reference"),
+        pytest.param(None, None, id="no-owners"),
+    ],
+)
+def test_a_resource_change_queues_the_workload_that_owns_it(
+    owners: list[Any] | None, key: tuple[str, str] | None
+) -> None:
+    metadata: dict[str, Any] = {"name": "notebook-1", "namespace": NAMESPACE}
+    if owners is not None:
+        metadata["ownerReferences"] = owners
+    assert owning_workload({"metadata": metadata}) == key

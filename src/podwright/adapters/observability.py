@@ -145,6 +145,19 @@ class OperatorMetrics(ExecutorMetrics):
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
             registry=self.registry,
         )
+        self._queue_latency = Histogram(
+            "podwright_operator_queue_latency_seconds",
+            "From a Workload's key becoming ready in the work queue to a worker taking it.",
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+            registry=self.registry,
+        )
+        self._queue_keys = Gauge(
+            "podwright_operator_queue_keys",
+            "Workload keys in the work queue: ready (the queue's depth), waiting for their "
+            "time, or in a worker's hand.",
+            ["state"],
+            registry=self.registry,
+        )
 
     def workloads_by_phase(self, counts: Mapping[str, int]) -> None:
         for phase in ("", *(phase.value for phase in Phase)):
@@ -162,6 +175,13 @@ class OperatorMetrics(ExecutorMetrics):
             self.last_round_at = self._monotonic()
             self.last_round_read_store = True
             self.last_connection_error = ""
+
+    def queue_latency(self, seconds: float) -> None:
+        self._queue_latency.observe(seconds)
+
+    def queue_depth(self, ready: int, waiting: int, in_hand: int) -> None:
+        for state, count in (("ready", ready), ("waiting", waiting), ("in_hand", in_hand)):
+            self._queue_keys.labels(state=state).set(count)
 
     def webhook_answered(self, path: str, seconds: float) -> None:
         self._webhook_seconds.labels(path=path).observe(seconds)

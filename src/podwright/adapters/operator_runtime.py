@@ -3,12 +3,16 @@
 ``podwright operator`` runs one :class:`OperatorRuntime`. Every replica watches the Workloads
 (one list+watch), the cluster profile and, through the ClusterPort, the kinds its tasks create and
 their events, serves the admission webhooks (every replica: the Service spreads the reviews) and
-``/metrics``, ``/healthz`` and ``/readyz``, and campaigns for the Lease. Only the leader runs the
-lifecycle engine's rounds (:class:`~podwright.engine.operator.WorkloadOperator`); a replica that
-loses the lease stops writing at once (the store and the executor ask the elector before every
-write and every task), and one that takes over continues every Workload from its status.
+``/metrics``, ``/healthz`` and ``/readyz``, and campaigns for the Lease. Every change a watch
+shows is told to the operator (:class:`~podwright.engine.operator.WorkloadOperator`) as the key of
+the Workload it concerns: the Workload itself, or the owner of a task's resource, or of the object
+an event is about. Only the leader's workers (``concurrency`` threads) handle the queued
+Workloads; a replica that loses the lease stops writing at once (the store and the executor ask
+the elector before every write and every task), and one that takes over queues every Workload and
+continues each from its status. A control loop, once a round interval, keeps the metrics (the
+Workloads by phase, what the workers did, the queue's depth) and the liveness the probes read.
 
-Stopping (SIGTERM) finishes the round in progress, releases the lease (so a successor takes over
+Stopping (SIGTERM) lets the Workloads in hand finish, releases the lease (so a successor takes over
 at once instead of after a lease duration), stops serving the webhooks (their configurations stay:
 the other replicas answer, and without any the cluster fails closed) and closes the watches.
 """
@@ -50,17 +54,20 @@ from podwright.engine.config import LifecycleConfig
 from podwright.engine.event_index import EventIndex
 from podwright.engine.executor import Executor, ExecutorConfig
 from podwright.engine.kubernetes_port import KubernetesError
-from podwright.engine.operator import RenderRefusedError, WorkloadOperator
+from podwright.engine.operator import (
+    RenderRefusedError,
+    WorkloadKey,
+    WorkloadOperator,
+    owning_workload,
+)
 from podwright.engine.plugins import default_plugins
 from podwright.engine.task_store import TaskRecord
+from podwright.engine.work_queue import WorkQueue
 from podwright.engine.workload_tasks import OPERATOR_BACKEND, phase_event
 
 logger = logging.getLogger("podwright.operator")
 
 COMPONENT = "podwright-operator"
-_MIN_GAP = 0.02
-"""The least time between two rounds: a burst of changes is handled in a few rounds, not one
-round per change."""
 
 
 class OperatorStartError(Exception):
@@ -104,9 +111,9 @@ class OperatorRuntime:
         self._settings = settings
         self._metrics = metrics
         self._clock = clock
-        self._wake = threading.Event()
         self._stop = threading.Event()
-        self.cache = WorkloadCache(changed=self._wake.set)
+        self.queue: WorkQueue[WorkloadKey] = WorkQueue(latency=metrics.queue_latency)
+        self.cache = WorkloadCache(changed=self.queue.add)
         self._workloads = Reflector(
             client, API_VERSION, WORKLOAD_KIND, self.cache, namespace=settings.watch_namespace
         )
@@ -114,7 +121,13 @@ class OperatorRuntime:
             ttl=lifecycle.event_ttl, max_per_object=lifecycle.events_per_object
         )
         plugins = default_plugins()
-        self.port = ClusterPort(client, plugins, self._events, namespace=settings.watch_namespace)
+        self.port = ClusterPort(
+            client,
+            plugins,
+            self._events,
+            namespace=settings.watch_namespace,
+            changed=self._resource_changed,
+        )
         self.elector = LeaderElector(
             client,
             settings.namespace,
@@ -157,9 +170,23 @@ class OperatorRuntime:
             may_act=self.elector.leads,
         )
         self.operator = WorkloadOperator(
-            self.store, self.executor, self._render, clock=clock, leads=self.elector.leads
+            self.store,
+            self.executor,
+            self._render,
+            self.queue,
+            clock=clock,
+            leads=self.elector.leads,
         )
         self._thread = threading.Thread(target=self._loop, name="operator", daemon=True)
+        self._workers = [
+            threading.Thread(
+                target=self.operator.work,
+                args=(self._stop,),
+                name=f"operator-worker-{number}",
+                daemon=True,
+            )
+            for number in range(settings.concurrency)
+        ]
         self._started: list[Callable[[], None]] = []
 
     # Starting and stopping ---------------------------------------------------------------------
@@ -184,6 +211,7 @@ class OperatorRuntime:
                     f"the Workloads were not listed within {timeout:g} s: {self._workloads.error}"
                 )
             self._start(self.elector.start, lambda: self.elector.stop(release=True))
+            self._start(self._start_workers, self._join_workers)
             self._start(self._thread.start, self._join)
         except BaseException:
             self.stop()
@@ -195,9 +223,9 @@ class OperatorRuntime:
         self._started.append(stop)
 
     def stop(self) -> None:
-        """Finish the round in progress, release the lease, stop serving, close the watches."""
+        """Finish the Workloads in hand, release the lease, stop serving, close the watches."""
         self._stop.set()
-        self._wake.set()
+        self.queue.shut_down()
         while self._started:
             stop = self._started.pop()
             try:
@@ -210,6 +238,16 @@ class OperatorRuntime:
     def _join(self) -> None:
         self._thread.join(timeout=60)
 
+    def _start_workers(self) -> None:
+        for worker in self._workers:
+            worker.start()
+
+    def _join_workers(self) -> None:
+        """Wait for the Workloads in hand (a minute in all at most: a worker is a daemon)."""
+        deadline = time.monotonic() + 60
+        for worker in self._workers:
+            worker.join(timeout=max(0.0, deadline - time.monotonic()))
+
     def ready(self) -> tuple[bool, str]:
         """Whether this replica can serve: its watches listed (and its webhooks serving)."""
         if not self._workloads.wait_synced(0):
@@ -221,32 +259,49 @@ class OperatorRuntime:
     # The loop ---------------------------------------------------------------------------------
 
     def _loop(self) -> None:
+        """Once a round interval: follow the leadership (queue every Workload on taking the
+        lead), and keep the metrics and the liveness the probes read."""
         interval = self._settings.round_interval.total_seconds()
-        counted_at = -interval  # when the Workloads were last counted by phase (monotonic)
+        led = False
         while not self._stop.is_set():
             leads = self.elector.leads()
             self._metrics.leading(leads)
             if not leads:
+                led = False
                 self._metrics.standby()
                 self.elector.wait_for_leadership(interval)
                 continue
+            started = time.monotonic()
+            if not led:
+                led = True
+                queued = self.operator.enqueue_all()
+                logger.info("leading: %d Workloads queued", queued)
             try:
-                self.operator.run_round()
+                self._report(time.monotonic() - started)
             except Exception:
-                logger.exception("operator round failed")
-            if time.monotonic() - counted_at >= interval:
-                # Once a round interval, not after every round: at thousands of Workloads the
-                # count is a pass over all of them.
-                self._metrics.workloads_by_phase(self._phases())
-                counted_at = time.monotonic()
-            self._wake.wait(self.executor.seconds_until_due())
-            self._wake.clear()
-            self._stop.wait(_MIN_GAP)
+                logger.exception("operator metrics failed")
+            self._stop.wait(interval)
+
+    def _report(self, seconds: float) -> None:
+        phases = self._phases()
+        self._metrics.workloads_by_phase(phases)
+        tally = self.operator.take_tally()
+        active = {
+            phase.value: phases.get(phase.value, 0) for phase in Phase if not phase.is_terminal
+        }
+        self._metrics.round_finished(tally.report(active, seconds))
+        self._metrics.queue_depth(self.queue.ready(), self.queue.waiting(), self.queue.in_hand())
 
     def _phases(self) -> Mapping[str, int]:
         return Counter(text(section(obj, "status"), "phase") for obj in self.cache.workloads())
 
     # What the engine calls back ---------------------------------------------------------------
+
+    def _resource_changed(self, resource: JsonObject) -> None:
+        """A task's resource, or one of its events, changed: queue the Workload that owns it."""
+        key = owning_workload(resource)
+        if key is not None:
+            self.queue.add(key)
 
     def _render(self, workload: JsonObject) -> Sequence[Mapping[str, Any]]:
         metadata = section(workload, "metadata")

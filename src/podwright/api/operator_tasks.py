@@ -542,7 +542,7 @@ class WorkloadWatch:
         # A deleted Workload stays in the cache, as it was when it went.
         self.cache.apply("MODIFIED" if event_type == "DELETED" else event_type, obj)
 
-    def _changed(self) -> None:
+    def _changed(self, _key: tuple[str, str]) -> None:
         with self._changes:
             self._changed_times += 1
             self._changes.notify_all()

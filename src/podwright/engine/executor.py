@@ -151,6 +151,24 @@ class RoundReport:
     unreachable, or was for a moment. (A cluster port's watches report their own.)"""
 
 
+@dataclasses.dataclass(frozen=True)
+class TaskTurn:
+    """What handling one task on its own did (:meth:`Executor.handle_task`, the operator's work
+    queue), and when the task is due again."""
+
+    due_in: timedelta
+    """When to handle the task again if nothing it depends on changes meanwhile: at once after a
+    write whose next step is due now, the plugin's ``retry_after``, an error's backoff, or, once a
+    handle changed nothing and the task's resource is in the watch cache, the rest of the resync
+    interval (a change to its record, resource or events is told by the watches instead)."""
+    skipped: bool = False
+    """Nothing the task depends on changed since a handle that changed nothing."""
+    advanced: bool = False
+    finalized: Phase | None = None
+    error: bool = False
+    connection_error: str = ""
+
+
 class RoundObserver(Protocol):
     """Told about every round (the metrics adapter counts them)."""
 
@@ -304,6 +322,41 @@ class Executor:
             )
         )
 
+    def handle_task(self, record: TaskRecord) -> TaskTurn:
+        """Handle one of the executor's active tasks now, outside a round, as a round would
+        (skipped when nothing it depends on changed since a handle that changed nothing): what
+        the operator's workers do for the Workload the work queue hands them. Tasks of one id
+        must not be handled by two threads at once (the queue never hands a key out twice)."""
+        now = self._clock()
+        fingerprint = self._fingerprint(record)
+        if self._may_skip(record.task_id, fingerprint, now):
+            with self._lock:
+                last = self._unchanged[record.task_id]
+            return TaskTurn(due_in=last.at + self.config.resync_interval - now, skipped=True)
+        outcome = self._reconcile(record, fingerprint, now)
+        if outcome.delay is not None:
+            due_in = outcome.delay
+        elif outcome.unchanged and fingerprint is not None:
+            due_in = self.config.resync_interval
+        else:
+            due_in = self.config.round_interval
+        return TaskTurn(
+            due_in=due_in,
+            advanced=outcome.advanced,
+            finalized=outcome.finalized,
+            error=outcome.error,
+            connection_error=outcome.connection_error,
+        )
+
+    def forget_task(self, task_id: str) -> None:
+        """Drop what the executor remembers of a task that is no longer active (its Workload
+        let go or gone): :meth:`run_round` does it for the tasks a round no longer lists."""
+        with self._lock:
+            self._due.pop(task_id, None)
+            self._errors.pop(task_id, None)
+            self._refs.pop(task_id, None)
+            self._unchanged.pop(task_id, None)
+
     def _report(self, report: RoundReport) -> RoundReport:
         if self._observer is not None:
             self._observer.round_finished(report)
@@ -349,8 +402,9 @@ class Executor:
 
     def _may_skip(self, task_id: str, fingerprint: _Fingerprint | None, now: datetime) -> bool:
         """Whether the task's last handle changed nothing, saw ``fingerprint``, and ran less than
-        the resync interval before ``now``. (Read in the round's thread while no worker runs.)"""
-        last = self._unchanged.get(task_id)
+        the resync interval before ``now``."""
+        with self._lock:
+            last = self._unchanged.get(task_id)
         return (
             fingerprint is not None
             and last is not None

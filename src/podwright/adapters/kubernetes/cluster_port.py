@@ -8,6 +8,9 @@ plugin) in a :class:`WatchCache`, the other feeds the kind's Kubernetes events i
 reconcile round costs the API server nothing. Kinds no task uses are never listed, so a cluster
 without the Kubeflow or Knative CRDs is not asked about them.
 
+Whoever follows the tasks (the operator's work queue) is told of each change: ``changed`` is
+called with the resource whenever a watch shows that it, or one of its events, changed.
+
 Each watch holds a connection for as long as it runs, so the client's connection pool must have
 room for the watches besides the executor's workers: :func:`connection_pool_size`.
 """
@@ -15,11 +18,12 @@ room for the watches besides the executor's workers: :func:`connection_pool_size
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from podwright.adapters.kubernetes.client import KubernetesClient
 from podwright.adapters.kubernetes.reflector import EventWatcher, Reflector, WatchCache
+from podwright.core.lifecycle.objects import section, text
 from podwright.engine.config import MANAGED_BY, MANAGED_BY_LABEL
 from podwright.engine.event_index import EventIndex
 from podwright.engine.kubernetes_port import JsonObject, ObjectRef, PatchType
@@ -50,8 +54,10 @@ class ClusterPort:
         events: EventIndex,
         *,
         namespace: str | None = None,
+        changed: Callable[[JsonObject], None] | None = None,
     ) -> None:
         self.client = client
+        self._changed = changed
         self._plugins = plugins
         self._events = events
         self._namespace = namespace
@@ -96,15 +102,16 @@ class ClusterPort:
                 self.client,
                 api_version,
                 name,
-                cache,
+                cache if self._changed is None else _ObjectsTold(cache, self._changed),
                 namespace=self._namespace,
                 label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}",
             )
+            watcher = EventWatcher(self._events)
             events = Reflector(
                 self.client,
                 "events.k8s.io/v1",
                 "Event",
-                EventWatcher(self._events),
+                watcher if self._changed is None else _EventsTold(watcher, cache, self._changed),
                 namespace=self._namespace,
                 field_selector=f"regarding.kind={name}",
             )
@@ -147,3 +154,56 @@ class _SyncedOnly:
         if not self._reflector.wait_synced(0):
             return None
         return self._cache.get(namespace, name)
+
+
+class _Handler(Protocol):
+    """What a reflector feeds: a list, then each watch event."""
+
+    def replace(self, objects: list[dict[str, Any]]) -> None: ...
+
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None: ...
+
+
+class _ObjectsTold:
+    """A kind's watch cache that tells ``changed`` of each object it was given."""
+
+    def __init__(self, cache: WatchCache, changed: Callable[[JsonObject], None]) -> None:
+        self._cache = cache
+        self._changed = changed
+
+    def replace(self, objects: list[dict[str, Any]]) -> None:
+        self._cache.replace(objects)
+        for obj in objects:
+            self._changed(obj)
+
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        self._cache.apply(event_type, obj)
+        self._changed(obj)
+
+
+class _EventsTold:
+    """A kind's event watcher that tells ``changed`` of the object each event is about, when
+    the kind's watch cache holds it (the events of other objects concern no task)."""
+
+    def __init__(
+        self, watcher: _Handler, objects: WatchCache, changed: Callable[[JsonObject], None]
+    ) -> None:
+        self._watcher = watcher
+        self._objects = objects
+        self._changed = changed
+
+    def replace(self, objects: list[dict[str, Any]]) -> None:
+        self._watcher.replace(objects)
+        for event in objects:
+            self._tell(event)
+
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        self._watcher.apply(event_type, obj)
+        self._tell(obj)
+
+    def _tell(self, event: JsonObject) -> None:
+        regarding = section(event, "regarding")
+        namespace = text(regarding, "namespace") or text(section(event, "metadata"), "namespace")
+        resource = self._objects.get(namespace, text(regarding, "name"))
+        if resource is not None:
+            self._changed(resource)

@@ -76,14 +76,15 @@ class WorkloadCache:
     """Workloads by (namespace, name), with an index by task id and each one's decoded record,
     kept current by a reflector (its handler) and by the store's own writes (:meth:`put`).
 
-    ``changed`` is called after every change (the operator's loop wakes up)."""
+    ``changed`` is called with the (namespace, name) of every Workload that changed, was
+    deleted, or was listed (the operator queues it)."""
 
-    def __init__(self, changed: Callable[[], None] | None = None) -> None:
+    def __init__(self, changed: Callable[[tuple[str, str]], None] | None = None) -> None:
         self._objects: dict[tuple[str, str], dict[str, Any]] = {}
         self._by_task: dict[str, tuple[str, str]] = {}
         self._records: dict[tuple[str, str], tuple[str, TaskRecord | None]] = {}
         self._lock = threading.Lock()
-        self._changed = changed or (lambda: None)
+        self._changed = changed or (lambda _key: None)
 
     # The reflector's handler -----------------------------------------------------------------
 
@@ -97,7 +98,9 @@ class WorkloadCache:
                 mine = held.get(_key(obj))
                 # A list answered before one of the store's own writes, handled after it.
                 self._store(mine if mine is not None and _older(obj, mine) else obj)
-        self._changed()
+            keys = set(held).union(self._objects)
+        for key in keys:
+            self._changed(key)
 
     def apply(self, event_type: str, obj: dict[str, Any]) -> None:
         key = _key(obj)
@@ -106,7 +109,7 @@ class WorkloadCache:
                 self._drop(key)
             elif not _older(obj, self._objects.get(key)):
                 self._store(obj)
-        self._changed()
+        self._changed(key)
 
     def put(self, obj: dict[str, Any]) -> None:
         """An object as a write returned it (newer than anything the watch delivered)."""
@@ -277,6 +280,9 @@ class WorkloadTaskStore:
 
     def workloads(self) -> list[JsonObject]:
         return self._cache.workloads()
+
+    def workload(self, namespace: str, name: str) -> JsonObject | None:
+        return self._cache.get(namespace, name)
 
     def record(self, workload: JsonObject) -> TaskRecord | None:
         return self._cache.record(workload)
