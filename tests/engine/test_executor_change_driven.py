@@ -355,3 +355,44 @@ def test_a_task_is_handled_exactly_when_the_rule_says(steps: list[tuple[str, int
             if expected:
                 last_handle, wrote, changed = harness.clock(), bool(unattached), False
                 unattached.clear()
+
+
+# One task at a time (the operator's work queue) ---------------------------------------------------
+
+
+def test_a_task_handled_on_its_own_is_skipped_while_unchanged_and_says_when_it_is_due(
+    harness: Harness,
+) -> None:
+    harness.tick(2)
+    skipped = harness.executor.handle_task(harness.store.get("t1"))
+    assert (skipped.skipped, skipped.due_in) == (True, RESYNC - timedelta(seconds=2))
+    harness.tick(3)
+    resynced = harness.executor.handle_task(harness.store.get("t1"))
+    assert (resynced.skipped, resynced.advanced, resynced.due_in) == (False, False, RESYNC)
+    harness.touch_resource()
+    changed = harness.executor.handle_task(harness.store.get("t1"))
+    assert not changed.skipped, "a change of its resource is handled at once"
+    assert changed.due_in == RESYNC, "it changed nothing the task records"
+
+
+def test_a_task_whose_handle_wrote_is_due_after_the_round_interval(harness: Harness) -> None:
+    harness.kube.set_status(
+        POD,
+        {
+            "phase": "Succeeded",
+            "containerStatuses": [
+                {"name": "main", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}
+            ],
+        },
+    )
+    turn = harness.executor.handle_task(harness.store.get("t1"))
+    assert turn.advanced
+    assert harness.store.get("t1").phase is Phase.SUCCESS
+    assert turn.due_in == timedelta(0), "its finalization is due at once"
+
+
+def test_a_forgotten_task_is_handled_again_as_a_new_one(harness: Harness) -> None:
+    harness.tick()
+    assert harness.executor.handle_task(harness.store.get("t1")).skipped
+    harness.executor.forget_task("t1")
+    assert not harness.executor.handle_task(harness.store.get("t1")).skipped
