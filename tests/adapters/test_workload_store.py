@@ -48,6 +48,7 @@ from podwright.engine.task_store import (
     TaskRecord,
 )
 from podwright.engine.workload_tasks import (
+    FINALIZED_ANNOTATION,
     WORKLOAD_FINALIZER,
     advanced_workload,
     new_task,
@@ -368,11 +369,16 @@ def test_abort_requests_are_idempotent_and_finalized_tasks_leave_the_active_set(
     assert store.get(first.task_id).abort_requested is True
     assert on_server(cluster, "first").abort_requested is True
     assert [record.task_id for record in store.list_tasks()] == [first.task_id, later.task_id]
+    writes = cluster.writes()
     finalized = store.mark_finalized(first.task_id, 2, at(2))
-    assert (finalized.finalized, finalized.revision) == (True, 3)
+    assert (finalized.finalized, finalized.revision) == (True, 2)
+    assert cluster.writes() == writes + 1, "finalized and let go in one write"
     assert [record.task_id for record in store.list_tasks(active_only=True)] == [later.task_id]
     assert [record.task_id for record in store.list_tasks()] == [first.task_id, later.task_id]
     assert on_server(cluster, "first").finalized is True
+    metadata = cluster.get("first")["metadata"]
+    assert WORKLOAD_FINALIZER not in (metadata.get("finalizers") or [])
+    assert metadata["annotations"][FINALIZED_ANNOTATION] == first.task_id
 
 
 def test_a_task_is_deleted_with_its_workload_only_at_the_revision_read(cluster: Cluster) -> None:

@@ -315,7 +315,7 @@ def test_watch_from_a_status_yields_what_came_after_it_even_once_finalized(
         cluster.advance("hello", PhaseInfo(Phase.RUNNING, 1, "started", occurred_at=now()))
         status = client.get(task_id)
         cluster.advance("hello", PhaseInfo(Phase.SUCCESS, 2, "", occurred_at=now()))
-        cluster.finalize("hello")
+        cluster.finish("hello")
         changes = list(client.watch(task_id, since=status))
     assert [change.what.phase for change in changes if isinstance(change.what, HistoryEntry)] == [
         Phase.SUCCESS

@@ -46,13 +46,12 @@ from podwright.engine.plugins import default_plugins
 from podwright.engine.workload_tasks import (
     ABORT_ANNOTATION,
     advanced_workload,
-    finalized_workload,
+    finalized_patch,
     new_task,
     record_of,
     submitted_workload,
     task_id_of,
     with_finalizer_patch,
-    without_finalizer_patch,
 )
 from tests.k8s_emulator import Emulator, Fault
 from tests.kube.support import pod, write_kubeconfig
@@ -120,17 +119,12 @@ class Cluster:
         body = advanced_workload(workload, record, record.plugin_state, info, now()).workload
         return self.client.replace_status(ref(name), body)
 
-    def finalize(self, name: str) -> dict[str, Any]:
-        """Record the task finalized (the Workload stays, held by the finalizer)."""
+    def finish(self, name: str) -> None:
+        """Record the task finalized and let the Workload go, as the operator does: one patch."""
         workload = self.workload(name)
         record = record_of(workload)
         assert record is not None
-        return self.client.replace_status(ref(name), finalized_workload(workload, record, now()))
-
-    def finish(self, name: str) -> None:
-        """Record the task finalized, and let the Workload go."""
-        finalized = self.finalize(name)
-        self.client.patch(ref(name), without_finalizer_patch(finalized), PatchType.MERGE)
+        self.client.patch(ref(name), finalized_patch(workload, record.task_id), PatchType.MERGE)
 
     def primary_pod(self, name: str) -> str:
         """Create the pod of the Workload's task (a Pod manifest), as the operator would; its

@@ -48,7 +48,7 @@ from podwright.engine.workload_tasks import (
     abort_requested_workload,
     advanced_workload,
     events_attached,
-    finalized_workload,
+    finalized_patch,
     has_finalizer,
     history_of,
     is_submitted,
@@ -220,8 +220,8 @@ class FakeWorkloads:
         return _record(self._write(obj, abort_requested_workload(obj, record, now)))
 
     def mark_finalized(self, task_id: str, revision: int, now: datetime) -> TaskRecord:
-        obj, record = self._current(task_id, revision)
-        return _record(self._write(obj, finalized_workload(obj, record, now)))
+        obj, _record_read = self._current(task_id, revision)
+        return _record(self._write(obj, finalized_patch(obj, task_id), metadata=True))
 
     def delete(self, task_id: str, revision: int) -> None:
         obj, _record_read = self._current(task_id, revision)
@@ -271,6 +271,11 @@ class FakeWorkloads:
         if metadata:
             finalizers = body["metadata"]["finalizers"]
             written["metadata"]["finalizers"] = list(finalizers or [])
+            annotations = body["metadata"].get("annotations") or {}
+            written["metadata"]["annotations"] = {
+                **(written["metadata"].get("annotations") or {}),
+                **annotations,
+            }
         else:
             written["status"] = copy.deepcopy(body["status"])
         written["metadata"]["resourceVersion"] = str(next(self._versions))
@@ -454,13 +459,14 @@ def test_a_workload_that_cannot_be_rendered_is_recorded_refused_then_let_go() ->
 
 
 def _finalized_status(store: FakeWorkloads, name: str) -> dict[str, Any]:
-    """The status of a Workload ``name`` whose task ended and was finalized."""
+    """The status of a Workload ``name`` whose task ended and that records it finalized (as a
+    refusal does, and podwright did before it let a Workload go in the same write)."""
     scratch = FakeWorkloads()
     read = scratch.add(name)
     task_id = _record(scratch._write(read, submitted_workload(read, _task(read), T0))).task_id
-    record = scratch.advance(task_id, 1, {}, PhaseInfo(Phase.SUCCESS, 1), T0)
-    scratch.mark_finalized(task_id, record.revision, T0)
+    scratch.advance(task_id, 1, {}, PhaseInfo(Phase.SUCCESS, 1), T0)
     status: dict[str, Any] = scratch.objects[name]["status"]
+    status["task"]["finalized"] = True
     return status
 
 

@@ -29,13 +29,14 @@ from podwright.engine.task_store import AttachedEvent, HistoryEntry, NewTask, Ta
 from podwright.engine.workload_tasks import (
     ABORT_ANNOTATION,
     EVENTS_KEPT,
+    FINALIZED_ANNOTATION,
     OPERATOR_BACKEND,
     WORKLOAD_FINALIZER,
     WorkloadAction,
     abort_requested_workload,
     advanced_workload,
     events_attached,
-    finalized_workload,
+    finalized_patch,
     history_of,
     new_task,
     next_action,
@@ -46,6 +47,7 @@ from podwright.engine.workload_tasks import (
     task_id_of,
     with_finalizer_patch,
     without_finalizer_patch,
+    worth_an_event,
 )
 
 T0 = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
@@ -390,7 +392,6 @@ def test_another_writers_condition_and_the_compliance_are_kept_by_every_write() 
         lambda o: advance(o, PhaseInfo(Phase.QUEUED, 1), at(1)),
         lambda o: stored(abort_requested_workload(o, record(o), at(2))),
         lambda o: advance(o, PhaseInfo(Phase.ABORTED, 2), at(3)),
-        lambda o: stored(finalized_workload(o, record(o), at(4))),
     ]
     for write in writes:
         obj = write(obj)
@@ -426,15 +427,44 @@ def test_a_task_that_failed_without_running_has_no_start_time() -> None:
     assert obj["status"]["completionTime"] == rfc(1)
 
 
-def test_finalizing_writes_only_the_flag_revision_and_time() -> None:
-    obj = advance(submitted(), PhaseInfo(Phase.SUCCESS, 1), at(1))
-    body = finalized_workload(obj, record(obj), at(5))
-    assert body["metadata"] == obj["metadata"]
-    found = record(stored(body))
-    assert (found.finalized, found.revision, found.updated_at) == (True, 3, at(5))
-    unchanged = {key: value for key, value in body["status"].items() if key != "task"}
-    assert unchanged == {key: value for key, value in obj["status"].items() if key != "task"}
-    assert body["status"]["task"]["history"] == obj["status"]["task"]["history"]
+def _patched(obj: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """``obj`` with a metadata merge patch applied, as the API server stores it."""
+    metadata = dict(obj["metadata"])
+    for key, value in patch["metadata"].items():
+        if key == "annotations":
+            metadata["annotations"] = {**(metadata.get("annotations") or {}), **value}
+        elif value is None:
+            metadata.pop(key, None)
+        else:
+            metadata[key] = value
+    return stored({**obj, "metadata": metadata})
+
+
+def test_finalizing_lets_the_workload_go_and_names_the_task_in_one_metadata_patch() -> None:
+    held = _with(
+        advance(submitted(), PhaseInfo(Phase.SUCCESS, 1), at(1)), deleting=False, finalizer=True
+    )
+    task_id = record(held).task_id
+    patch = finalized_patch(held, task_id)
+    assert patch == {
+        "metadata": {
+            "resourceVersion": held["metadata"]["resourceVersion"],
+            "finalizers": ["example.com/keep"],
+            "annotations": {FINALIZED_ANNOTATION: task_id},
+        }
+    }
+    found = record(_patched(held, patch))
+    assert found.finalized, "finalized by the annotation naming its task"
+    assert (found.revision, found.phase) == (record(held).revision, Phase.SUCCESS), "status kept"
+
+
+def test_a_finalized_annotation_naming_another_task_finalizes_nothing() -> None:
+    """A Workload created again from an exported copy of a finished one carries the old task's
+    annotation: its own task is not finalized by it."""
+    old = workload(uid="00000000-0000-4000-8000-0000000000aa")
+    copied = workload(annotations={FINALIZED_ANNOTATION: task_id_of(old)})
+    assert task_id_of(old) != task_id_of(copied)
+    assert record(submitted(copied)).finalized is False
 
 
 # Abort requests ----------------------------------------------------------------------------------
@@ -477,14 +507,22 @@ def _with(obj: dict[str, Any], *, deleting: bool, finalizer: bool) -> dict[str, 
 
 
 def _finalized() -> dict[str, Any]:
+    """A Workload whose status records its task finalized (a refusal writes it so)."""
     obj = advance(submitted(), PhaseInfo(Phase.SUCCESS, 1), at(1))
-    return stored(finalized_workload(obj, record(obj), at(2)))
+    obj["status"]["task"]["finalized"] = True
+    return obj
+
+
+def _finalized_by_its_patch() -> dict[str, Any]:
+    obj = advance(submitted(), PhaseInfo(Phase.SUCCESS, 1), at(1))
+    return _patched(obj, finalized_patch(obj, record(obj).task_id))
 
 
 _TASKS = {
     "no-task": workload,
     "active": submitted,
     "finalized": _finalized,
+    "finalized-by-its-patch": _finalized_by_its_patch,
 }
 
 
@@ -501,6 +539,12 @@ _TASKS = {
         pytest.param("finalized", True, True, WorkloadAction.RELEASE, id="finalized-deleted"),
         pytest.param("finalized", False, False, WorkloadAction.NOTHING, id="released"),
         pytest.param("finalized", True, False, WorkloadAction.NOTHING, id="released-deleted"),
+        pytest.param(
+            "finalized-by-its-patch", False, False, WorkloadAction.NOTHING, id="let-go-finalized"
+        ),
+        pytest.param(
+            "finalized-by-its-patch", False, True, WorkloadAction.RELEASE, id="held-again"
+        ),
     ],
 )
 def test_next_action(task: str, deleting: bool, finalizer: bool, action: WorkloadAction) -> None:
@@ -613,6 +657,26 @@ def test_a_new_phase_makes_an_event_regarding_the_workload(phase: Phase) -> None
         "namespace": "research",
         "uid": UID,
     }
+
+
+WORTH_AN_EVENT = {
+    Phase.UNDEFINED: False,
+    Phase.NOT_READY: False,
+    Phase.QUEUED: False,
+    Phase.INITIALIZING: False,
+    Phase.RUNNING: False,
+    Phase.WAITING_FOR_RESOURCES: True,
+    Phase.RETRYABLE_FAILURE: True,
+    Phase.SYSTEM_RETRYABLE_FAILURE: True,
+    Phase.PERMANENT_FAILURE: True,
+    Phase.SUCCESS: True,
+    Phase.ABORTED: True,
+}
+
+
+@pytest.mark.parametrize("phase", list(Phase), ids=[phase.value for phase in Phase])
+def test_only_a_phase_a_person_reads_about_is_told_as_an_event(phase: Phase) -> None:
+    assert worth_an_event(phase) is WORTH_AN_EVENT[phase]
 
 
 @pytest.mark.parametrize(

@@ -63,7 +63,7 @@ from podwright.engine.operator import (
 from podwright.engine.plugins import default_plugins
 from podwright.engine.task_store import TaskRecord
 from podwright.engine.work_queue import WorkQueue
-from podwright.engine.workload_tasks import OPERATOR_BACKEND, phase_event
+from podwright.engine.workload_tasks import OPERATOR_BACKEND, phase_event, worth_an_event
 
 logger = logging.getLogger("podwright.operator")
 
@@ -337,6 +337,8 @@ class OperatorRuntime:
         if info.phase is Phase.RUNNING:
             seconds = ((info.occurred_at or now) - record.task.submitted_at).total_seconds()
             self._metrics.reached_running(record.task.workload_type, seconds)
+        if not worth_an_event(info.phase):
+            return
         event = phase_event(
             workload, info, now, component=COMPONENT, instance=self._settings.identity
         )

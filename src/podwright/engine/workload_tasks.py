@@ -11,8 +11,10 @@ sends them (``adapters.kubernetes.workload_store``) only reads and writes.
 The task id is the Workload's name and the start of its uid: stable across restarts and
 replicas, and new when a Workload is deleted and created again under the same name. A deleted
 Workload (a deletion timestamp) or one annotated ``podwright.dev/abort-requested`` asks for its
-task to be aborted. The events kept are the latest :data:`EVENTS_KEPT`, so a Workload's size stays
-bounded however long its task runs.
+task to be aborted. A finalized task's Workload is let go in the same write that records it
+finalized (:func:`finalized_patch`: the finalizer removed, the task named in an annotation), so
+finalizing costs one request, not a status update and then a patch. The events kept are the
+latest :data:`EVENTS_KEPT`, so a Workload's size stays bounded however long its task runs.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ WORKLOAD_FINALIZER = "podwright.dev/workload"
 """Held on a Workload from its task's submission until the task is finalized: deleting the
 Workload aborts the task, and the Workload goes only once nothing of its task is left running."""
 ABORT_ANNOTATION = "podwright.dev/abort-requested"
+FINALIZED_ANNOTATION = "podwright.dev/finalized-task"
+"""Set by the operator to the id of the task it finalized (:func:`finalized_patch`)."""
 """Set (to when it was asked) by ``podwright abort``: the task is aborted, the Workload stays."""
 EVENTS_KEPT = 64
 """The most events a Workload's record keeps (the latest)."""
@@ -241,7 +245,8 @@ def record_of(workload: JsonObject) -> TaskRecord | None:
         phase_version=integer(task, "phaseVersion") or 0,
         reason=text(status, "reason"),
         abort_requested=bool(task.get("abortRequested")) or abort_is_asked(workload),
-        finalized=bool(task.get("finalized")),
+        finalized=bool(task.get("finalized"))
+        or section(metadata, "annotations").get(FINALIZED_ANNOTATION) == text(task, "id"),
     )
 
 
@@ -321,12 +326,16 @@ def advanced_workload(
     return Advance(_conditional(workload, status), new_phase)
 
 
-def finalized_workload(workload: JsonObject, record: TaskRecord, now: datetime) -> dict[str, Any]:
-    """The status update that records the task finalized (its resources cleaned up)."""
-    status = {
-        "task": {"revision": record.revision + 1, "updatedAt": _instant(now), "finalized": True}
-    }
-    return _conditional(workload, status)
+def finalized_patch(workload: JsonObject, task_id: str) -> dict[str, Any]:
+    """The merge patch that records the task ``task_id`` finalized (its resources cleaned up)
+    and lets its Workload go, in one write: podwright's finalizer removed, and the annotation
+    ``podwright.dev/finalized-task`` naming the task (a Workload whose task is finalized is
+    released at once, so the two are one act; a status update and a metadata patch would be two
+    writes). Conditional on the version read. The annotation names the task, so a Workload
+    created again from an exported copy of a finished one is not taken for finalized."""
+    patch = without_finalizer_patch(workload)
+    patch["metadata"]["annotations"] = {FINALIZED_ANNOTATION: task_id}
+    return patch
 
 
 def abort_requested_workload(
@@ -468,6 +477,15 @@ def refused_workload(
         "task": record,
     }
     return _conditional(workload, status)
+
+
+def worth_an_event(phase: Phase) -> bool:
+    """Whether a Workload's new ``phase`` is told as a Kubernetes Event: where a person reads
+    one (``kubectl describe``, ``kubectl events``) to learn why a Workload waits, failed or ended
+    (waiting for resources, a failure, the end). Routine progress (queued, initializing, running)
+    is in the status' phase and conditions only: an Event for it would be a write per Workload and
+    phase that nobody reads."""
+    return phase.is_terminal or phase.is_failure or phase is Phase.WAITING_FOR_RESOURCES
 
 
 def phase_event(

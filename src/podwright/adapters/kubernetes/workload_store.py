@@ -2,15 +2,17 @@
 
 :class:`WorkloadTaskStore` is the :class:`~podwright.engine.task_store.TaskStore` the operator's
 executor runs on. It reads from :class:`WorkloadCache`, kept current by one list+watch of
-Workloads (so a steady round makes no request), and writes each round's outcome as an update
-of ``workloads/status`` made conditional on the resourceVersion it read: of two writers (two
-replicas, one of them no longer the leader), exactly one wins; the other gets a Conflict, which
-is the port's :class:`StaleRevisionError`, and decides again on a fresh read. What a write
-returns goes into the cache at once, so the next round reads its own writes even before the
-watch delivers them (an older version the watch delivers later never replaces a newer one).
+Workloads (so a steady state makes no request), and writes each outcome as an update of
+``workloads/status`` (a finalization as a patch of the Workload's metadata, which also lets it
+go), each conditional on the resourceVersion it read: of two writers (two replicas, one of them
+no longer the leader), exactly one wins; the other gets a Conflict, which is the port's
+:class:`StaleRevisionError`, and decides again on a fresh read. What a write returns goes into
+the cache at once (and is told to the operator as a change), so the next step reads its own
+writes even before the watch delivers them (an older version the watch delivers later never
+replaces a newer one).
 
 Every write first asks ``may_write``: a replica that lost its lease stops writing at once, its
-round's writes failing with :class:`StoreUnavailableError`. A phase change is also told to
+writes failing with :class:`StoreUnavailableError`. A phase change is also told to
 ``on_phase`` (the operator makes it a Kubernetes Event on the Workload and a metric). The
 decoding and the patches are :mod:`podwright.engine.workload_tasks`'s; this module only sends
 them.
@@ -18,6 +20,7 @@ them.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable
@@ -55,7 +58,7 @@ from podwright.engine.workload_tasks import (
     abort_requested_workload,
     advanced_workload,
     events_attached,
-    finalized_workload,
+    finalized_patch,
     has_finalizer,
     history_of,
     is_submitted,
@@ -245,8 +248,11 @@ class WorkloadTaskStore:
         return self._record(self._write(workload, abort_requested_workload(workload, record, now)))
 
     def mark_finalized(self, task_id: str, revision: int, now: datetime) -> TaskRecord:
+        """Record the task finalized and let its Workload go, in one metadata patch
+        (:func:`~podwright.engine.workload_tasks.finalized_patch`): its revision stays."""
         workload, record = self._current(task_id, revision)
-        return self._record(self._write(workload, finalized_workload(workload, record, now)))
+        self._write(workload, finalized_patch(workload, task_id), status=False)
+        return dataclasses.replace(record, finalized=True)
 
     def delete(self, task_id: str, revision: int) -> None:
         workload, _record = self._current(task_id, revision)
