@@ -101,7 +101,7 @@ from podwright.engine.kubernetes_port import (  # noqa: E402
     NotFoundError,
     ObjectRef,
 )
-from podwright.engine.workload_tasks import WORKLOAD_FINALIZER  # noqa: E402
+from podwright.engine.workload_tasks import WORKLOAD_FINALIZER, record_of  # noqa: E402
 
 NODE_TYPE_LABEL = "podwright.dev/node-type"
 """The label the default cluster profile turns a Workload's ``nodeType`` into (a nodeSelector)."""
@@ -515,10 +515,17 @@ class Progress:
     all_finalized: float | None = None
     all_released: float | None = None
     timeline: list[dict[str, Any]] = field(default_factory=list)
+    finalized_at: dict[str, float] = field(default_factory=dict)
+    """When each Workload was first seen finalized (epoch seconds): a finalization is a patch of
+    its metadata, which no time of its status records."""
 
     def note(self, states: Mapping[str, tuple[str, bool, bool]], now: float, count: int) -> bool:
         """Note where the Workloads are (name -> phase, finalized, released); whether every one
         is finalized and released."""
+        seen = time.time()
+        for name, (_phase, final, _released) in states.items():
+            if final:
+                self.finalized_at.setdefault(name, seen)
         phases = Counter(phase for phase, _finalized, _released in states.values())
         running = sum(phase in RUNNING_OR_PAST for phase, _f, _r in states.values())
         finalized = sum(final for _phase, final, _released in states.values())
@@ -538,7 +545,11 @@ class Progress:
 def state_of(obj: Mapping[str, Any]) -> tuple[str, bool, bool]:
     """A Workload's phase, whether its task is finalized, and whether it is also released."""
     status = obj.get("status") or {}
-    finalized = bool((status.get("task") or {}).get("finalized"))
+    try:
+        record = record_of(obj)
+    except ValueError:
+        record = None
+    finalized = record is not None and record.finalized
     held = WORKLOAD_FINALIZER in ((obj.get("metadata") or {}).get("finalizers") or [])
     return status.get("phase") or "Pending", finalized, finalized and not held
 
@@ -1007,7 +1018,7 @@ def _figures(
         "workloads_per_second": count / progress.all_released if progress.all_released else None,
         "phases": dict(phases),
         "histories": dict(_histories(items).most_common(6)),
-        "lags_seconds": _lags(items),
+        "lags_seconds": _lags(items, progress.finalized_at),
         "polls": progress.polls,
         "list_seconds": _spread(progress.list_seconds),
         "requests_per_workload_by_verb": {v: n / count for v, n in sorted(by_verb.items())},
@@ -1039,9 +1050,9 @@ def _histories(items: list[dict[str, Any]]) -> Counter[str]:
     )
 
 
-def _lags(items: list[dict[str, Any]]) -> dict[str, Any]:
+def _lags(items: list[dict[str, Any]], finalized_at: Mapping[str, float]) -> dict[str, Any]:
     """Per Workload, from its record: created -> submitted -> Running (history) -> completed ->
-    finalized (the last record update), and created -> finalized."""
+    finalized (when the benchmark first saw it finalized), and created -> finalized."""
     steps: dict[str, list[float]] = {
         "created_to_submitted": [],
         "submitted_to_running": [],
@@ -1063,7 +1074,7 @@ def _lags(items: list[dict[str, Any]]) -> dict[str, Any]:
             None,
         )
         completed = _seconds(status.get("completionTime"))
-        final = _seconds(task.get("updatedAt")) if task.get("finalized") else None
+        final = finalized_at.get(obj["metadata"]["name"])
         pairs = {
             "created_to_submitted": (created, submitted),
             "submitted_to_running": (submitted, running),

@@ -696,21 +696,44 @@ def test_a_record_is_decoded_once_per_version_and_an_older_copy_as_it_is() -> No
     assert older.revision == 1
 
 
-def test_every_change_is_told_with_the_workloads_key() -> None:
+def _at(name: str, uid: str, version: int) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "namespace": NAMESPACE,
+            "name": name,
+            "uid": uid,
+            "resourceVersion": str(version),
+        }
+    }
+
+
+def test_every_change_the_watch_shows_is_told_with_the_workloads_key() -> None:
     told: list[tuple[str, str]] = []
     cache = WorkloadCache(changed=told.append)
-    obj = {"metadata": {"namespace": NAMESPACE, "name": "w", "uid": "a", "resourceVersion": "1"}}
-    other = {"metadata": {"namespace": NAMESPACE, "name": "v", "uid": "b", "resourceVersion": "2"}}
-    cache.replace([obj, other])
+    cache.replace([_at("w", "a", 1), _at("v", "b", 2)])
     assert sorted(told) == [(NAMESPACE, "v"), (NAMESPACE, "w")]
     told.clear()
-    cache.apply("MODIFIED", obj)
-    cache.put(obj)
-    cache.apply("DELETED", obj)
+    cache.apply("MODIFIED", _at("w", "a", 3))
+    cache.apply("MODIFIED", _at("w", "a", 3))  # the same version again: no change
+    cache.apply("MODIFIED", _at("w", "a", 2))  # an older one: kept out, no change
+    cache.apply("DELETED", _at("w", "a", 4))
+    cache.apply("ADDED", _at("w", "c", 5))  # made again under the name
     assert told == [(NAMESPACE, "w")] * 3
     told.clear()
-    cache.replace([])  # a list without "v": its Workload is gone, and told so
+    cache.replace([_at("w", "c", 5)])  # "v" is gone, "w" unchanged
     assert told == [(NAMESPACE, "v")]
+
+
+def test_the_stores_own_writes_and_their_echo_are_not_told() -> None:
+    told: list[tuple[str, str]] = []
+    cache = WorkloadCache(changed=told.append)
+    cache.replace([_at("w", "a", 1)])
+    told.clear()
+    cache.put(_at("w", "a", 2))
+    assert cache.get(NAMESPACE, "w") == _at("w", "a", 2)
+    cache.apply("MODIFIED", _at("w", "a", 2))  # the watch delivers the write
+    cache.replace([_at("w", "a", 2)])  # or a list does
+    assert told == []
 
 
 _GARBAGE = {

@@ -33,7 +33,7 @@ from podwright.core.cluster_resources import API_VERSION
 from podwright.core.crds import custom_resource_definitions
 from podwright.core.install_manifests import operator_cluster_rules, operator_namespace_rules
 from podwright.engine.kubernetes_port import NotFoundError, ObjectRef, PatchType
-from podwright.engine.workload_tasks import WORKLOAD_FINALIZER, task_id_of
+from podwright.engine.workload_tasks import WORKLOAD_FINALIZER, record_of, task_id_of
 from tests.cluster.nodes import RUNS_UNTIL_DELETED, SUCCEEDS, PodDriver, PodOutcome, driving_pods
 from tests.cluster.operators import OperatorReplicas, operator_replicas
 from tests.cluster.support import EXAMPLES, ROOT, Server, SessionInstalls, podwright_command
@@ -202,9 +202,9 @@ def finished(server: Server, namespace: str, name: str) -> dict[str, Any]:
 
     def done() -> dict[str, Any] | None:
         obj = get(server, namespace, name)
-        task = (obj.get("status") or {}).get("task") or {}
+        record = record_of(obj)
         held = WORKLOAD_FINALIZER in (obj["metadata"].get("finalizers") or [])
-        return obj if task.get("finalized") and not held else None
+        return obj if record is not None and record.finalized and not held else None
 
     return eventually(done, timeout=PATIENCE)
 

@@ -336,3 +336,52 @@ def test_a_finished_task_whose_plugin_state_cannot_be_read_is_still_finalized(
     report = executor.run_round()
     assert report.errors == 0
     assert store.get("t1").finalized
+
+
+def _unbound_pod_task(store: SQLiteTaskStore, clock: Clock) -> None:
+    pod = bound_pod()
+    del pod["spec"]["nodeName"]  # the scheduler has not placed it yet
+    store.submit(
+        NewTask("t1", "workspace", "t1", NAMESPACE, "kubernetes/test", {}, {}, (pod,), clock())
+    )
+
+
+def test_a_new_reason_within_a_phase_is_written_only_once_it_lasts(
+    executor: Executor, store: SQLiteTaskStore, clock: Clock
+) -> None:
+    _unbound_pod_task(store, clock)
+    executor.run_round()
+    launched = store.get("t1")
+    assert (launched.phase, launched.reason) == (Phase.QUEUED, f"Pod {NAMESPACE}/t1 created")
+    clock.advance(0.5)
+    executor.run_round()
+    assert store.get("t1").revision == launched.revision, "waiting for the scheduler: not yet"
+    assert executor.seconds_until_due() == pytest.approx(0.5)
+    clock.advance(0.5)
+    executor.run_round()
+    lasted = store.get("t1")
+    assert (lasted.revision, lasted.phase, lasted.reason) == (
+        launched.revision + 1,
+        Phase.QUEUED,
+        "waiting for the scheduler",
+    )
+
+
+def test_a_new_phase_is_written_at_once_however_soon(
+    executor: Executor, store: SQLiteTaskStore, kube: FakeKubernetes, clock: Clock
+) -> None:
+    _unbound_pod_task(store, clock)
+    executor.run_round()
+    clock.advance(0.1)
+    kube.set_status(
+        ObjectRef("v1", "Pod", NAMESPACE, "t1"),
+        {"phase": "Running", "containerStatuses": [{"name": "main", "state": {"running": {}}}]},
+    )
+    turn = executor.handle_task(store.get("t1"))  # as the operator does, on the pod's change
+    assert turn.advanced
+    assert store.get("t1").phase is Phase.RUNNING
+
+
+def test_reason_settle_must_not_be_negative() -> None:
+    with pytest.raises(ValueError, match="reason_settle must not be negative, got -1 day"):
+        ExecutorConfig(backend="b", reason_settle=timedelta(seconds=-1))

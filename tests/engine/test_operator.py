@@ -21,7 +21,7 @@ from podwright.core.cluster_resources import API_VERSION
 from podwright.core.lifecycle.objects import JsonObject, section, text
 from podwright.core.lifecycle.phases import Phase, PhaseInfo
 from podwright.engine.config import LifecycleConfig
-from podwright.engine.executor import Executor, ExecutorConfig, TaskTurn
+from podwright.engine.executor import Executor, ExecutorConfig, RecordLaunch, TaskTurn
 from podwright.engine.kubernetes_port import ObjectRef
 from podwright.engine.operator import (
     OperatorTally,
@@ -113,7 +113,8 @@ class FakeWorkloads:
         self.let_go: dict[str, dict[str, Any]] = {}
         """The Workloads deleted once their last finalizer was removed, as last written."""
         self.changed: Callable[[tuple[str, str]], None] = lambda _key: None
-        """Told of every change, as the cluster's Workload cache tells the operator."""
+        """Told of every change but the store's own writes, as the cluster's Workload cache
+        tells the operator."""
         self._versions = itertools.count(1)
         self._uids = itertools.count(1)
 
@@ -195,6 +196,20 @@ class FakeWorkloads:
         if is_submitted(current):
             raise TaskExistsError(task.task_id)
         return _record(self._write(current, submitted_workload(current, task, task.submitted_at)))
+
+    def submit_launched(
+        self, task: NewTask, plugin_state: JsonData, info: PhaseInfo, now: datetime
+    ) -> TaskRecord:
+        self._call("submit", task.name)
+        current = self.objects.get(task.name)
+        if current is None:
+            raise TaskNotFoundError(task.name)
+        if is_submitted(current):
+            raise TaskExistsError(task.task_id)
+        submitted = submitted_workload(current, task, task.submitted_at)
+        first = _record(submitted)
+        body = advanced_workload(submitted, first, plugin_state, info, now).workload
+        return _record(self._write(current, body))
 
     def get(self, task_id: str) -> TaskRecord:
         return _record(self._by_task(task_id))
@@ -284,7 +299,6 @@ class FakeWorkloads:
             self.let_go[name] = written
         else:
             self.objects[name] = written
-        self.changed((NAMESPACE, name))
         return copy.deepcopy(written)
 
 
@@ -309,12 +323,19 @@ class StubExecutor:
     def __init__(self) -> None:
         self.config = ExecutorConfig(backend=OPERATOR_BACKEND)
         self.handled: list[str] = []
+        self.launched: list[str] = []
         self.forgotten: list[str] = []
         self.due_in = timedelta(seconds=5)
 
     def handle_task(self, record: TaskRecord) -> TaskTurn:
         self.handled.append(record.task_id)
         return TaskTurn(due_in=self.due_in)
+
+    def launch(self, task: NewTask, record: RecordLaunch) -> TaskTurn:
+        """Records the task Queued, as a launch that created its resource does."""
+        record({"launched": True}, PhaseInfo(Phase.QUEUED, 1, "created"), T0)
+        self.launched.append(task.task_id)
+        return TaskTurn(due_in=self.due_in, advanced=True)
 
     def forget_task(self, task_id: str) -> None:
         self.forgotten.append(task_id)
@@ -413,9 +434,11 @@ def test_a_new_workload_is_held_rendered_from_the_held_copy_and_submitted() -> N
     assert WORKLOAD_FINALIZER in rendered["metadata"]["finalizers"], "rendered once held"
     record = _record(stored)
     assert record.task_id == task_id_of(stored)
-    assert (record.revision, record.phase, record.task.backend) == (
-        1,
-        Phase.UNDEFINED,
+    # Launched before it was recorded, and recorded with what the launch did: one write.
+    assert (record.revision, record.phase, record.plugin_state, record.task.backend) == (
+        2,
+        Phase.QUEUED,
+        {"launched": True},
         OPERATOR_BACKEND,
     )
     assert record.task.manifests == (pod_manifest("notebook"),)
@@ -425,17 +448,10 @@ def test_a_new_workload_is_held_rendered_from_the_held_copy_and_submitted() -> N
         stored["metadata"]["uid"],
     )
     assert record.task.submitted_at == T0
-    # Its submission's change queued it again: its task is the executor's at once.
-    assert [method for method, _ in h.store.calls] == [
-        "workload",
-        "record",
-        "hold",
-        "submit",
-        "workload",
-        "record",
-    ]
-    assert h.executor.handled == [record.task_id]
+    assert [method for method, _ in h.store.calls] == ["workload", "record", "hold", "submit"]
+    assert h.executor.launched == [record.task_id]
     assert counts(h.step()) == (0, 0, 0, 0), "nothing more until it is due or changes"
+    assert h.executor.handled == []
     assert len(h.render.given) == 1
 
 
@@ -527,12 +543,14 @@ def test_an_active_task_is_handled_again_when_due_or_when_its_workload_changes()
     h.store.add("notebook")
     h.step()
     task_id = task_id_of(h.store.objects["notebook"])
-    assert h.executor.handled == [task_id]
+    assert (h.executor.launched, h.executor.handled) == ([task_id], [])
     assert h.operator.queue.waiting() == 1
     assert counts(h.later(4.9)) == (0, 0, 0, 0)
-    assert h.executor.handled == [task_id], "not due yet"
+    assert h.executor.handled == [], "not due yet"
     h.later(0.1)
-    assert h.executor.handled == [task_id] * 2, "due after what the executor said"
+    assert h.executor.handled == [task_id], "due after what the executor said"
+    h.later(5)
+    assert h.executor.handled == [task_id] * 2, "and again, as often"
     h.store.changed(("team-a", "notebook"))  # (another namespace's Workload of that name)
     h.store.changed((NAMESPACE, "notebook"))
     h.step()
@@ -549,14 +567,15 @@ def test_a_deleted_workloads_task_is_forgotten_by_the_executor() -> None:
     h.step()
     assert h.executor.forgotten == [task_id]
     h.later(5)
-    assert h.executor.handled == [task_id], "never handled again"
+    assert h.executor.handled == [], "never handled again"
 
 
 def test_a_task_of_another_backend_is_left_to_it() -> None:
     h = harness()
     h.store.add("notebook")
-    h.executor.config = ExecutorConfig(backend="local")
     h.step()
+    h.executor.config = ExecutorConfig(backend="local")
+    h.later(5)
     assert h.executor.handled == []
     assert h.operator.queue.waiting() == 0
 
@@ -619,14 +638,9 @@ def test_one_workloads_failed_write_does_not_stop_the_others(
         h.store.add(name)
     h.store.fail(method, "b", error)
     tally = h.step()
-    retried = {"hold": (2, 0), "submit": (3, 0), "refuse": (2, 1)}[method]
-    assert (tally.submitted, tally.refused, tally.errors) == (*retried, errors)
+    assert (tally.submitted, tally.refused, tally.errors) == (2, 0, errors)
     for name in ("a", "c"):
         assert is_submitted(h.store.objects[name]), name
-    if method != "hold":
-        # Its hold was a change: it was queued again, and decided again on a fresh read.
-        assert is_submitted(h.store.objects["b"])
-        return
     assert not is_submitted(h.store.objects["b"])
     # A lost race is decided again on the Workload's next change; a failed write after its
     # backoff.
@@ -637,6 +651,8 @@ def test_one_workloads_failed_write_does_not_stop_the_others(
         h.store.changed((NAMESPACE, "b"))
         h.step()
     assert is_submitted(h.store.objects["b"])
+    if method == "refuse":
+        assert _record(h.store.objects["b"]).phase is Phase.PERMANENT_FAILURE
     assert h.operator.queue.failures((NAMESPACE, "b")) == 0, "forgotten once it succeeded"
 
 
@@ -658,9 +674,9 @@ def test_a_defect_handling_one_workload_is_logged_and_it_is_retried_after_a_back
     h.store.add("b")
     h.render.defect_once = {"b"}
     tally = h.step()
-    # Held before the defect: the hold's change queued it again, and it went through.
-    assert (tally.submitted, tally.errors) == (2, 1)
+    assert (tally.submitted, tally.errors) == (1, 1)
     assert f"Workload {NAMESPACE}/b: could not be handled" in caplog.text
+    h.later(0.005)
     assert is_submitted(h.store.objects["b"])
 
 
@@ -702,8 +718,7 @@ def test_a_workload_is_launched_owned_by_it_aborted_when_deleted_and_let_go(
     store.add("notebook")
     operator.drain()
     first = operator.take_tally()
-    assert first.submitted == 1
-    assert first.advanced >= 1, "launched at once, its write queueing it again"
+    assert (first.submitted, first.advanced) == (1, 1), "launched, and recorded so, at once"
     workload = store.objects["notebook"]
     task_id = task_id_of(workload)
     (created,) = kube.created
@@ -730,7 +745,6 @@ def test_a_workload_is_launched_owned_by_it_aborted_when_deleted_and_let_go(
     assert kube.calls["delete"] == 1, "the pod, once"
     assert [(entry.phase, entry.reason) for entry in history_of(last)] == [
         (Phase.QUEUED, f"Pod {NAMESPACE}/{created.removeprefix('Pod/')} created"),
-        (Phase.QUEUED, "waiting for the scheduler"),
         (Phase.ABORTED, "aborted on request"),
     ]
     assert _record(last).finalized is True

@@ -84,10 +84,13 @@ from podwright.engine.kubernetes_port import (
     ObjectRef,
 )
 from podwright.engine.plugin import Plugin, PluginError, TaskContext
-from podwright.engine.plugin_manager import PluginManager
+from podwright.engine.plugin_manager import PluginManager, Transition
 from podwright.engine.plugins import default_plugins, plugin_for
 from podwright.engine.task_store import (
+    JsonData,
+    NewTask,
     StaleRevisionError,
+    StoreUnavailableError,
     TaskRecord,
     TaskStore,
     TaskStoreError,
@@ -112,6 +115,11 @@ class ExecutorConfig:
     """How long after a task ended its events are still attached before it is finalized: the
     event watch lags behind the object's, and the last events (Completed, a late Scheduled of a
     quick pod) would be lost."""
+    reason_settle: timedelta = timedelta(seconds=1)
+    """How long after a task's last write a new reason within the same phase (and nothing else
+    new: no error, no event to attach, no other state) waits before it is written: a reason that
+    lasts less (queued: created, then waiting for the scheduler, then initializing) costs no
+    write of its own, one that lasts is written then."""
     resync_interval: timedelta = timedelta(seconds=10)
     """How long a task whose fingerprint has not changed since a handle that changed nothing is
     skipped at most: the plugin's phase decisions depend on the time too (an image pull backing
@@ -125,6 +133,8 @@ class ExecutorConfig:
             raise ValueError(f"round_interval must be positive, got {self.round_interval}")
         if self.resync_interval <= timedelta(0):
             raise ValueError(f"resync_interval must be positive, got {self.resync_interval}")
+        if self.reason_settle < timedelta(0):
+            raise ValueError(f"reason_settle must not be negative, got {self.reason_settle}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,6 +177,42 @@ class TaskTurn:
     finalized: Phase | None = None
     error: bool = False
     connection_error: str = ""
+
+
+RecordLaunch = Callable[[JsonData, PhaseInfo, datetime], object]
+"""Writes a new task's first record with what its launch did: its plugin state and phase."""
+
+
+def only_a_new_reason(record: TaskRecord, transition: Transition) -> bool:
+    """Whether ``transition`` brings nothing new to ``record`` but another reason (or its
+    version) within the same phase: no error, no event to attach, and no other plugin state."""
+    info = transition.info
+    if info.phase is not record.phase or info.error is not None or info.additional_reasons:
+        return False
+    try:
+        before = decode_state(record.plugin_state)
+    except CorruptedPluginStateError:
+        return False
+    after = transition.state
+    return (
+        dataclasses.replace(before, phase_version=after.phase_version, reason=after.reason) == after
+    )
+
+
+def unsubmitted_record(task: NewTask) -> TaskRecord:
+    """The record a task would have before anything was done for it (revision 0): what
+    :meth:`Executor.launch` hands the plugin manager before the task is in the store."""
+    return TaskRecord(
+        task=task,
+        revision=0,
+        updated_at=task.submitted_at,
+        plugin_state={},
+        phase=Phase.UNDEFINED,
+        phase_version=0,
+        reason="",
+        abort_requested=False,
+        finalized=False,
+    )
 
 
 class RoundObserver(Protocol):
@@ -451,10 +497,41 @@ class Executor:
             return self._abort(record, task, manager, now)
         transition = manager.handle(task, record.plugin_state, now)
         changed = transition.state_changed or is_new_phase(record, transition.info)
+        settled_at = record.updated_at + self.config.reason_settle
+        if changed and now < settled_at and only_a_new_reason(record, transition):
+            return _Outcome(delay=settled_at - now)  # written then, unless overtaken
         if changed:
             self.store.advance(
                 record.task_id, record.revision, transition.encoded_state(), transition.info, now
             )
+        return self._handled(task, manager, transition, changed=changed)
+
+    def launch(self, task: NewTask, record: RecordLaunch) -> TaskTurn:
+        """Launch a task that is not in the store yet, then have ``record`` write it with what
+        the launch did (its plugin state and phase) in one write: the operator's submission,
+        which saves the write that would record the task before its launch. A launch whose
+        record is not written (the store refused it, or the process died) is harmless: the next
+        launch of the task finds its resource (AlreadyExists, carrying the task's id) and carries
+        on with it. Errors of the store (:class:`TaskStoreError`) are the caller's."""
+        if self._may_act is not None and not self._may_act():
+            raise StoreUnavailableError(f"task {task.task_id}: this replica may not act now")
+        now = self._clock()
+        unsubmitted = unsubmitted_record(task)
+        context, manager = self._task(unsubmitted)
+        transition = manager.handle(context, unsubmitted.plugin_state, now)
+        record(transition.encoded_state(), transition.info, now)
+        outcome = self._handled(context, manager, transition, changed=True)
+        return TaskTurn(
+            due_in=self.config.round_interval if outcome.delay is None else outcome.delay,
+            advanced=True,
+            connection_error=outcome.connection_error,
+        )
+
+    def _handled(
+        self, task: TaskContext, manager: PluginManager, transition: Transition, *, changed: bool
+    ) -> _Outcome:
+        """What a plugin manager round came to, once written: a failure whose resource is to
+        be cleaned up at once is aborted, and when the task is due again."""
         delay = None
         if transition.info.phase.is_terminal:
             if transition.info.cleanup_on_failure and not transition.state.never_created:

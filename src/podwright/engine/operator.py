@@ -41,8 +41,11 @@ from typing import Any, Protocol
 
 from podwright.core.cluster_resources import API_VERSION, WORKLOAD_KIND
 from podwright.core.lifecycle.objects import JsonObject, section, text
+from podwright.core.lifecycle.phases import PhaseInfo
 from podwright.engine.executor import Executor, RoundReport, TaskTurn
 from podwright.engine.task_store import (
+    JsonData,
+    NewTask,
     StaleRevisionError,
     TaskExistsError,
     TaskNotFoundError,
@@ -93,6 +96,12 @@ class WorkloadStore(TaskStore, Protocol):
 
     def refuse(self, workload: JsonObject, task_id: str, message: str, now: datetime) -> None:
         """Record the task PermanentFailure and finalized: it cannot run."""
+
+    def submit_launched(
+        self, task: NewTask, plugin_state: JsonData, info: PhaseInfo, now: datetime
+    ) -> TaskRecord:
+        """Record a new task with what its launch did, in one write (conditional on the
+        version read)."""
 
 
 def workload_key(workload: JsonObject) -> WorkloadKey:
@@ -242,8 +251,7 @@ class WorkloadOperator:
         self._count(handled=1)
         action = next_action(workload, record)
         if action is not WorkloadAction.NOTHING:
-            if self._act_safely(key, action, workload):
-                self.queue.forget(key)
+            self._act_safely(key, action, workload)
             return
         if record is None or record.finalized:
             self._forget(key)  # nothing to follow until it changes
@@ -265,27 +273,28 @@ class WorkloadOperator:
             if turn.connection_error:
                 tally.connection_error = turn.connection_error
 
-    def _act_safely(self, key: WorkloadKey, action: WorkloadAction, workload: JsonObject) -> bool:
-        """Submit, refuse or release the Workload; whether it was done. A write that lost a race
-        is decided again on the Workload's next version (its change is on the way), a failed one
-        after a backoff that grows with the Workload's consecutive failures."""
+    def _act_safely(self, key: WorkloadKey, action: WorkloadAction, workload: JsonObject) -> None:
+        """Submit, refuse or release the Workload, and queue it for its next step. A write
+        that lost a race is decided again on the Workload's next version (its change is on the
+        way), a failed one after a backoff that grows with the Workload's consecutive
+        failures."""
         try:
-            outcome = self._act(action, workload)
+            self._act(key, action, workload)
         except (StaleRevisionError, TaskExistsError, TaskNotFoundError):
-            return False
+            return
         except TaskStoreError as error:
             logger.warning("%s: %s", _describe(workload), error)
             self._count(errors=1)
             self.queue.add_rate_limited(key)
-            return False
-        self._count(**{outcome: 1})
-        return True
+            return
+        self.queue.forget(key)
 
-    def _act(self, action: WorkloadAction, workload: JsonObject) -> str:
+    def _act(self, key: WorkloadKey, action: WorkloadAction, workload: JsonObject) -> None:
         if action is WorkloadAction.RELEASE:
             self._store.release(workload)
             logger.info("%s: released", _describe(workload))
-            return "released"
+            self._count(released=1)
+            return
         held = self._store.hold(workload)
         now = self._clock()
         try:
@@ -293,11 +302,21 @@ class WorkloadOperator:
         except RenderRefusedError as error:
             self._store.refuse(held, task_id_of(held), str(error), now)
             logger.info("%s: cannot be rendered: %s", _describe(held), error)
-            return "refused"
+            self._count(refused=1)
+            self.queue.add(key)  # to be let go
+            return
         task = new_task(held, manifests, now)
-        self._store.submit(task)
+        with self._lock:
+            self._tasks[key] = task.task_id
+
+        def record(plugin_state: JsonData, info: PhaseInfo, at: datetime) -> TaskRecord:
+            return self._store.submit_launched(task, plugin_state, info, at)
+
+        turn = self._executor.launch(task, record)
         logger.info("%s: task %s submitted", _describe(held), task.task_id)
-        return "submitted"
+        self._count(submitted=1)
+        self._count_turn(turn)
+        self.queue.add_after(key, turn.due_in.total_seconds())
 
     def _forget(self, key: WorkloadKey) -> None:
         with self._lock:

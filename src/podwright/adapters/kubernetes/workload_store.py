@@ -31,7 +31,7 @@ from podwright.adapters.kubernetes.client import KubernetesClient
 from podwright.adapters.kubernetes.reflector import shared_strings
 from podwright.core.cluster_resources import API_VERSION, WORKLOAD_KIND
 from podwright.core.lifecycle.objects import JsonObject, rfc3339, section, text
-from podwright.core.lifecycle.phases import PhaseInfo
+from podwright.core.lifecycle.phases import Phase, PhaseInfo
 from podwright.engine.kubernetes_port import (
     ApiConnectionError,
     ConflictError,
@@ -79,8 +79,10 @@ class WorkloadCache:
     """Workloads by (namespace, name), with an index by task id and each one's decoded record,
     kept current by a reflector (its handler) and by the store's own writes (:meth:`put`).
 
-    ``changed`` is called with the (namespace, name) of every Workload that changed, was
-    deleted, or was listed (the operator queues it)."""
+    ``changed`` is called with the (namespace, name) of every Workload the watch shows new,
+    changed (another resourceVersion than the cache holds) or gone: the operator queues it. The
+    store's own writes are not told (the operator decides when to look at a Workload it wrote),
+    nor is the watch's echo of them, which the cache already holds at that version."""
 
     def __init__(self, changed: Callable[[tuple[str, str]], None] | None = None) -> None:
         self._objects: dict[tuple[str, str], dict[str, Any]] = {}
@@ -101,22 +103,32 @@ class WorkloadCache:
                 mine = held.get(_key(obj))
                 # A list answered before one of the store's own writes, handled after it.
                 self._store(mine if mine is not None and _older(obj, mine) else obj)
-            keys = set(held).union(self._objects)
-        for key in keys:
+            changed = [
+                key
+                for key in set(held).union(self._objects)
+                if _version(held.get(key)) != _version(self._objects.get(key))
+            ]
+        for key in changed:
             self._changed(key)
 
     def apply(self, event_type: str, obj: dict[str, Any]) -> None:
         key = _key(obj)
         with self._lock:
+            before = _version(self._objects.get(key))
             if event_type == "DELETED":
                 self._drop(key)
             elif not _older(obj, self._objects.get(key)):
                 self._store(obj)
-        self._changed(key)
+            after = _version(self._objects.get(key))
+        if before != after:
+            self._changed(key)
 
     def put(self, obj: dict[str, Any]) -> None:
-        """An object as a write returned it (newer than anything the watch delivered)."""
-        self.apply("MODIFIED", obj)
+        """An object as one of the store's own writes returned it (newer than anything the
+        watch delivered); not told as a change."""
+        with self._lock:
+            if not _older(obj, self._objects.get(_key(obj))):
+                self._store(obj)
 
     # Reading ---------------------------------------------------------------------------------
 
@@ -188,6 +200,35 @@ class WorkloadTaskStore:
 
     def submit(self, task: NewTask) -> TaskRecord:
         """Record the task of the Workload ``task.namespace/task.name`` (revision 1)."""
+        _stored, record = self._submit(
+            task, lambda workload: submitted_workload(workload, task, task.submitted_at)
+        )
+        return record
+
+    def submit_launched(
+        self, task: NewTask, plugin_state: JsonData, info: PhaseInfo, now: datetime
+    ) -> TaskRecord:
+        """Record the task of the Workload ``task.namespace/task.name`` with what its launch did
+        (its plugin state and phase), in one status update: the operator launches a new task
+        before it records it (a launch that is not recorded is found again, AlreadyExists
+        carrying the task's id, by the next one)."""
+
+        def body(workload: JsonObject) -> dict[str, Any]:
+            submitted = submitted_workload(workload, task, task.submitted_at)
+            first = record_of(submitted)
+            assert first is not None, "a submitted Workload has a record"
+            return advanced_workload(submitted, first, plugin_state, info, now).workload
+
+        stored, record = self._submit(task, body)
+        if self._on_phase is not None and info.phase is not Phase.UNDEFINED:
+            self._on_phase(stored, record, info)
+        return record
+
+    def _submit(
+        self, task: NewTask, body: Callable[[JsonObject], dict[str, Any]]
+    ) -> tuple[dict[str, Any], TaskRecord]:
+        """Write the first record of ``task`` (``body`` of its Workload as read); the Workload
+        as stored, and the record."""
         workload = self._cache.get(task.namespace, task.name)
         if workload is None:
             raise TaskNotFoundError(f"no Workload {task.namespace}/{task.name} to record it in")
@@ -197,7 +238,7 @@ class WorkloadTaskStore:
             raise TaskNotFoundError(
                 f"{_describe(workload)} is not the Workload of task {task.task_id} (re-created?)"
             )
-        stored = self._write(workload, submitted_workload(workload, task, task.submitted_at))
+        stored = self._write(workload, body(workload))
         record = self._cache.record(stored)
         if record is None:
             raise StoreUnavailableError(
@@ -205,7 +246,7 @@ class WorkloadTaskStore:
                 "Workload CustomResourceDefinition is older than this operator (install "
                 "deploy/crds of this version)"
             )
-        return record
+        return stored, record
 
     def get(self, task_id: str) -> TaskRecord:
         return self._record(self._workload(task_id))
@@ -410,6 +451,14 @@ def _trimmed(workload: dict[str, Any]) -> dict[str, Any]:
     if _LAST_APPLIED in annotations:
         kept["annotations"] = {k: v for k, v in annotations.items() if k != _LAST_APPLIED}
     return {**workload, "metadata": kept}
+
+
+def _version(obj: JsonObject | None) -> tuple[str, str] | None:
+    """Which version of which object ``obj`` is (uid, resourceVersion); None for none."""
+    if obj is None:
+        return None
+    metadata = section(obj, "metadata")
+    return text(metadata, "uid"), text(metadata, "resourceVersion")
 
 
 def _older(obj: JsonObject, than: JsonObject | None) -> bool:
