@@ -19,13 +19,13 @@ Reported (``--json`` for the figures alone):
 * per Workload, the lag of each step (created -> submitted -> Running -> completed -> finalized),
   from the Workloads' own records (whole seconds, as the API server writes times);
 * the operator's API requests per Workload by verb and code (its ``/metrics``), and its writes
-  per Workload besides its own status updates (a status update is what raises
-  ``status.task.revision``: their sum is subtracted; the leader election's Lease writes too); on
-  the emulator, every request of the run by resource, so each figure is checked against the
-  other;
+  per Workload (status updates, and the others: creates, patches, Events), the leader
+  election's Lease writes left out (on the emulator counted by resource; on a real cluster, a
+  Lease renewal is a read and an update, and the operator reads nothing else); on the emulator,
+  every request of the run by resource, so each figure is checked against the other;
 * the steady window: the operator's requests over 10 s after everything finished (the leader
   election's Lease renewals, and watches started again after the server ended them, told apart:
-  they are not rounds' requests);
+  they are no Workload's requests);
 * queue latency p50/p95/p99 from ``podwright_operator_queue_latency_seconds`` (interpolated
   linearly within the histogram's buckets, as Prometheus' ``histogram_quantile``; the run's
   only): from a Workload's key becoming ready in the operator's work queue (a change told, or
@@ -992,21 +992,23 @@ def _figures(
     buckets: list[tuple[float, float]],
 ) -> dict[str, Any]:
     phases = Counter((obj.get("status") or {}).get("phase") or "Pending" for obj in items)
-    revisions = sum(
-        int(((obj.get("status") or {}).get("task") or {}).get("revision") or 0) for obj in items
-    )
     by_verb: Counter[str] = Counter()
     for (verb, _code), number in requests.items():
         by_verb[verb] += number
-    lease_writes = sum(
-        n
-        for key, n in served.items()
-        if key.endswith("leases(operator)") and key.split()[0] in WRITES
-    )
-    if not served:  # a real cluster: the only updates besides the status ones are the lease's
-        lease_writes = max(0, by_verb["update"] - revisions)
+    if served:
+        lease_writes = sum(
+            n
+            for key, n in served.items()
+            if key.endswith("leases(operator)") and key.split()[0] in WRITES
+        )
+        status_updates = served["update workloads/status"]
+    else:
+        # A real cluster: the operator's only reads are its Lease's, each renewal a read and
+        # an update; its other updates are the Workloads' status updates.
+        lease_writes = by_verb["get"]
+        status_updates = max(0, by_verb["update"] - lease_writes)
     writes = sum(by_verb[verb] for verb in WRITES)
-    besides = writes - revisions - lease_writes
+    besides = writes - status_updates - lease_writes
     figures: dict[str, Any] = {
         "workloads": count,
         "create_seconds": created,
@@ -1023,8 +1025,9 @@ def _figures(
         "list_seconds": _spread(progress.list_seconds),
         "requests_per_workload_by_verb": {v: n / count for v, n in sorted(by_verb.items())},
         "requests_by_verb_and_code": {f"{v} {c}": n for (v, c), n in sorted(requests.items())},
-        "status_updates": revisions,
-        "status_updates_per_workload": revisions / count,
+        "status_updates": status_updates,
+        "status_updates_per_workload": status_updates / count,
+        "writes_per_workload": (writes - lease_writes) / count,
         "lease_writes": lease_writes,
         "writes_per_workload_besides_status": besides / count,
         "queue_latency_buckets": buckets,
@@ -1180,9 +1183,10 @@ def _print(figures: Mapping[str, Any]) -> None:
     )
     print(f"    by verb and code:    {figures['requests_by_verb_and_code']}")
     print(
-        f"  writes per Workload besides its status: {figures['writes_per_workload_besides_status']:.2f} "
-        f"(status updates {figures['status_updates_per_workload']:.2f} per Workload; "
-        f"{figures['lease_writes']} Lease writes left out)"
+        f"  writes per Workload:   {figures['writes_per_workload']:.2f}: status updates "
+        f"{figures['status_updates_per_workload']:.2f}, others (creates, patches, Events) "
+        f"{figures['writes_per_workload_besides_status']:.2f} "
+        f"({figures['lease_writes']} Lease writes left out)"
     )
     if "served_by_resource" in figures:
         print(f"  served by the emulator ({figures['served_per_workload']:.1f} per Workload):")

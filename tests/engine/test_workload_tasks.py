@@ -669,7 +669,7 @@ WORTH_AN_EVENT = {
     Phase.RETRYABLE_FAILURE: True,
     Phase.SYSTEM_RETRYABLE_FAILURE: True,
     Phase.PERMANENT_FAILURE: True,
-    Phase.SUCCESS: True,
+    Phase.SUCCESS: False,
     Phase.ABORTED: True,
 }
 

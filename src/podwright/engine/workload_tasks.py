@@ -481,11 +481,11 @@ def refused_workload(
 
 def worth_an_event(phase: Phase) -> bool:
     """Whether a Workload's new ``phase`` is told as a Kubernetes Event: where a person reads
-    one (``kubectl describe``, ``kubectl events``) to learn why a Workload waits, failed or ended
-    (waiting for resources, a failure, the end). Routine progress (queued, initializing, running)
-    is in the status' phase and conditions only: an Event for it would be a write per Workload and
-    phase that nobody reads."""
-    return phase.is_terminal or phase.is_failure or phase is Phase.WAITING_FOR_RESOURCES
+    one (``kubectl describe``, ``kubectl events``) to learn why a Workload waits, failed or was
+    stopped (waiting for resources, a failure, an abort). The way of a Workload that goes well
+    (queued, initializing, running, success) is in its status' phase, conditions and history:
+    an Event for each step would be a write per Workload and step that nobody reads."""
+    return phase.is_failure or phase in (Phase.WAITING_FOR_RESOURCES, Phase.ABORTED)
 
 
 def phase_event(
