@@ -66,6 +66,16 @@ def operator(*args: str) -> tuple[int, str]:
         pytest.param(
             ("--round-interval", "soon"), "Invalid value for '--round-interval'", id="dur"
         ),
+        pytest.param(
+            ("--kube-api-qps", "0"),
+            "Invalid value for '--kube-api-qps': 0.0 is not in the range x>0.",
+            id="qps-zero",
+        ),
+        pytest.param(
+            ("--kube-api-burst", "0"),
+            "Invalid value for '--kube-api-burst': 0 is not in the range x>=1.",
+            id="burst-zero",
+        ),
     ],
 )
 def test_bad_options_are_refused_naming_them(args: tuple[str, ...], message: str) -> None:

@@ -66,11 +66,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+from podwright.adapters.kubernetes.rate_limit import TokenBucket
 from tests.k8s_emulator.cost_model import (
     ControllerClient,
     ControllerStore,
     CostModel,
-    TokenBucket,
     WriteGate,
 )
 from tests.k8s_emulator.errors import ApiError

@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from podwright.adapters.kubernetes.rate_limit import TokenBucket
 from tests.k8s_emulator.resource_types import ResourceType
 from tests.k8s_emulator.store import ApiStore, Obj
 
@@ -62,41 +63,6 @@ class CostModel:
             raise ValueError(f"controller_qps must be more than 0, not {self.controller_qps}")
         if self.controller_burst < 1:
             raise ValueError(f"controller_burst must be 1 or more, not {self.controller_burst}")
-
-
-class TokenBucket:
-    """client-go's token bucket (``flowcontrol.NewTokenBucketRateLimiter``): ``qps`` tokens a
-    second, at most ``burst`` kept, full at the start; :meth:`take` waits for a token. A token is
-    reserved under the lock and waited for outside it, as ``rate.Limiter.Wait`` does, so waiters
-    are served in order."""
-
-    def __init__(
-        self,
-        qps: float,
-        burst: int,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        self._qps = qps
-        self._burst = burst
-        self._clock = clock
-        self._sleep = sleep
-        self._tokens = float(burst)
-        self._last = clock()
-        self._lock = threading.Lock()
-
-    def take(self) -> float:
-        """Take a token, waiting until there is one; the seconds waited."""
-        with self._lock:
-            now = self._clock()
-            self._tokens = min(self._burst, self._tokens + (now - self._last) * self._qps)
-            self._last = now
-            self._tokens -= 1.0
-            wait = -self._tokens / self._qps if self._tokens < 0 else 0.0
-        if wait > 0:
-            self._sleep(wait)
-        return wait
 
 
 class WriteGate:

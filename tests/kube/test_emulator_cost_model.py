@@ -15,47 +15,7 @@ from podwright.adapters.kubernetes import KubernetesClient
 from podwright.engine.kubernetes_port import ObjectRef
 from tests.k8s_emulator import ApiStore, Emulator
 from tests.k8s_emulator.controllers import ControlPlane
-from tests.k8s_emulator.cost_model import ControllerClient, CostModel, TokenBucket, WriteGate
-
-
-class FakeTime:
-    """A clock that moves only when slept on (``advances``) or never (the waits are recorded)."""
-
-    def __init__(self, *, advances: bool) -> None:
-        self.now = 100.0
-        self.slept: list[float] = []
-        self._advances = advances
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        if self._advances:
-            self.now += seconds
-
-
-def test_the_token_bucket_lets_a_burst_through_then_one_request_per_token() -> None:
-    time_ = FakeTime(advances=True)
-    bucket = TokenBucket(2.0, 3, clock=time_.clock, sleep=time_.sleep)
-    waits = [bucket.take() for _ in range(5)]
-    assert waits == [0.0, 0.0, 0.0, 0.5, 0.5]
-    assert time_.slept == [0.5, 0.5]
-
-
-def test_the_token_bucket_saves_at_most_a_burst_while_idle() -> None:
-    time_ = FakeTime(advances=True)
-    bucket = TokenBucket(10.0, 2, clock=time_.clock, sleep=time_.sleep)
-    time_.now += 60.0
-    assert [bucket.take() for _ in range(3)] == [0.0, 0.0, 0.1]
-
-
-def test_the_token_bucket_reserves_tokens_in_order_for_concurrent_waiters() -> None:
-    """Each waiter reserves its token before it sleeps (``rate.Limiter.Wait``): the second
-    waiter waits for the token after the first's."""
-    time_ = FakeTime(advances=False)
-    bucket = TokenBucket(4.0, 1, clock=time_.clock, sleep=time_.sleep)
-    assert [bucket.take() for _ in range(3)] == [0.0, 0.25, 0.5]
+from tests.k8s_emulator.cost_model import ControllerClient, CostModel, WriteGate
 
 
 def test_a_write_waits_its_latency_before_it_is_applied() -> None:

@@ -31,6 +31,7 @@ from podwright.adapters.admission_webhooks import (
 )
 from podwright.adapters.kubernetes import KubernetesClient, KubernetesConfigError, connect
 from podwright.adapters.kubernetes.cluster_port import connection_pool_size
+from podwright.adapters.kubernetes.rate_limit import TokenBucket
 from podwright.adapters.observability import OperatorMetrics
 from podwright.adapters.operator_runtime import (
     OperatorRuntime,
@@ -163,6 +164,21 @@ def _label(value: str, option: str) -> str:
 )
 @loop_options
 @click.option(
+    "--kube-api-qps",
+    type=click.FloatRange(min=0, min_open=True),
+    default=200.0,
+    show_default=True,
+    help="Requests a second the operator sends the API server at most, as client-go's "
+    "--kube-api-qps: what a burst of new Workloads is bounded by.",
+)
+@click.option(
+    "--kube-api-burst",
+    type=click.IntRange(min=1),
+    default=400,
+    show_default=True,
+    help="Requests the operator may send at once after an idle while (--kube-api-burst).",
+)
+@click.option(
     "--log-format",
     type=click.Choice(["text", "json"]),
     default=None,
@@ -191,6 +207,8 @@ def operator_command(
     profile_name: str,
     concurrency: int,
     round_interval: timedelta,
+    kube_api_qps: float,
+    kube_api_burst: int,
     metrics_address: tuple[str, int] | None,
     log_format: str | None,
     lifecycle_config: str | None,
@@ -226,7 +244,11 @@ def operator_command(
     except KubernetesConfigError as error:
         raise BadInput(str(error)) from error
     metrics = OperatorMetrics()
-    client = KubernetesClient(api, observer=metrics.api_request)
+    client = KubernetesClient(
+        api,
+        observer=metrics.api_request,
+        rate_limit=TokenBucket(kube_api_qps, kube_api_burst),
+    )
     try:
         webhooks = None
         if not no_webhooks:

@@ -33,6 +33,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from podwright.adapters.kubernetes.errors import connection_error, error_from_status
+from podwright.adapters.kubernetes.rate_limit import TokenBucket
 from podwright.adapters.kubernetes.resources import rest_resource
 from podwright.adapters.kubernetes.retry import DEFAULT_RETRIES, RetryAfterPolicy
 from podwright.engine.kubernetes_port import (
@@ -156,7 +157,8 @@ class KubernetesClient:
     ``cached`` reads from the watch caches registered with :meth:`add_cache`; ``observer`` is
     told of every request (the executor's metrics count them, each retry as a request).
     ``retries`` says how answers asking to be retried later are retried, ``sleep`` waits the
-    seconds they ask for.
+    seconds they ask for. ``rate_limit``, when given, is waited on before every request (each
+    retry and each watch's start too, as client-go's throttle is).
     """
 
     def __init__(
@@ -166,12 +168,14 @@ class KubernetesClient:
         observer: RequestObserver | None = None,
         retries: RetryAfterPolicy = DEFAULT_RETRIES,
         sleep: Callable[[float], None] = time.sleep,
+        rate_limit: TokenBucket | None = None,
     ) -> None:
         self._api = api
         self._caches: dict[tuple[str, str], ObjectCache] = {}
         self._observer = observer
         self._retries = retries
         self._sleep = sleep
+        self._rate_limit = rate_limit
 
     @classmethod
     def for_host(
@@ -182,11 +186,16 @@ class KubernetesClient:
         pool_size: int = DEFAULT_POOL_SIZE,
         retries: RetryAfterPolicy = DEFAULT_RETRIES,
         sleep: Callable[[float], None] = time.sleep,
+        rate_limit: TokenBucket | None = None,
     ) -> KubernetesClient:
         """A client of an API server that needs no credentials (an emulator, a local proxy)."""
         configuration = k8s_client.Configuration(host=host)
         return cls(
-            _api_client(configuration, pool_size), observer=observer, retries=retries, sleep=sleep
+            _api_client(configuration, pool_size),
+            observer=observer,
+            retries=retries,
+            sleep=sleep,
+            rate_limit=rate_limit,
         )
 
     @property
@@ -509,6 +518,8 @@ class KubernetesClient:
         content_type: str,
         timeout: tuple[float, float] | float,
     ) -> Any:
+        if self._rate_limit is not None:
+            self._rate_limit.take()
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type
