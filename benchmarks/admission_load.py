@@ -61,11 +61,14 @@ class Call:
 
 
 def _serve(pipe: Connection, make_routes: Callable[[], Routes]) -> None:
-    """The server process: tells its port and CA bundle, serves until told to stop."""
+    """The server process: tells its port and CA bundle, serves until told to stop (its
+    handlers on the loop's thread, as ``podwright webhook`` and the operator run theirs)."""
     routes, bad_review_errors = make_routes()
     keeper = CertificateKeeper([HOST], clock=lambda: datetime.datetime.now(datetime.UTC))
     keeper.refresh()
-    with WebhookServer(routes, keeper, host=HOST, bad_review_errors=bad_review_errors) as server:
+    with WebhookServer(
+        routes, keeper, host=HOST, bad_review_errors=bad_review_errors, answer_inline=True
+    ) as server:
         pipe.send((server.address[1], keeper.ca_bundle))
         pipe.recv()
 

@@ -48,7 +48,12 @@ from podwright.adapters.kubernetes.client import KubernetesClient
 from podwright.adapters.kubernetes.compliance_status import ComplianceStatusWriter
 from podwright.adapters.kubernetes.policy_state import ClusterPolicyState
 from podwright.adapters.kubernetes.webhook_configurations import publish_ca_bundle
-from podwright.adapters.webhook_server import ServerSettings, WebhookServer, WebhookServerError
+from podwright.adapters.webhook_server import (
+    ServerSettings,
+    WebhookServer,
+    WebhookServerError,
+    WouldBlock,
+)
 from podwright.core.admission import BadReviewError
 from podwright.core.cluster_resources import GROUP, ClusterScopes
 from podwright.core.k8s_names import dns1123_label_problem, dns1123_subdomain_problem
@@ -143,6 +148,11 @@ class WebhookSettings:
     certificate_check_seconds: float = 60.0
     sync_timeout_seconds: float = 30.0
     server: ServerSettings = dataclasses.field(default_factory=ServerSettings)
+    single_webhook: bool = False
+    """Workloads judged in the mutating webhook's one call, with no validating webhook of their
+    own (``podwright.core.webhook_configurations``: half the calls per Workload write; another
+    mutating webhook that changes Workloads after podwright's is checked only as far as
+    ``reinvocationPolicy: IfNeeded`` goes)."""
 
     def __post_init__(self) -> None:
         if (self.webhook_host is None) == (self.service is None):
@@ -251,6 +261,7 @@ class AdmissionWebhooks:
                 port=self._settings.port,
                 settings=self._settings.server,
                 bad_review_errors=(BadReviewError,),
+                answer_inline=True,  # from the watch caches (ClusterPolicyState)
             ).start()
             self._install_configurations()
             self._compliance_started = True
@@ -275,11 +286,15 @@ class AdmissionWebhooks:
 
         def timed(path: str, handle: Handler) -> Handler:
             def handler(review: Mapping[str, object]) -> dict[str, object]:
-                started = time.monotonic()
+                started: float | None = time.monotonic()
                 try:
                     return handle(review)
+                except WouldBlock:
+                    started = None  # to be run again, and timed then
+                    raise
                 finally:
-                    answered(path, time.monotonic() - started)
+                    if started is not None:
+                        answered(path, time.monotonic() - started)
 
             return handler
 
@@ -349,7 +364,9 @@ class AdmissionWebhooks:
         else:
             assert self.base_url is not None
             endpoint = UrlEndpoint(self.base_url)
-        for configuration in webhook_configurations(endpoint, ca_bundle=self.ca_bundle):
+        for configuration in webhook_configurations(
+            endpoint, ca_bundle=self.ca_bundle, single_webhook=self._settings.single_webhook
+        ):
             self._client.apply(configuration, field_manager=FIELD_MANAGER)
         LOG.info(
             "webhook configurations 'podwright' point the API server %s at %s",

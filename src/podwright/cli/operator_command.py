@@ -188,6 +188,7 @@ def operator_command(
     port: int,
     cert_dir: Path | None,
     ca_secret: str | None,
+    single_webhook: bool,
     profile_name: str,
     concurrency: int,
     round_interval: timedelta,
@@ -244,6 +245,7 @@ def operator_command(
                 port=port,
                 cert_dir=cert_dir,
                 ca_secret=ca_secret,
+                single_webhook=single_webhook,
             )
         settings = OperatorSettings(
             namespace=namespace,
@@ -289,6 +291,7 @@ def _webhook_settings(
     port: int,
     cert_dir: Path | None,
     ca_secret: str | None,
+    single_webhook: bool,
 ) -> WebhookSettings:
     service = None
     if webhook_service is not None:
@@ -309,6 +312,7 @@ def _webhook_settings(
         port=port,
         certificate_directory=cert_dir,
         ca_secret=secret,
+        single_webhook=single_webhook,
     )
 
 
