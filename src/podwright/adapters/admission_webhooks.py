@@ -197,6 +197,32 @@ def address_towards(server_url: str) -> str:
         ) from error
 
 
+def timed_routes(
+    routes: Mapping[str, Handler],
+    answered: Callable[[str, float], None],
+    clock: Callable[[], float],
+) -> dict[str, Handler]:
+    """``routes`` telling ``answered(path, seconds)`` how long each review took, answered or
+    failed; not an attempt that raised :class:`~podwright.adapters.webhook_server.WouldBlock`,
+    which the server runs again, and which is timed then."""
+
+    def timed(path: str, handle: Handler) -> Handler:
+        def handler(review: Mapping[str, object]) -> dict[str, object]:
+            started: float | None = clock()
+            try:
+                return handle(review)
+            except WouldBlock:
+                started = None
+                raise
+            finally:
+                if started is not None:
+                    answered(path, clock() - started)
+
+        return handler
+
+    return {path: timed(path, handle) for path, handle in routes.items()}
+
+
 class AdmissionWebhooks:
     """The webhooks of one process: :meth:`start` serves them and points the cluster at them,
     :meth:`stop` stops serving (a ``with`` block does both)."""
@@ -280,25 +306,9 @@ class AdmissionWebhooks:
         return self
 
     def _timed(self, routes: Mapping[str, Handler]) -> dict[str, Handler]:
-        answered = self._answered
-        if answered is None:
+        if self._answered is None:
             return dict(routes)
-
-        def timed(path: str, handle: Handler) -> Handler:
-            def handler(review: Mapping[str, object]) -> dict[str, object]:
-                started: float | None = time.monotonic()
-                try:
-                    return handle(review)
-                except WouldBlock:
-                    started = None  # to be run again, and timed then
-                    raise
-                finally:
-                    if started is not None:
-                        answered(path, time.monotonic() - started)
-
-            return handler
-
-        return {path: timed(path, handle) for path, handle in routes.items()}
+        return timed_routes(routes, self._answered, time.monotonic)
 
     def stop(self) -> None:
         if self._compliance_started:
