@@ -351,7 +351,9 @@ class _Connections:
 
     kube-apiserver keeps its webhook clients (``util/webhook/client.go``: ``ClientManager``
     caches a REST client per client configuration) and their transports reuse idle connections,
-    so a webhook sees one TLS handshake per API server connection, not one per review. A
+    so a webhook sees one TLS handshake per API server connection, not one per review; and they
+    speak HTTP/1.1, never HTTP/2 (``ClientManager.HookClient`` sets ``NextProtos`` to
+    ``http/1.1``, kubernetes/kubernetes#75791), as ``http.client`` does here. A
     connection is given back once its answer is read whole; one that fails is closed. A kept
     connection the webhook closed meanwhile fails before an answer: the review is sent once more
     on a new connection, as Go's transport retries a request on a connection the server closed
