@@ -30,7 +30,8 @@ from podwright.adapters.certificates import CertificateKeeper
 from podwright.adapters.webhook_server import Handler, WebhookServer
 
 HOST = "127.0.0.1"
-TARGET_P99_MS = 10.0
+TARGET_P99_MS = 5.0
+"""Issue 31's target at 200 reviews/s on 2 cores (issue 18's was 10 ms)."""
 UID = "REVIEW-UID"
 """The placeholder each review's template carries where its uid goes."""
 
@@ -60,23 +61,30 @@ class Call:
     check: Check
 
 
-def _serve(pipe: Connection, make_routes: Callable[[], Routes]) -> None:
-    """The server process: tells its port and CA bundle, serves until told to stop."""
+def _serve(pipe: Connection, make_routes: Callable[[], Routes], answer_inline: bool) -> None:
+    """The server process: tells its port and CA bundle, serves until told to stop (its
+    handlers on the loop's thread, as ``podwright webhook`` and the operator run theirs, unless
+    not ``answer_inline``)."""
     routes, bad_review_errors = make_routes()
     keeper = CertificateKeeper([HOST], clock=lambda: datetime.datetime.now(datetime.UTC))
     keeper.refresh()
-    with WebhookServer(routes, keeper, host=HOST, bad_review_errors=bad_review_errors) as server:
+    with WebhookServer(
+        routes, keeper, host=HOST, bad_review_errors=bad_review_errors, answer_inline=answer_inline
+    ) as server:
         pipe.send((server.address[1], keeper.ca_bundle))
         pipe.recv()
 
 
 @contextlib.contextmanager
-def server_process(make_routes: Callable[[], Routes]) -> Iterator[tuple[int, bytes]]:
+def server_process(
+    make_routes: Callable[[], Routes], *, answer_inline: bool = True
+) -> Iterator[tuple[int, bytes]]:
     """A webhook server in a process of its own, serving what ``make_routes`` (a module-level
-    function: the process is spawned) gives; its port and CA bundle (PEM)."""
+    function: the process is spawned) gives, its handlers on the loop's thread
+    (``answer_inline``) or on its thread pool; its port and CA bundle (PEM)."""
     context = multiprocessing.get_context("spawn")
     ours, theirs = context.Pipe()
-    server = context.Process(target=_serve, args=(theirs, make_routes), daemon=True)
+    server = context.Process(target=_serve, args=(theirs, make_routes, answer_inline), daemon=True)
     server.start()
     try:
         if not ours.poll(60):

@@ -8,7 +8,7 @@ per second in all, on a fixed schedule (open loop: a review is timed from when i
 slow answer delays the ones after it and counts in their latency too; see ``admission_load.py``).
 Prints p50, p99 and the worst latency, and, last, one JSON object with the figures.
 
-Target (issue 18): p99 at most 10 ms at 200 reviews/s on 2 cores. The handler answers at once:
+Target (issue 31): p99 at most 5 ms at 200 reviews/s on 2 cores. The handler answers at once:
 this measures what the server adds; ``webhook_bench.py`` adds podwright's decisions.
 """
 

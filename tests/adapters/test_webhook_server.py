@@ -35,6 +35,8 @@ from podwright.adapters.webhook_server import (
     ServerStartError,
     WebhookServer,
     WebhookServerSettingsError,
+    WouldBlock,
+    may_block,
 )
 from tests.kube.support import eventually
 from tests.webhook_server import ManualClock, PublishedBundles, utc_now
@@ -506,6 +508,71 @@ def test_handlers_run_on_a_bounded_number_of_threads(
             thread.join(timeout=10)
     assert [results for _thread, results in clients] == [[200]] * 5
     assert gate.most_waiting == 2
+
+
+def where(review: Mapping[str, Any]) -> Review:
+    """Allowed, with a warning saying the thread it ran on and whether it may block there."""
+    ran_on = f"{threading.current_thread().name} may_block={may_block()}"
+    return answer(review, allowed=True, warnings=[ran_on])
+
+
+def ran_on(body: Any) -> str:
+    (text,) = body["response"]["warnings"]
+    return str(text)
+
+
+@pytest.mark.parametrize(
+    ("answer_inline", "expected"),
+    [
+        pytest.param(False, r"webhook-handler_\d+ may_block=True", id="on a handler thread"),
+        pytest.param(True, "webhook-server may_block=False", id="inline, on the loop's thread"),
+    ],
+)
+def test_handlers_answering_inline_run_on_the_loops_thread_where_they_may_not_block(
+    keeper: CertificateKeeper, connections: Connections, answer_inline: bool, expected: str
+) -> None:
+    with serving({"/where": where}, keeper, answer_inline=answer_inline) as server:
+        _status, body, _ = post(connections.to(server, keeper.ca_bundle), "/where", review())
+    assert re.fullmatch(expected, ran_on(body))
+
+
+def test_a_handler_that_would_block_inline_is_run_again_on_a_thread_while_the_loop_serves_on(
+    keeper: CertificateKeeper, connections: Connections
+) -> None:
+    gate = Gate()
+
+    def waits_off_the_loop(review: Mapping[str, Any]) -> Review:
+        if not may_block():
+            raise WouldBlock("not in the cache yet")
+        return gate(review)
+
+    routes = {"/waits": waits_off_the_loop, "/where": where}
+    with serving(routes, keeper, answer_inline=True) as server:
+        waiting, results = in_thread(
+            lambda: post(connections.to(server, keeper.ca_bundle), "/waits", review("slow"))
+        )
+        eventually(lambda: gate.waiting == 1)
+        _status, body, _ = post(connections.to(server, keeper.ca_bundle), "/where", review())
+        assert ran_on(body) == "webhook-server may_block=False"
+        gate.let_through()
+        waiting.join(timeout=10)
+    [(status, body, _response)] = results
+    assert (status, body) == (200, allow(review("slow")))
+
+
+def test_a_handler_that_would_block_where_it_may_is_a_failure_of_the_handler(
+    keeper: CertificateKeeper, connections: Connections
+) -> None:
+    def always_would_block(review: Mapping[str, Any]) -> Review:
+        raise WouldBlock("confused")
+
+    with serving({"/confused": always_would_block}, keeper, answer_inline=True) as server:
+        _status, body, _ = post(connections.to(server, keeper.ca_bundle), "/confused", review())
+    assert status_of(body) == (
+        500,
+        "InternalError",
+        "the webhook failed: it raised WouldBlock on a handler thread, where it may wait",
+    )
 
 
 def test_connections_beyond_the_limit_are_closed(

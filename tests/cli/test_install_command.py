@@ -286,6 +286,12 @@ def test_the_objects_printed_as_json_are_the_yaml_ones() -> None:
     assert as_yaml == EVERYTHING
 
 
+def test_single_webhook_installs_the_configurations_and_the_operator_of_one_call() -> None:
+    printed = loaded(run("install", "-o", "yaml", "--single-webhook").stdout)
+    assert printed == install_manifests(InstallSettings(single_webhook=True))
+    assert printed != DEFAULT
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -112,8 +112,23 @@ def cluster(tmp_path: Path) -> Iterator[tuple[KubernetesClient, Path]]:
             client.close()
 
 
+@pytest.mark.parametrize(
+    ("options", "called", "not_called"),
+    [
+        pytest.param(
+            (), ("/mutate/workloads", "/validate/workloads"), "/admit/workloads", id="two"
+        ),
+        pytest.param(
+            ("--single-webhook",), ("/admit/workloads",), "/validate/workloads", id="single"
+        ),
+    ],
+)
 def test_one_replica_serves_the_webhooks_runs_a_workload_and_stops_cleanly(
-    cluster: tuple[KubernetesClient, Path], tmp_path: Path
+    cluster: tuple[KubernetesClient, Path],
+    tmp_path: Path,
+    options: tuple[str, ...],
+    called: tuple[str, ...],
+    not_called: str,
 ) -> None:
     client, kubeconfig = cluster
     log_path = tmp_path / "operator.log"
@@ -123,6 +138,7 @@ def test_one_replica_serves_the_webhooks_runs_a_workload_and_stops_cleanly(
                 *(sys.executable, "-m", "podwright", "operator", "--kubeconfig", str(kubeconfig)),
                 *("--webhook-host", "127.0.0.1", "--port", "0", "--identity", "solo"),
                 *("--metrics-address", "127.0.0.1:0", "--round-interval", "200ms"),
+                *options,
             ],
             cwd=ROOT,
             stdout=log,
@@ -165,9 +181,10 @@ def test_one_replica_serves_the_webhooks_runs_a_workload_and_stops_cleanly(
             text = eventually(counted)
             assert "podwright_operator_leader 1.0" in text
             # The Workload was admitted through the operator's own webhooks.
-            for path in ("/mutate/workloads", "/validate/workloads"):
+            for path in called:
                 count = rf'podwright_webhook_request_seconds_count\{{path="{path}"\}} [1-9]'
                 assert re.search(count, text), text
+            assert f'podwright_webhook_request_seconds_count{{path="{not_called}"}}' not in text
             assert "podwright_executor_round_seconds_count" in text
             process.send_signal(signal.SIGTERM)
             assert process.wait(timeout=30) == 0, log_path.read_text()

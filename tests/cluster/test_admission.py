@@ -26,6 +26,7 @@ and deletes them afterwards, waiting until the webhook has forgotten them (:clas
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import json
 import re
@@ -52,22 +53,28 @@ from podwright.api.backends import ClusterAccess, cluster_name
 from podwright.core.admission import FINDINGS_ANNOTATION
 from podwright.core.cluster_resources import DEPARTMENT_LABEL, PROJECT_LABEL
 from podwright.core.webhook_configurations import (
+    ADMIT_WORKLOADS,
     MUTATE_WORKLOADS,
+    MUTATING_KIND,
     VALIDATE_POLICIES,
     VALIDATE_WORKLOADS,
+    VALIDATING_KIND,
 )
 from podwright.engine.kubernetes_port import NotFoundError, ObjectRef
 from tests.cluster.support import EXAMPLES, Completed, Server, podwright_command
 from tests.cluster.webhooks import (
+    CONFIGURATIONS,
     WORKLOADS,
     WebhookProcess,
     ca_bundle_pem,
     configuration_urls_and_bundles,
+    configuration_webhooks,
     webhook_address,
 )
 from tests.kube.support import cluster_namespace, eventually
 from tests.node_sim.rest import send
-from tests.webhook_server import utc_now
+from tests.webhook_server import Review, utc_now
+from tests.webhook_server import WebhookServer as RecordingWebhooks
 
 GROUP, VERSION = "podwright.dev", "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -856,6 +863,118 @@ def test_with_the_webhook_stopped_workloads_and_policies_are_refused_and_policie
         "image": "pytorch:2",
         "priorityClass": "low",
     }
+
+
+@contextlib.contextmanager
+def later_mutating_webhook(
+    scene: Scene, namespace: str, marker: str, patch: list[dict[str, Any]]
+) -> Iterator[RecordingWebhooks]:
+    """A mutating webhook of the test's own, after podwright's (configurations are called in
+    the order of their names), that applies ``patch`` to the Workloads labelled ``marker``;
+    deleted afterwards."""
+
+    def mutate(request: Review) -> Review:
+        encoded = base64.b64encode(json.dumps(patch).encode()).decode()
+        return {"allowed": True, "patchType": "JSONPatch", "patch": encoded}
+
+    path = f"{CONFIGURATIONS}/mutatingwebhookconfigurations"
+    name = f"zz-{marker}.podwright.dev"
+    with RecordingWebhooks({"/later": mutate}) as server:
+        hook = {
+            "name": name,
+            "clientConfig": {"url": server.url("/later"), "caBundle": server.ca_bundle},
+            "rules": [
+                {
+                    "operations": ["CREATE"],
+                    "apiGroups": [GROUP],
+                    "apiVersions": [VERSION],
+                    "resources": ["workloads"],
+                    "scope": "Namespaced",
+                }
+            ],
+            "objectSelector": {"matchLabels": {marker: "yes"}},
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+            "timeoutSeconds": 5,
+        }
+        body = {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": name},
+            "webhooks": [hook],
+        }
+        created = send(scene.server.api_client, "POST", path, body)
+        assert created.status == 201, created.body
+        try:
+
+            def in_force() -> bool:
+                probe = workload(unique("probe"), namespace, image="pytorch:2")
+                probe["metadata"]["labels"] = {marker: "yes"}
+                send(
+                    scene.server.api_client,
+                    "POST",
+                    WORKLOADS.format(namespace=namespace),
+                    probe,
+                    query={"dryRun": "All"},
+                )
+                sent = server.reviews("/later")
+                return any(r["name"] == probe["metadata"]["name"] for r in sent)
+
+            eventually(in_force, timeout=30)
+            yield server
+        finally:
+            send(scene.server.api_client, "DELETE", f"{path}/{name}")
+
+
+def test_a_single_webhook_admits_refuses_and_judges_a_later_webhooks_change_in_one_call(
+    scene: Scene, webhook: WebhookProcess
+) -> None:
+    """``podwright webhook --single-webhook``: the mutating webhook judges Workloads (at
+    /admit/workloads, reinvocationPolicy IfNeeded) and no validating one does; a compliant
+    Workload gets its defaults, a non-compliant one is refused naming every issue, and one that
+    a later mutating webhook makes non-compliant is refused too: the API server calls podwright's
+    again after that change."""
+    namespace = scene.namespace()
+    policy = scene.policy(
+        project_policy(
+            "limits",
+            namespace,
+            defaults={"priorityClass": "low"},
+            rules={"compute": {"gpuDevicesRequest": {"max": 2}}},
+        )
+    )
+    owner = f"policy {policy['metadata']['name']!r} of project {namespace}"
+    too_many = issues(
+        f"project {namespace}",
+        f"spec.compute.gpuDevicesRequest: 4 (submission) is above the maximum 2 (rule max, {owner})",
+    )
+    webhook.stop()
+    webhook.single_webhook = True
+    try:
+        webhook.start()
+        assert configuration_webhooks(scene.server, MUTATING_KIND) == [
+            ("workloads.podwright.dev", f"{webhook.url}{ADMIT_WORKLOADS}")
+        ]
+        assert configuration_webhooks(scene.server, VALIDATING_KIND) == [
+            ("policies.podwright.dev", f"{webhook.url}{VALIDATE_POLICIES}")
+        ]
+        assert scene.create(workload("one-call", namespace, image="pytorch:2"))["spec"] == {
+            "type": "training",
+            "image": "pytorch:2",
+            "priorityClass": "low",
+        }
+        greedy = workload("greedy", namespace, image="pytorch:2", compute={"gpuDevicesRequest": 4})
+        assert scene.refused(greedy) == (403, DENIED + too_many)
+        marker = unique("later")
+        more_gpus = [{"op": "add", "path": "/spec/compute", "value": {"gpuDevicesRequest": 4}}]
+        with later_mutating_webhook(scene, namespace, marker, more_gpus):
+            changed = workload("changed-later", namespace, image="pytorch:2")
+            changed["metadata"]["labels"] = {marker: "yes"}
+            assert scene.refused(changed) == (403, DENIED + too_many)
+    finally:
+        webhook.stop()
+        webhook.single_webhook = False
+        webhook.ensure()
 
 
 # Certificates ------------------------------------------------------------------------------------

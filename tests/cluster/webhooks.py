@@ -53,6 +53,16 @@ def webhook_address(*, real: bool) -> str:
     return webhook_host() if real else LOOPBACK
 
 
+def configuration_webhooks(server: Server, kind: str) -> list[tuple[str, str]]:
+    """The (name, URL) of each webhook of podwright's configuration of ``kind``."""
+    answer = send(server.api_client, "GET", CONFIGURATION_PATHS[kind])
+    assert answer.status == 200, answer
+    return [
+        (hook["name"], str((hook.get("clientConfig") or {}).get("url")))
+        for hook in answer.body.get("webhooks") or []
+    ]
+
+
 def configuration_urls_and_bundles(server: Server) -> set[tuple[str, str]] | None:
     """Every webhook's ``clientConfig`` (URL, CA bundle) in podwright's two configurations;
     None while one of them is missing."""
@@ -123,6 +133,8 @@ class WebhookProcess:
         self.url: str | None = None
         """The URL the configurations name for it (``https://H:PORT``), once it serves."""
         self._configured: set[tuple[str, str]] | None = None
+        self.single_webhook = False
+        """Whether it is started with ``--single-webhook`` (Workloads judged in one call)."""
 
     @property
     def log(self) -> str:
@@ -137,6 +149,7 @@ class WebhookProcess:
                 *("--kubeconfig", str(self.server.kubeconfig)),
                 *("--port", "0", "--webhook-host", self._host),
                 *("--profile", self._profile_name),
+                *(["--single-webhook"] if self.single_webhook else []),
             ],
             cwd=ROOT,
             stdout=self._log,

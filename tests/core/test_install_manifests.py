@@ -430,6 +430,24 @@ def test_the_webhooks_point_at_the_operators_service_and_carry_no_ca_bundle() ->
             assert hook["failurePolicy"] == "Fail"
 
 
+def test_a_single_webhook_install_configures_the_webhooks_and_the_operator_alike() -> None:
+    """The operator applies its configurations too, with server-side apply: it must be told the
+    mode the installation wrote, or the two would disagree."""
+    settings = InstallSettings(namespace="ml-platform", single_webhook=True)
+    manifests = install_manifests(settings)
+    configurations = [m for m in manifests if m["kind"].endswith("WebhookConfiguration")]
+    expected = webhook_configurations(
+        ServiceEndpoint("ml-platform", "podwright-webhook", 443),
+        bundle_from_server=True,
+        single_webhook=True,
+    )
+    for configuration in expected:
+        configuration["metadata"]["labels"]["app.kubernetes.io/part-of"] = "podwright"
+    assert configurations == expected
+    assert container(settings)["args"][-1] == "--single-webhook"
+    assert "--single-webhook" not in container()["args"]
+
+
 # The FUSE proxy ---------------------------------------------------------------------------------
 
 

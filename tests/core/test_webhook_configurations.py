@@ -135,10 +135,32 @@ def test_the_configurations_for_a_service_let_cert_manager_inject_the_ca() -> No
     ]
 
 
+def test_a_single_webhook_judges_workloads_in_the_mutating_call_reinvoked_if_needed() -> None:
+    mutating, validating = webhook_configurations(URL, ca_bundle=OLD_CA, single_webhook=True)
+    bundle = base64.b64encode(OLD_CA).decode()
+    assert mutating["webhooks"] == [
+        {
+            "name": "workloads.podwright.dev",
+            "clientConfig": {"url": "https://192.0.2.10:8443/admit/workloads", "caBundle": bundle},
+            "rules": WORKLOAD_RULES,
+            **COMMON,
+            "reinvocationPolicy": "IfNeeded",
+        }
+    ]
+    assert [hook["name"] for hook in validating["webhooks"]] == ["policies.podwright.dev"]
+    assert (
+        validating["webhooks"] == webhook_configurations(URL, ca_bundle=OLD_CA)[1]["webhooks"][1:]
+    )
+
+
 @pytest.mark.parametrize(
     "configurations",
     [
         pytest.param(webhook_configurations(URL, ca_bundle=OLD_CA), id="url and CA bundle"),
+        pytest.param(
+            webhook_configurations(URL, ca_bundle=OLD_CA, single_webhook=True),
+            id="single webhook",
+        ),
         pytest.param(
             webhook_configurations(SERVICE, inject_ca_from="podwright-system/webhook"),
             id="service and cert-manager",

@@ -15,11 +15,13 @@ import pytest
 from podwright.core.admission import BadReviewError
 from podwright.core.assets import EMPTY_CATALOGUE, AssetCatalogue
 from podwright.core.cluster_resources import API_VERSION, ClusterScopes, policy_from_resource
+from podwright.core.json_patch import apply_json_patch
 from podwright.core.policies import Policy, Scope
 from podwright.core.problems import FieldProblem, ProblemsError
 from podwright.core.render import DEFAULT_PROFILE, ClusterProfile
 from podwright.core.render.profile import SchedulerType
 from podwright.engine.admission_service import (
+    ADMIT_WORKLOADS,
     MUTATE_WORKLOADS,
     VALIDATE_POLICIES,
     VALIDATE_WORKLOADS,
@@ -64,19 +66,28 @@ class MemoryState:
         self.version += 1
 
 
-def cluster_policy(name: str, rules: Mapping[str, Any], **defaults: Any) -> Policy:
+def cluster_policy(
+    name: str, rules: Mapping[str, Any], enforcement: str = "enforce", **defaults: Any
+) -> Policy:
     obj = {
         "apiVersion": API_VERSION,
         "kind": "ClusterWorkloadPolicy",
         "metadata": {"name": name},
-        "spec": {"workloadType": "training", "scope": "cluster", "rules": rules},
+        "spec": {
+            "workloadType": "training",
+            "scope": "cluster",
+            "enforcement": enforcement,
+            "rules": rules,
+        },
     }
     if defaults:
         obj["spec"]["defaults"] = defaults
     return policy_from_resource(obj, Scope(("prod",)))
 
 
-def review(obj: Mapping[str, Any], operation: str = "CREATE") -> dict[str, Any]:
+def review(
+    obj: Mapping[str, Any], operation: str = "CREATE", old: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     return {
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
@@ -85,6 +96,7 @@ def review(obj: Mapping[str, Any], operation: str = "CREATE") -> dict[str, Any]:
             "operation": operation,
             "namespace": obj["metadata"].get("namespace", ""),
             "object": obj,
+            "oldObject": old,
         },
     }
 
@@ -116,8 +128,97 @@ def response(answer: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
-def test_the_three_webhooks_are_served_by_path(routes: dict[str, Any]) -> None:
-    assert set(routes) == {MUTATE_WORKLOADS, VALIDATE_WORKLOADS, VALIDATE_POLICIES}
+def test_the_webhooks_are_served_by_path(routes: dict[str, Any]) -> None:
+    assert set(routes) == {MUTATE_WORKLOADS, VALIDATE_WORKLOADS, ADMIT_WORKLOADS, VALIDATE_POLICIES}
+
+
+LIMITS = {"compute": {"gpuDevicesRequest": {"max": 2}}}
+
+
+def _defaults(state: MemoryState) -> None:
+    state.set_policies(cluster_policy("defaults", LIMITS, priorityClass="low"))
+
+
+def _warnings(state: MemoryState) -> None:
+    state.set_policies(cluster_policy("limits", LIMITS, "warn", priorityClass="low"))
+
+
+def _audit(state: MemoryState) -> None:
+    state.set_policies(cluster_policy("limits", LIMITS, "audit"))
+
+
+def _unreadable_profile(state: MemoryState) -> None:
+    state.unreadable_profile = [FieldProblem(("spec",), "expected a mapping", "ClusterProfile x")]
+
+
+ADMITTED = workload(image="pytorch", priorityClass="low")
+
+
+@pytest.mark.parametrize(
+    ("given", "arrange"),
+    [
+        pytest.param(review(workload(image="pytorch")), _defaults, id="defaults patched in"),
+        pytest.param(review(workload(image="pytorch")), lambda state: None, id="nothing to patch"),
+        pytest.param(
+            review(workload(image="pytorch", compute={"gpuDevicesRequest": 4})),
+            _defaults,
+            id="enforced rule broken",
+        ),
+        pytest.param(
+            review(workload(image="pytorch", compute={"gpuDevicesRequest": 4})),
+            _warnings,
+            id="warn mode",
+        ),
+        pytest.param(
+            review(workload(image="pytorch", compute={"gpuDevicesRequest": 4})),
+            _audit,
+            id="audit mode",
+        ),
+        pytest.param(
+            review(workload(image="pytorch", compute={"gpuPortionRequest": 0.5})),
+            lambda state: None,
+            id="cannot render on the profile",
+        ),
+        pytest.param(review(workload(image=7)), _defaults, id="malformed"),
+        pytest.param(review(workload("elsewhere", image="x")), _defaults, id="no namespace"),
+        pytest.param(
+            review(workload(image="pytorch")), _unreadable_profile, id="unreadable profile"
+        ),
+        pytest.param(
+            review(workload(image="pytorch"), "UPDATE", ADMITTED),
+            _defaults,
+            id="update restating the admitted spec",
+        ),
+        pytest.param(
+            review(workload(image="other", priorityClass="low"), "UPDATE", ADMITTED),
+            _defaults,
+            id="update of a fixed field",
+        ),
+    ],
+)
+def test_the_one_call_answers_as_the_mutating_then_the_validating_webhook(
+    state: MemoryState,
+    routes: dict[str, Any],
+    given: dict[str, Any],
+    arrange: Any,
+) -> None:
+    """``--single-webhook``: one decision, the same outcome as the two calls the API server
+    makes otherwise (the validating one sent the object as the mutating one's patch left it)."""
+    arrange(state)
+    mutated = response(routes[MUTATE_WORKLOADS](given))
+    assert mutated["allowed"]
+    patched = json.loads(json.dumps(given))
+    if "patch" in mutated:
+        operations = json.loads(base64.b64decode(mutated["patch"]))
+        patched["request"]["object"] = apply_json_patch(given["request"]["object"], operations)
+    validated = response(routes[VALIDATE_WORKLOADS](patched))
+
+    admitted = response(routes[ADMIT_WORKLOADS](given))
+
+    expected = dict(validated)
+    if validated["allowed"]:
+        expected.update({key: mutated[key] for key in ("patch", "patchType") if key in mutated})
+    assert admitted == expected
 
 
 def test_a_policy_change_takes_effect_at_the_next_review(

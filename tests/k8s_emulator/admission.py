@@ -42,8 +42,15 @@ validation/validation.go``: ``sideEffects`` must be None or NoneOnDryRun, so a d
 never meets a webhook with side effects; ``timeoutSeconds`` within 1..30; exactly one of ``url``
 and ``service``; ``admissionReviewVersions`` naming v1 or v1beta1).
 
-Not modelled: ``matchConditions`` (CEL: webhooks are called as if they had none),
-``reinvocationPolicy: IfNeeded`` (no second round), ``matchPolicy: Equivalent`` (every resource
+``reinvocationPolicy: IfNeeded``: when a mutating webhook's call changed the object, every
+``IfNeeded`` webhook called before it is called once more, in a second pass after the first
+(``plugin/webhook/mutating/dispatcher.go``, ``Dispatch``; ``reinvocationcontext.go``; the second
+pass is the admission chain's one reinvocation, ``admission/reinvocation.go``); a change in that
+pass calls nobody again.
+
+Not modelled: ``matchConditions`` (CEL: webhooks are called as if they had none), in-tree
+mutating plugins' reinvocation (the emulator's own admission steps change nothing a webhook
+sees twice), ``matchPolicy: Equivalent`` (every resource
 has one version here), ``service`` client configurations (no cluster network: calling one fails
 as an unreachable service does), CONNECT and the ``binding`` subresource, and AdmissionReview
 v1beta1 (v1 is always sent).
@@ -182,14 +189,39 @@ class Admission:
             self.validate(attributes)
 
     def _mutated(self, attributes: Attributes, obj: Obj | None) -> Obj | None:
-        for hook in self._webhooks(MUTATING):
+        """The mutating webhooks called in order, then once more those of them with
+        ``reinvocationPolicy: IfNeeded`` that a later webhook's change came after (see
+        :func:`_reinvoked`)."""
+        hooks = self._webhooks(MUTATING)
+        obj, reinvoke = self._mutating_pass(attributes, obj, hooks)
+        if reinvoke:
+            obj, _ = self._mutating_pass(attributes, obj, [hooks[i] for i in sorted(reinvoke)])
+        return obj
+
+    def _mutating_pass(
+        self, attributes: Attributes, obj: Obj | None, hooks: list[Obj]
+    ) -> tuple[Obj | None, set[int]]:
+        """One pass of ``hooks`` over ``obj``; the object, and the positions of the webhooks to
+        call again: each ``IfNeeded`` one called before a webhook that changed the object
+        (``mutating/dispatcher.go``: ``RequireReinvokingPreviouslyInvokedPlugins`` when a call
+        changed it, ``AddReinvocableWebhookToPreviouslyInvoked`` after an ``IfNeeded`` one's;
+        ``mutating/reinvocationcontext.go``)."""
+        invoked_reinvocable: set[int] = set()
+        reinvoke: set[int] = set()
+        for position, hook in enumerate(hooks):
             current = replace(attributes, obj=obj)
             if not self._calls(hook, current):
                 continue
-            obj = _patched(
+            patched = _patched(
                 hook["name"], obj, _answer(_review(hook, current, self._connections, mutating=True))
             )
-        return obj
+            if patched != obj:
+                reinvoke |= invoked_reinvocable
+                invoked_reinvocable = set()
+            obj = patched
+            if hook.get("reinvocationPolicy") == "IfNeeded":
+                invoked_reinvocable.add(position)
+        return obj, reinvoke
 
     def validate(self, attributes: Attributes) -> None:
         """Call every matching validating webhook at once; the first refusal (in their order)
@@ -319,7 +351,9 @@ class _Connections:
 
     kube-apiserver keeps its webhook clients (``util/webhook/client.go``: ``ClientManager``
     caches a REST client per client configuration) and their transports reuse idle connections,
-    so a webhook sees one TLS handshake per API server connection, not one per review. A
+    so a webhook sees one TLS handshake per API server connection, not one per review; and they
+    speak HTTP/1.1, never HTTP/2 (``ClientManager.HookClient`` sets ``NextProtos`` to
+    ``http/1.1``, kubernetes/kubernetes#75791), as ``http.client`` does here. A
     connection is given back once its answer is read whole; one that fails is closed. A kept
     connection the webhook closed meanwhile fails before an answer: the review is sent once more
     on a new connection, as Go's transport retries a request on a connection the server closed

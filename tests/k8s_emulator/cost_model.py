@@ -237,3 +237,17 @@ def cost_model_from_arguments(
         )
     except ValueError as error:
         parser.error(str(error))
+
+
+def cost_model_command_line(cost_model: CostModel | None) -> list[str]:
+    """The options of :func:`add_cost_model_arguments` that choose ``cost_model`` (None: none),
+    for a benchmark that runs ``python -m tests.k8s_emulator`` in a process of its own."""
+    if cost_model is None:
+        return ["--no-cost-model"]
+    return [
+        "--cost-model",
+        f"--write-latency-ms={cost_model.write_latency * 1000}",
+        f"--max-writes-in-flight={cost_model.max_writes_in_flight}",
+        f"--controller-qps={cost_model.controller_qps}",
+        f"--controller-burst={cost_model.controller_burst}",
+    ]

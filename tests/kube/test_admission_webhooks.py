@@ -233,6 +233,50 @@ def test_a_mutating_patch_is_applied_before_validating_webhooks_see_the_object(
     assert validating["object"]["data"]["added"] == "by the webhook"
 
 
+@pytest.mark.parametrize(("policy", "calls"), [("IfNeeded", 2), ("Never", 1)])
+def test_a_mutating_webhook_that_needs_it_is_called_again_after_a_later_ones_change(
+    api: ApiServer, marker: str, policy: str, calls: int
+) -> None:
+    """``reinvocationPolicy: IfNeeded``: a mutating webhook called before another that changes
+    the object is called once more, and sees the change (mutating/dispatcher.go ``Dispatch``:
+    ``RequireReinvokingPreviouslyInvokedPlugins`` after a call that changed the object; the
+    admission chain's one reinvocation, admission/reinvocation.go); ``Never``: once. The
+    configurations are called in the order of their names."""
+    patch = [{"op": "add", "path": "/data/later", "value": "changed"}]
+
+    def later(request: Review) -> Review:
+        encoded = base64.b64encode(json.dumps(patch).encode()).decode()
+        return {"allowed": True, "patchType": "JSONPatch", "patch": encoded}
+
+    with WebhookServer({"/earlier": ALLOW, "/later": later}) as server:
+        probe = {marker: "probe"}
+        earlier_hook = webhook(
+            "a-earlier", server.url("/earlier"), server, marker, reinvocationPolicy=policy
+        )
+        with (
+            installed(
+                api,
+                "MutatingWebhookConfiguration",
+                [earlier_hook],
+                active=lambda: probed(api, server, "/earlier", probe),
+            ),
+            installed(
+                api,
+                "MutatingWebhookConfiguration",
+                [webhook("b-later", server.url("/later"), server, marker)],
+                active=lambda: probed(api, server, "/later", probe),
+            ),
+        ):
+            created = api.client.create(config_map("twice", api.namespace, **{marker: "x"}))
+            earlier = [r for r in server.reviews("/earlier") if r["name"] == "twice"]
+            later_calls = [r for r in server.reviews("/later") if r["name"] == "twice"]
+    assert created["data"] == {"key": "value", "later": "changed"}
+    assert len(later_calls) == 1
+    assert [review["object"]["data"].get("later") for review in earlier] == [None, "changed"][
+        :calls
+    ]
+
+
 def test_rules_and_selectors_limit_what_is_sent(api: ApiServer, marker: str) -> None:
     """A webhook gets only the operations and resources its ``rules`` name
     (predicates/rules/rules.go), in namespaces its ``namespaceSelector`` selects

@@ -11,6 +11,10 @@ cluster-scoped objects get names unique to the run and are deleted afterwards, a
 from __future__ import annotations
 
 import contextlib
+import http.client
+import json
+import ssl
+import threading
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -18,8 +22,10 @@ from typing import Any
 
 import pytest
 
+from podwright.adapters.certificates import CertificateKeeper
 from podwright.adapters.kubernetes.compliance_status import ComplianceStatusWriter
 from podwright.adapters.kubernetes.policy_state import ClusterPolicyState
+from podwright.adapters.webhook_server import WebhookServer
 from podwright.core.cluster_resources import API_VERSION, ClusterScopes
 from podwright.core.compliance import assess
 from podwright.core.lifecycle.objects import JsonObject, condition
@@ -28,6 +34,7 @@ from podwright.engine.admission_service import AdmissionService
 from podwright.engine.compliance_monitor import ComplianceSettings
 from podwright.engine.kubernetes_port import NotFoundError, ObjectRef, PatchType
 from tests.kube.support import ApiServer, eventually
+from tests.webhook_server import utc_now
 
 SCOPES = ClusterScopes("test-cluster")
 SYNC_SECONDS = 20.0
@@ -306,3 +313,37 @@ def test_a_policy_that_cannot_be_read_is_reported_with_its_problems(
         "spec.rules.compute.gpuDevicesRequest.min: min 8 is above max 2"
     ]
     assert all(policy.source != source for policy in state.snapshot().policies)
+
+
+def test_a_namespace_not_cached_yet_is_read_on_a_webhook_handler_thread_not_on_its_loop(
+    api: ApiServer, department: str
+) -> None:
+    """The webhook server answers reviews on its loop's thread (``answer_inline``); the one
+    read of the API server a review may need, of a namespace its cache has not seen, is made on
+    a handler thread, so it holds up no other review."""
+    state = ClusterPolicyState(api.client, SCOPES)  # not started: its caches have seen nothing
+
+    def scope_and_thread(review: Any) -> dict[str, Any]:
+        scope = state.namespace_scope(api.namespace)
+        seen = f"{scope} on {threading.current_thread().name}"
+        response = {"uid": review["request"]["uid"], "allowed": True, "warnings": [seen]}
+        return {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "response": response,
+        }
+
+    keeper = CertificateKeeper(["127.0.0.1"], clock=utc_now)
+    keeper.refresh()
+    request = {"uid": "c0ffee", "operation": "CREATE", "namespace": api.namespace}
+    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+    with WebhookServer({"/scope": scope_and_thread}, keeper, answer_inline=True) as server:
+        context = ssl.create_default_context(cadata=keeper.ca_bundle.decode())
+        connection = http.client.HTTPSConnection(*server.address, context=context, timeout=10)
+        try:
+            connection.request("POST", "/scope", json.dumps(body).encode())
+            (seen,) = json.loads(connection.getresponse().read())["response"]["warnings"]
+        finally:
+            connection.close()
+    namespace = api.client.get(ObjectRef("v1", "Namespace", "", api.namespace))
+    assert seen == f"{SCOPES.of_namespace(namespace)} on webhook-handler_0"

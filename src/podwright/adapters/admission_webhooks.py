@@ -48,7 +48,12 @@ from podwright.adapters.kubernetes.client import KubernetesClient
 from podwright.adapters.kubernetes.compliance_status import ComplianceStatusWriter
 from podwright.adapters.kubernetes.policy_state import ClusterPolicyState
 from podwright.adapters.kubernetes.webhook_configurations import publish_ca_bundle
-from podwright.adapters.webhook_server import ServerSettings, WebhookServer, WebhookServerError
+from podwright.adapters.webhook_server import (
+    ServerSettings,
+    WebhookServer,
+    WebhookServerError,
+    WouldBlock,
+)
 from podwright.core.admission import BadReviewError
 from podwright.core.cluster_resources import GROUP, ClusterScopes
 from podwright.core.k8s_names import dns1123_label_problem, dns1123_subdomain_problem
@@ -143,6 +148,11 @@ class WebhookSettings:
     certificate_check_seconds: float = 60.0
     sync_timeout_seconds: float = 30.0
     server: ServerSettings = dataclasses.field(default_factory=ServerSettings)
+    single_webhook: bool = False
+    """Workloads judged in the mutating webhook's one call, with no validating webhook of their
+    own (``podwright.core.webhook_configurations``: half the calls per Workload write; another
+    mutating webhook that changes Workloads after podwright's is checked only as far as
+    ``reinvocationPolicy: IfNeeded`` goes)."""
 
     def __post_init__(self) -> None:
         if (self.webhook_host is None) == (self.service is None):
@@ -185,6 +195,32 @@ def address_towards(server_url: str) -> str:
             f"cannot find this machine's address towards the API server {server_url}: {error}; "
             "give the address the API server reaches this process at (--webhook-host)"
         ) from error
+
+
+def timed_routes(
+    routes: Mapping[str, Handler],
+    answered: Callable[[str, float], None],
+    clock: Callable[[], float],
+) -> dict[str, Handler]:
+    """``routes`` telling ``answered(path, seconds)`` how long each review took, answered or
+    failed; not an attempt that raised :class:`~podwright.adapters.webhook_server.WouldBlock`,
+    which the server runs again, and which is timed then."""
+
+    def timed(path: str, handle: Handler) -> Handler:
+        def handler(review: Mapping[str, object]) -> dict[str, object]:
+            started: float | None = clock()
+            try:
+                return handle(review)
+            except WouldBlock:
+                started = None
+                raise
+            finally:
+                if started is not None:
+                    answered(path, clock() - started)
+
+        return handler
+
+    return {path: timed(path, handle) for path, handle in routes.items()}
 
 
 class AdmissionWebhooks:
@@ -251,6 +287,7 @@ class AdmissionWebhooks:
                 port=self._settings.port,
                 settings=self._settings.server,
                 bad_review_errors=(BadReviewError,),
+                answer_inline=True,  # from the watch caches (ClusterPolicyState)
             ).start()
             self._install_configurations()
             self._compliance_started = True
@@ -269,21 +306,9 @@ class AdmissionWebhooks:
         return self
 
     def _timed(self, routes: Mapping[str, Handler]) -> dict[str, Handler]:
-        answered = self._answered
-        if answered is None:
+        if self._answered is None:
             return dict(routes)
-
-        def timed(path: str, handle: Handler) -> Handler:
-            def handler(review: Mapping[str, object]) -> dict[str, object]:
-                started = time.monotonic()
-                try:
-                    return handle(review)
-                finally:
-                    answered(path, time.monotonic() - started)
-
-            return handler
-
-        return {path: timed(path, handle) for path, handle in routes.items()}
+        return timed_routes(routes, self._answered, time.monotonic)
 
     def stop(self) -> None:
         if self._compliance_started:
@@ -349,7 +374,9 @@ class AdmissionWebhooks:
         else:
             assert self.base_url is not None
             endpoint = UrlEndpoint(self.base_url)
-        for configuration in webhook_configurations(endpoint, ca_bundle=self.ca_bundle):
+        for configuration in webhook_configurations(
+            endpoint, ca_bundle=self.ca_bundle, single_webhook=self._settings.single_webhook
+        ):
             self._client.apply(configuration, field_manager=FIELD_MANAGER)
         LOG.info(
             "webhook configurations 'podwright' point the API server %s at %s",

@@ -14,8 +14,15 @@ What the API server needs of it, and how it is met:
   renewed certificate is served from the next handshake on while open connections carry on.
 * **Keep-alive.** The API server reuses its connections (HTTP/1.1; it closes idle ones after
   90 s, so this server keeps them longer: a POST on a connection the server just closed is not
-  retried). Idle connections cost no thread: one asyncio loop holds them all, and only the
-  handlers run on a bounded pool of threads.
+  retried). Idle connections cost no thread: one asyncio loop holds them all, and the handlers
+  run on a bounded pool of threads.
+* **No hop to a thread where none is needed** (``answer_inline``). Handlers that answer from
+  memory (podwright's read watch caches) run on the loop's own thread: under the GIL a pool
+  thread buys them no parallelism, and handing each review to one and its answer back costs two
+  thread wake-ups, about a millisecond a review on a busy machine (``benchmarks/
+  webhook_bench.py``). A handler that would have to wait (an API read its caches cannot serve
+  yet) asks :func:`may_block` and raises :class:`WouldBlock` instead: the server runs it again
+  on a pool thread, where it may wait without holding up the other connections.
 * **Bounded everything.** Connections, header and body sizes (413 beyond the limit), the time a
   request may take to arrive, the handler threads; a stop stops accepting, closes idle
   connections, lets the requests in hand finish, and returns within its bound.
@@ -42,6 +49,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import dataclasses
 import json
 import logging
@@ -74,6 +82,22 @@ class TlsSource(Protocol):
 
 class WebhookServerError(Exception):
     """The webhook server cannot be set up or started."""
+
+
+class WouldBlock(Exception):  # noqa: N818 (not an error: a request to be run elsewhere)
+    """Raised by a handler running on the server's loop (:func:`may_block` is False) that cannot
+    answer without waiting: the server runs it again on a handler thread, where it may."""
+
+
+_ON_LOOP: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "webhook_handler_on_loop", default=False
+)
+
+
+def may_block() -> bool:
+    """Whether the handler running now may wait for I/O: False while it runs on the server's
+    loop (``answer_inline``), where it must raise :class:`WouldBlock` instead."""
+    return not _ON_LOOP.get()
 
 
 class WebhookServerSettingsError(WebhookServerError, ValueError):
@@ -189,7 +213,9 @@ class WebhookServer:
     A handler's exceptions of the ``bad_review_errors`` classes mean the review is not one it
     serves (answered 400 with their message); any other is a failure of the handler (500).
     ``readiness`` says why the caller is not ready to answer (its caches have not listed yet,
-    say), or None; ``/readyz`` answers 503 with it.
+    say), or None; ``/readyz`` answers 503 with it. ``answer_inline``: the handlers answer from
+    memory, so they run on the loop's thread, and on a handler thread only when they raise
+    :class:`WouldBlock` (see the module's docstring).
     """
 
     def __init__(
@@ -202,6 +228,7 @@ class WebhookServer:
         settings: ServerSettings | None = None,
         bad_review_errors: tuple[type[Exception], ...] = (),
         readiness: Callable[[], str | None] | None = None,
+        answer_inline: bool = False,
     ) -> None:
         for path, handler in routes.items():
             if not path.startswith("/") or "?" in path or path in HEALTH_PATHS:
@@ -218,6 +245,7 @@ class WebhookServer:
         self._settings = settings or ServerSettings()
         self._bad_review_errors = bad_review_errors
         self._readiness = readiness
+        self._answer_inline = answer_inline
         self._connections: set[_Connection] = set()
         self._stopping = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -535,6 +563,9 @@ class WebhookServer:
             review = _review(request.body)
         except _HttpError as error:
             return self._failed(connection, request, error.status, error.message)
+        if self._answer_inline:
+            with contextlib.suppress(WouldBlock):
+                return self._handled(connection, request, handler, review, on_loop=True)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
             self._pool, self._handled, connection, request, handler, review
@@ -546,12 +577,29 @@ class WebhookServer:
         return self._tls.problem() or (self._readiness() if self._readiness else None)
 
     def _handled(
-        self, connection: _Connection, request: _Request, handler: Handler, review: dict[str, Any]
+        self,
+        connection: _Connection,
+        request: _Request,
+        handler: Handler,
+        review: dict[str, Any],
+        *,
+        on_loop: bool = False,
     ) -> _Answer:
-        """Run the handler (on a pool thread) and check its answer."""
+        """Run the handler (on a pool thread, or ``on_loop``: then its :class:`WouldBlock` is
+        raised) and check its answer."""
         uid = review["request"]["uid"]
+        running_on = _ON_LOOP.set(on_loop)
         try:
             answer = handler(review)
+        except WouldBlock:
+            if on_loop:
+                raise
+            return self._failed(
+                connection,
+                request,
+                500,
+                "the webhook failed: it raised WouldBlock on a handler thread, where it may wait",
+            )
         except self._bad_review_errors as error:
             return self._failed(connection, request, 400, str(error))
         except Exception as error:  # a handler's bug must not take the server down
@@ -562,6 +610,8 @@ class WebhookServer:
                 500,
                 f"the webhook failed: {type(error).__name__}: {error}",
             )
+        finally:
+            _ON_LOOP.reset(running_on)
         response = answer.get("response") if isinstance(answer, Mapping) else None
         if not isinstance(response, Mapping) or response.get("uid") != uid:
             return self._failed(

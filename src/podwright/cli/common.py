@@ -162,3 +162,12 @@ def cluster_access_options(command: F) -> F:
         "(default: the kubeconfig's name for the cluster of its context).",
     )(command)
     return kubeconfig_options(command)
+
+
+SINGLE_WEBHOOK_HELP = (
+    "Judge Workloads in the mutating webhook's call (reinvocationPolicy IfNeeded), with no "
+    "validating webhook for them: one call per Workload write instead of two. Only where no "
+    "other mutating webhook changes Workloads: one that does after podwright's is checked only "
+    "as far as the API server reinvokes podwright's."
+)
+"""``--single-webhook`` (``podwright webhook``, ``operator`` and ``install``)."""

@@ -38,7 +38,7 @@ import click
 from podwright.adapters.documents import dump_yaml
 from podwright.adapters.kubernetes import KubernetesClient
 from podwright.api.backends import ClusterAccess, cluster_client
-from podwright.cli.common import BadInput, Unavailable, kubeconfig_options
+from podwright.cli.common import SINGLE_WEBHOOK_HELP, BadInput, Unavailable, kubeconfig_options
 from podwright.cli.executor_command import DURATION
 from podwright.core.cluster_resources import API_VERSION, WORKLOAD_KIND
 from podwright.core.install_manifests import (
@@ -82,6 +82,7 @@ _OPTIONS = {
     "replicas": "--replicas",
     "fuse_proxy_namespace": "--namespace",
     "image_pull_policy": "--image-pull-policy",
+    "single_webhook": "--single-webhook",
 }
 """The option that gives each setting."""
 _CRD_API_VERSION = "apiextensions.k8s.io/v1"
@@ -159,6 +160,7 @@ def _timeout_option(
     show_default=True,
     help="Operator replicas: each serves the webhooks, the leader reconciles.",
 )
+@click.option("--single-webhook", is_flag=True, help=SINGLE_WEBHOOK_HELP)
 @_namespace_option("The operator's namespace, podwright's own (uninstall deletes it).")
 @_timeout_option("5m", "How long to wait for the CRDs, then for the operator, to be ready")
 @click.option(
@@ -185,6 +187,7 @@ def install_command(
     image: str,
     image_pull_policy: str,
     replicas: int,
+    single_webhook: bool,
     namespace: str,
     timeout: timedelta,
     wait: bool,
@@ -206,6 +209,7 @@ def install_command(
         replicas=replicas,
         with_fuse_proxy=with_fuse_proxy,
         image_pull_policy=image_pull_policy,
+        single_webhook=single_webhook,
     )
     manifests = install_manifests(settings)
     if output is not None:

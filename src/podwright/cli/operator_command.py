@@ -204,6 +204,7 @@ def operator_command(
     port: int,
     cert_dir: Path | None,
     ca_secret: str | None,
+    single_webhook: bool,
     profile_name: str,
     concurrency: int,
     round_interval: timedelta,
@@ -266,6 +267,7 @@ def operator_command(
                 port=port,
                 cert_dir=cert_dir,
                 ca_secret=ca_secret,
+                single_webhook=single_webhook,
             )
         settings = OperatorSettings(
             namespace=namespace,
@@ -311,6 +313,7 @@ def _webhook_settings(
     port: int,
     cert_dir: Path | None,
     ca_secret: str | None,
+    single_webhook: bool,
 ) -> WebhookSettings:
     service = None
     if webhook_service is not None:
@@ -331,6 +334,7 @@ def _webhook_settings(
         port=port,
         certificate_directory=cert_dir,
         ca_secret=secret,
+        single_webhook=single_webhook,
     )
 
 

@@ -34,7 +34,12 @@ from podwright.adapters.admission_webhooks import (
 from podwright.api.backends import ClusterAccess, cluster_client
 from podwright.api.backends import cluster_name as default_cluster_name
 from podwright.api.state import utc_now
-from podwright.cli.common import BadInput, Unavailable, cluster_access_options
+from podwright.cli.common import (
+    SINGLE_WEBHOOK_HELP,
+    BadInput,
+    Unavailable,
+    cluster_access_options,
+)
 from podwright.cli.signals import stopping_on_signals
 from podwright.core.render.profile import DEFAULT_PROFILE
 
@@ -48,8 +53,14 @@ F = TypeVar("F", bound=Callable[..., object])
 
 
 def serving_options(command: F) -> F:
-    """``--webhook-host``, ``--listen``, ``--port`` and ``--cert-dir``: where the admission
-    webhooks are served and reached (``podwright webhook``, ``podwright operator``)."""
+    """``--webhook-host``, ``--listen``, ``--port``, ``--cert-dir`` and ``--single-webhook``:
+    where the admission webhooks are served and reached, and how (``podwright webhook``,
+    ``podwright operator``)."""
+    command = click.option(
+        "--single-webhook",
+        is_flag=True,
+        help=SINGLE_WEBHOOK_HELP,
+    )(command)
     command = click.option(
         "--cert-dir",
         type=click.Path(file_okay=False, exists=True, path_type=Path),
@@ -124,6 +135,7 @@ def webhook_command(
     ca_secret: str | None,
     profile_name: str,
     cluster_name: str | None,
+    single_webhook: bool,
 ) -> None:
     """Serve the admission webhooks of Workloads and policies, and point the cluster at them.
 
@@ -154,6 +166,7 @@ def webhook_command(
                 port=port,
                 certificate_directory=cert_dir,
                 ca_secret=secret,
+                single_webhook=single_webhook,
             )
             stop = threading.Event()
             with (

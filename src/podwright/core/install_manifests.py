@@ -118,6 +118,10 @@ class InstallSettings:
     namespace must allow it where the operator's enforces Pod Security's ``restricted``."""
     image_pull_policy: str = "IfNotPresent"
     """The containers' ``imagePullPolicy``: Always, IfNotPresent or Never."""
+    single_webhook: bool = False
+    """Workloads judged in the mutating webhook's one call, with no validating webhook of their
+    own (the configurations and the operator's ``--single-webhook`` alike:
+    ``podwright.core.webhook_configurations``)."""
 
     def __post_init__(self) -> None:
         for field in ("namespace", "fuse_proxy_namespace"):
@@ -400,6 +404,7 @@ def operator_arguments(settings: InstallSettings) -> list[str]:
         *("--ca-secret", CA_SECRET),
         *("--metrics-address", f"0.0.0.0:{METRICS_PORT}"),
         *("--port", str(WEBHOOK_PORT)),
+        *(["--single-webhook"] if settings.single_webhook else []),
     ]
 
 
@@ -504,7 +509,9 @@ def operator_webhook_configurations(settings: InstallSettings) -> list[Manifest]
     one), and until then the webhooks refuse everything, closed as ``failurePolicy: Fail``
     asks."""
     endpoint = ServiceEndpoint(settings.namespace, WEBHOOK_SERVICE, 443)
-    configurations = webhook_configurations(endpoint, bundle_from_server=True)
+    configurations = webhook_configurations(
+        endpoint, bundle_from_server=True, single_webhook=settings.single_webhook
+    )
     for configuration in configurations:
         configuration["metadata"]["labels"][PART_OF_LABEL] = PART_OF
     return configurations

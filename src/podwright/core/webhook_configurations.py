@@ -15,9 +15,21 @@ Equivalent``, for CREATE and UPDATE of ``podwright.dev`` resources only (never t
 * mutating ``workloads.podwright.dev`` at ``/mutate/workloads``: Workloads get their defaults
   (``reinvocationPolicy: Never``: nothing else of podwright's mutates them afterwards);
 * validating ``workloads.podwright.dev`` at ``/validate/workloads``: Workloads are checked
-  against their policies;
+  against their policies, as the API server has them after every mutating webhook;
 * validating ``policies.podwright.dev`` at ``/validate/policies``: WorkloadPolicies and
   ClusterWorkloadPolicies are checked.
+
+With ``single_webhook`` the mutating webhook judges Workloads too, at ``/admit/workloads``, and
+the validating ``workloads.podwright.dev`` is left out: the API server calls podwright once per
+Workload write instead of twice. What is given up: the validating webhook sees the object after
+*every* mutating webhook; in one call, podwright sees it as it leaves podwright's own. So the
+mutating webhook is ``reinvocationPolicy: IfNeeded``: the API server calls it again when a later
+mutating webhook changed the object, and podwright judges that change too; but the API docs of
+``MutatingWebhook.reinvocationPolicy`` (``k8s.io/api/admissionregistration/v1/types.go``) say
+that a webhook reinvoked is not guaranteed to be called yet again after further changes, and
+that "to validate an object after all mutations are guaranteed complete, use a validating
+admission webhook instead". A cluster with another mutating webhook that changes Workloads'
+``spec`` keeps the two webhooks (the default).
 
 :func:`ca_bundle_patches` gives the JSON patches that put a new CA bundle into every podwright
 webhook of the configurations read from the cluster (what the certificate keeper needs after a
@@ -49,6 +61,8 @@ PODWRIGHT_WEBHOOKS = frozenset({WORKLOADS_WEBHOOK, POLICIES_WEBHOOK})
 
 MUTATE_WORKLOADS = "/mutate/workloads"
 VALIDATE_WORKLOADS = "/validate/workloads"
+ADMIT_WORKLOADS = "/admit/workloads"
+"""Mutating and validating in one decision: the mutating webhook's path with ``single_webhook``."""
 VALIDATE_POLICIES = "/validate/policies"
 
 TIMEOUT_SECONDS = 5
@@ -143,12 +157,17 @@ def webhook_configurations(
     ca_bundle: bytes | None = None,
     inject_ca_from: str | None = None,
     bundle_from_server: bool = False,
+    single_webhook: bool = False,
 ) -> list[dict[str, Any]]:
     """The MutatingWebhookConfiguration and the ValidatingWebhookConfiguration of podwright's
     webhooks at ``endpoint``, trusting ``ca_bundle`` (PEM), the CA cert-manager injects from
     its Certificate ``inject_ca_from`` (``NAMESPACE/NAME``), or (``bundle_from_server``) the
     bundle the server will write in itself (the operator, whose CA lives in a Secret; until it
-    has, the API server trusts nothing there and the webhooks refuse, closed): exactly one."""
+    has, the API server trusts nothing there and the webhooks refuse, closed): exactly one.
+
+    ``single_webhook``: Workloads are judged in the mutating webhook's call (at
+    :data:`ADMIT_WORKLOADS`, ``reinvocationPolicy: IfNeeded``), with no validating webhook of
+    their own: one call per create instead of two (see the module's docstring)."""
     given = [ca_bundle is not None, inject_ca_from is not None, bundle_from_server]
     if sum(given) != 1:
         raise WebhookConfigurationError(
@@ -189,20 +208,18 @@ def webhook_configurations(
 
     workloads = (["workloads"], "Namespaced")
     mutating = {
-        **webhook(WORKLOADS_WEBHOOK, MUTATE_WORKLOADS, *workloads),
-        "reinvocationPolicy": "Never",
+        **webhook(
+            WORKLOADS_WEBHOOK, ADMIT_WORKLOADS if single_webhook else MUTATE_WORKLOADS, *workloads
+        ),
+        "reinvocationPolicy": "IfNeeded" if single_webhook else "Never",
     }
     policies = (["workloadpolicies", "clusterworkloadpolicies"], "*")
+    validating = [webhook(POLICIES_WEBHOOK, VALIDATE_POLICIES, *policies)]
+    if not single_webhook:
+        validating.insert(0, webhook(WORKLOADS_WEBHOOK, VALIDATE_WORKLOADS, *workloads))
     return [
         _configuration(MUTATING_KIND, metadata, [mutating]),
-        _configuration(
-            VALIDATING_KIND,
-            metadata,
-            [
-                webhook(WORKLOADS_WEBHOOK, VALIDATE_WORKLOADS, *workloads),
-                webhook(POLICIES_WEBHOOK, VALIDATE_POLICIES, *policies),
-            ],
-        ),
+        _configuration(VALIDATING_KIND, metadata, validating),
     ]
 
 

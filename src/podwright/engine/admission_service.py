@@ -24,6 +24,7 @@ from podwright.core.admission import (
     Decision,
     PolicyFor,
     Request,
+    admit_workload,
     mutate_workload,
     problem_lines,
     review_response,
@@ -38,6 +39,7 @@ from podwright.core.policies import Policy, PolicyError, Scope
 from podwright.core.problems import FieldProblem, ProblemsError
 from podwright.core.render import ClusterProfile
 from podwright.core.webhook_configurations import (
+    ADMIT_WORKLOADS,
     MUTATE_WORKLOADS,
     VALIDATE_POLICIES,
     VALIDATE_WORKLOADS,
@@ -102,7 +104,9 @@ class NamespacePolicies(NamedTuple):
 
 
 class AdmissionService:
-    """The three webhooks, by path (:meth:`routes`)."""
+    """The webhooks, by path (:meth:`routes`): Workloads' mutating and validating ones, the two
+    in one (for a mutating webhook the API server calls alone), and the policies' validating
+    one."""
 
     def __init__(self, state: PolicyState, scopes: ClusterScopes) -> None:
         self._state = state
@@ -115,6 +119,7 @@ class AdmissionService:
         return {
             MUTATE_WORKLOADS: self._answering(self._mutate_workload),
             VALIDATE_WORKLOADS: self._answering(self._validate_workload),
+            ADMIT_WORKLOADS: self._answering(self._admit_workload),
             VALIDATE_POLICIES: self._answering(self._validate_policy),
         }
 
@@ -135,6 +140,18 @@ class AdmissionService:
         return mutate_workload(request, policy_for, catalogue)
 
     def _validate_workload(self, request: Request) -> Decision:
+        return self._judge_workload(request, validate_workload)
+
+    def _admit_workload(self, request: Request) -> Decision:
+        return self._judge_workload(request, admit_workload)
+
+    def _judge_workload(
+        self,
+        request: Request,
+        judge: Callable[[Request, Scope, PolicyFor, AssetCatalogue, ClusterProfile], Decision],
+    ) -> Decision:
+        """``judge`` the request with what governs its namespace and the cluster profile;
+        refused when either cannot be read."""
         located = self._locate(request)
         if isinstance(located, Decision):
             return located
@@ -148,7 +165,7 @@ class AdmissionService:
                 "the cluster profile cannot be read, so no workload is admitted: "
                 + problem_lines(error.problems),
             )
-        return validate_workload(request, scope, policy_for, catalogue, profile)
+        return judge(request, scope, policy_for, catalogue, profile)
 
     def profile(self) -> ClusterProfile:
         """The cluster profile Workloads are rendered with: the one the validating webhook

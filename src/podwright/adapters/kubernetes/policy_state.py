@@ -5,7 +5,9 @@ The webhooks answer each review within milliseconds (the API server waits on the
 read the cluster while answering: a reflector per kind keeps the objects, and the policies are
 read once per change, not per review. A namespace created a moment ago may not have reached its
 cache yet: it is then read directly, once (the DESIGN's "a direct GET is the fallback when the
-cache has not seen an object yet").
+cache has not seen an object yet"), on a handler thread of the webhook server: on its loop,
+where the reviews are answered from memory, that read raises
+:class:`~podwright.adapters.webhook_server.WouldBlock`, and the server asks again from a thread.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Callable
 
 from podwright.adapters.kubernetes.client import KubernetesClient
 from podwright.adapters.kubernetes.reflector import NotifyingCache, Reflector, WatchCache
+from podwright.adapters.webhook_server import WouldBlock, may_block
 from podwright.core.assets import EMPTY_CATALOGUE, AssetCatalogue
 from podwright.core.cluster_resources import (
     API_VERSION,
@@ -132,6 +135,8 @@ class ClusterPolicyState:
     def namespace_scope(self, namespace: str) -> Scope:
         obj = self._caches["Namespace"].get("", namespace)
         if obj is None:
+            if not may_block():
+                raise WouldBlock(f"namespace {namespace} is not in the watch cache yet")
             try:
                 obj = self._client.get(ObjectRef("v1", "Namespace", "", namespace))
             except NotFoundError:
