@@ -93,7 +93,11 @@ from tests.k8s_emulator.cost_model import (  # noqa: E402
 from podwright import api  # noqa: E402
 from podwright.adapters.kubernetes import KubernetesClient, connect  # noqa: E402
 from podwright.adapters.kubernetes.reflector import Reflector  # noqa: E402
-from podwright.core.cluster_resources import API_VERSION, WORKLOAD_KIND  # noqa: E402
+from podwright.core.cluster_resources import (  # noqa: E402
+    API_VERSION,
+    WORKLOAD_FINALIZER,
+    WORKLOAD_KIND,
+)
 from podwright.core.crds import custom_resource_definitions  # noqa: E402
 from podwright.engine.kubernetes_port import (  # noqa: E402
     AlreadyExistsError,
@@ -101,7 +105,7 @@ from podwright.engine.kubernetes_port import (  # noqa: E402
     NotFoundError,
     ObjectRef,
 )
-from podwright.engine.workload_tasks import WORKLOAD_FINALIZER, record_of  # noqa: E402
+from podwright.engine.workload_tasks import record_of  # noqa: E402
 
 NODE_TYPE_LABEL = "podwright.dev/node-type"
 """The label the default cluster profile turns a Workload's ``nodeType`` into (a nodeSelector)."""

@@ -27,7 +27,7 @@ import pytest
 from podwright.adapters.kubernetes import KubernetesClient, connect
 from podwright.adapters.kubernetes.reflector import Reflector
 from podwright.adapters.kubernetes.workload_store import WorkloadCache, WorkloadTaskStore
-from podwright.core.cluster_resources import API_VERSION, WORKLOAD_KIND
+from podwright.core.cluster_resources import API_VERSION, WORKLOAD_FINALIZER, WORKLOAD_KIND
 from podwright.core.crds import custom_resource_definitions
 from podwright.core.lifecycle.objects import JsonObject, condition, section, text
 from podwright.core.lifecycle.phases import (
@@ -49,7 +49,6 @@ from podwright.engine.task_store import (
 )
 from podwright.engine.workload_tasks import (
     FINALIZED_ANNOTATION,
-    WORKLOAD_FINALIZER,
     advanced_workload,
     new_task,
     record_of,

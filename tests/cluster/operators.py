@@ -22,9 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from podwright.core.cluster_resources import API_VERSION
+from podwright.core.cluster_resources import API_VERSION, WORKLOAD_FINALIZER
 from podwright.engine.kubernetes_port import NotFoundError, ObjectRef, PatchType
-from podwright.engine.workload_tasks import WORKLOAD_FINALIZER
 from tests.cluster.support import ROOT, Server
 from tests.kube.support import eventually
 

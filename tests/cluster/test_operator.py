@@ -29,11 +29,11 @@ import pytest
 import yaml
 
 from podwright.adapters.kubernetes import KubernetesClient, connect
-from podwright.core.cluster_resources import API_VERSION
+from podwright.core.cluster_resources import API_VERSION, WORKLOAD_FINALIZER
 from podwright.core.crds import custom_resource_definitions
 from podwright.core.install_manifests import operator_cluster_rules, operator_namespace_rules
 from podwright.engine.kubernetes_port import NotFoundError, ObjectRef, PatchType
-from podwright.engine.workload_tasks import WORKLOAD_FINALIZER, record_of, task_id_of
+from podwright.engine.workload_tasks import record_of, task_id_of
 from tests.cluster.nodes import RUNS_UNTIL_DELETED, SUCCEEDS, PodDriver, PodOutcome, driving_pods
 from tests.cluster.operators import OperatorReplicas, operator_replicas
 from tests.cluster.support import EXAMPLES, ROOT, Server, SessionInstalls, podwright_command

@@ -16,6 +16,7 @@ from podwright.core.admission import (
     BadReviewError,
     Decision,
     Request,
+    admit_workload,
     mutate_workload,
     policies_of,
     review_response,
@@ -25,6 +26,7 @@ from podwright.core.admission import (
 from podwright.core.assets import EMPTY_CATALOGUE
 from podwright.core.cluster_resources import (
     API_VERSION,
+    WORKLOAD_FINALIZER,
     ClusterScopes,
     policy_from_resource,
     submission_from_resource,
@@ -98,6 +100,10 @@ def workload(spec: Mapping[str, Any], name: str = "resnet") -> dict[str, Any]:
 
 def request(obj: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> Request:
     return Request("UPDATE" if old else "CREATE", obj, old, "vision", dry_run=False)
+
+
+HELD = {"op": "add", "path": "/metadata/finalizers", "value": [WORKLOAD_FINALIZER]}
+"""The patch that holds a new Workload with podwright's finalizer."""
 
 
 # Scopes and resources ---------------------------------------------------------------------------
@@ -188,7 +194,8 @@ def decisions(
 def test_a_compliant_workload_is_admitted_with_its_defaults_written_into_its_spec() -> None:
     mutation, validation = decisions(workload({"image": "pytorch", "nodePools": ["a100"]}))
     assert validation == Decision(True)
-    (patch,) = mutation.patch
+    held, patch = mutation.patch
+    assert held == HELD
     assert patch["op"] == "replace"
     assert patch["path"] == "/spec"
     value = patch["value"]
@@ -198,12 +205,12 @@ def test_a_compliant_workload_is_admitted_with_its_defaults_written_into_its_spe
     assert value["compute"]["cpuCoreLimit"] == 8
     # Once written, the effective spec is admitted as it is: no second patch.
     again = mutate_workload(request(workload(value)), POLICY_FOR, EMPTY_CATALOGUE)
-    assert again == Decision(True)
+    assert again == Decision(True, patch=(HELD,))
 
 
 def test_an_enforced_rule_refuses_the_workload_listing_every_issue_with_its_owner() -> None:
     mutation, validation = decisions(workload({"compute": {"gpuDevicesRequest": 16}}))
-    assert mutation == Decision(True)  # the validating webhook refuses, with every reason
+    assert mutation == Decision(True, patch=(HELD,))  # the validating webhook refuses
     assert not validation.allowed
     assert (validation.code, validation.reason) == (403, "Forbidden")
     assert validation.message.startswith(
@@ -294,7 +301,7 @@ def test_an_admitted_spec_cannot_change_except_the_fields_that_scale_it() -> Non
 
 def test_restating_the_original_submission_keeps_the_admitted_spec() -> None:
     given = workload({"image": "pytorch", "nodePools": ["a100"]})
-    (patch,) = mutate_workload(request(given), POLICY_FOR, EMPTY_CATALOGUE).patch
+    _held, patch = mutate_workload(request(given), POLICY_FOR, EMPTY_CATALOGUE).patch
     admitted = {**given, "spec": patch["value"]}
     # `kubectl replace -f` of the original file: the defaults are left out, nothing changed.
     restated = mutate_workload(request(given, admitted), POLICY_FOR, EMPTY_CATALOGUE)
@@ -451,7 +458,7 @@ def test_a_workload_mutated_with_default_instances_is_admitted_as_mutated() -> N
         scope="cluster",
     )
     policy_for = policies_of([read(storage)], VISION_SCOPE)
-    (patch,) = mutate_workload(
+    _held, patch = mutate_workload(
         request(workload({"image": "pytorch"})), policy_for, EMPTY_CATALOGUE
     ).patch
     mutated = workload({key: value for key, value in patch["value"].items() if key != "type"})
@@ -461,7 +468,8 @@ def test_a_workload_mutated_with_default_instances_is_admitted_as_mutated() -> N
         request(mutated), VISION_SCOPE, policy_for, EMPTY_CATALOGUE, DEFAULT_PROFILE
     )
     assert validation == Decision(True)
-    assert mutate_workload(request(mutated), policy_for, EMPTY_CATALOGUE) == Decision(True)
+    again = mutate_workload(request(mutated), policy_for, EMPTY_CATALOGUE)
+    assert again == Decision(True, patch=(HELD,)), "the spec as it is: only the finalizer"
 
 
 # Policies ---------------------------------------------------------------------------------------
@@ -575,3 +583,47 @@ def test_a_body_that_is_not_a_review_this_webhook_serves_is_refused(
 ) -> None:
     with pytest.raises(BadReviewError, match=message):
         Request.of(review)
+
+
+# The finalizer held from admission ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("finalizers", "operation", "held"),
+    [
+        pytest.param(None, "CREATE", (HELD,), id="none"),
+        pytest.param([], "CREATE", (HELD,), id="empty"),
+        pytest.param(
+            ["example.com/keep"],
+            "CREATE",
+            ({"op": "add", "path": "/metadata/finalizers/-", "value": WORKLOAD_FINALIZER},),
+            id="another-finalizer-kept",
+        ),
+        pytest.param([WORKLOAD_FINALIZER], "CREATE", (), id="already-held"),
+        pytest.param(None, "UPDATE", (), id="never-put-back-by-an-update"),
+    ],
+)
+def test_a_new_workload_is_held_with_podwrights_finalizer_at_admission(
+    finalizers: list[str] | None, operation: str, held: tuple[dict[str, Any], ...]
+) -> None:
+    """The operator need not write the finalizer before it submits the task; an update (the
+    operator's own, which removes the finalizer once the task is finalized) never puts it
+    back."""
+    obj = workload({"image": "pytorch", "nodePools": ["a100"]})
+    if finalizers is not None:
+        obj["metadata"]["finalizers"] = finalizers
+    given = Request(operation, obj, obj if operation == "UPDATE" else None, "vision", dry_run=False)
+    mutation = mutate_workload(given, POLICY_FOR, EMPTY_CATALOGUE)
+    one_call = admit_workload(given, VISION_SCOPE, POLICY_FOR, EMPTY_CATALOGUE, DEFAULT_PROFILE)
+    for decision in (mutation, one_call):
+        assert decision.allowed, decision.message
+        assert tuple(op for op in decision.patch if op["path"] != "/spec") == held
+
+
+def test_a_refused_workload_is_not_held() -> None:
+    obj = workload({"compute": {"gpuDevicesRequest": 16}})
+    refused = admit_workload(
+        request(obj), VISION_SCOPE, POLICY_FOR, EMPTY_CATALOGUE, DEFAULT_PROFILE
+    )
+    assert not refused.allowed
+    assert refused.patch == ()

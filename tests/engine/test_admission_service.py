@@ -14,7 +14,12 @@ import pytest
 
 from podwright.core.admission import BadReviewError
 from podwright.core.assets import EMPTY_CATALOGUE, AssetCatalogue
-from podwright.core.cluster_resources import API_VERSION, ClusterScopes, policy_from_resource
+from podwright.core.cluster_resources import (
+    API_VERSION,
+    WORKLOAD_FINALIZER,
+    ClusterScopes,
+    policy_from_resource,
+)
 from podwright.core.json_patch import apply_json_patch
 from podwright.core.policies import Policy, Scope
 from podwright.core.problems import FieldProblem, ProblemsError
@@ -238,7 +243,8 @@ def test_the_mutating_webhook_patches_in_the_defaults_of_the_scope(
 ) -> None:
     state.set_policies(cluster_policy("defaults", {}, priorityClass="low"))
     answer = response(routes[MUTATE_WORKLOADS](review(workload(image="pytorch"))))
-    (patch,) = json.loads(base64.b64decode(answer["patch"]))
+    held, patch = json.loads(base64.b64decode(answer["patch"]))
+    assert held == {"op": "add", "path": "/metadata/finalizers", "value": [WORKLOAD_FINALIZER]}
     assert patch["value"]["priorityClass"] == "low"
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from podwright.core.cluster_resources import API_VERSION
+from podwright.core.cluster_resources import API_VERSION, WORKLOAD_FINALIZER
 from podwright.core.lifecycle.objects import JsonObject, section, text
 from podwright.core.lifecycle.phases import Phase, PhaseInfo
 from podwright.engine.config import LifecycleConfig
@@ -44,7 +44,6 @@ from podwright.engine.task_store import (
 from podwright.engine.work_queue import WorkQueue
 from podwright.engine.workload_tasks import (
     OPERATOR_BACKEND,
-    WORKLOAD_FINALIZER,
     abort_requested_workload,
     advanced_workload,
     events_attached,

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from podwright.core.cluster_resources import API_VERSION
+from podwright.core.cluster_resources import API_VERSION, WORKLOAD_FINALIZER
 from podwright.core.lifecycle.objects import condition
 from podwright.core.lifecycle.phases import (
     ErrorKind,
@@ -31,7 +31,6 @@ from podwright.engine.workload_tasks import (
     EVENTS_KEPT,
     FINALIZED_ANNOTATION,
     OPERATOR_BACKEND,
-    WORKLOAD_FINALIZER,
     WorkloadAction,
     abort_requested_workload,
     advanced_workload,

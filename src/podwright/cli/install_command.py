@@ -40,7 +40,7 @@ from podwright.adapters.kubernetes import KubernetesClient
 from podwright.api.backends import ClusterAccess, cluster_client
 from podwright.cli.common import SINGLE_WEBHOOK_HELP, BadInput, Unavailable, kubeconfig_options
 from podwright.cli.executor_command import DURATION
-from podwright.core.cluster_resources import API_VERSION, WORKLOAD_KIND
+from podwright.core.cluster_resources import API_VERSION, WORKLOAD_FINALIZER, WORKLOAD_KIND
 from podwright.core.install_manifests import (
     DEFAULT_IMAGE,
     DEFAULT_NAMESPACE,
@@ -70,7 +70,7 @@ from podwright.engine.kubernetes_port import (
     PatchType,
 )
 from podwright.engine.plugins import default_plugins
-from podwright.engine.workload_tasks import WORKLOAD_FINALIZER, without_finalizer_patch
+from podwright.engine.workload_tasks import without_finalizer_patch
 
 FIELD_MANAGER = "podwright-install"
 """The field manager of what ``podwright install`` applies (kubectl's is ``kubectl``)."""

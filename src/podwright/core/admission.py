@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from podwright.core.assets import AssetCatalogue
 from podwright.core.cluster_resources import (
+    WORKLOAD_FINALIZER,
     policy_from_resource,
     resource_source,
     submission_from_resource,
@@ -160,7 +161,7 @@ def mutate_workload(request: Request, policy_for: PolicyFor, catalogue: AssetCat
     reason. An update that only restates what was admitted (``kubectl replace`` of the original
     file) keeps the admitted spec."""
     spec = _mutated_spec(request, policy_for, catalogue)
-    return Decision(True, patch=() if spec is None else _replace_spec(spec))
+    return Decision(True, patch=_held(request) + (() if spec is None else _replace_spec(spec)))
 
 
 def admit_workload(
@@ -181,9 +182,10 @@ def admit_workload(
         request if spec is None else dataclasses.replace(request, obj={**request.obj, "spec": spec})
     )
     validation = validate_workload(patched, scope, policy_for, catalogue, profile)
-    if not validation.allowed or spec is None:
+    if not validation.allowed:
         return validation
-    return dataclasses.replace(validation, patch=_replace_spec(spec))
+    patch = _held(request) + (() if spec is None else _replace_spec(spec))
+    return dataclasses.replace(validation, patch=patch)
 
 
 def _mutated_spec(
@@ -342,6 +344,21 @@ def finding(violation: Violation) -> dict[str, str]:
         found["policy"] = violation.policy.source or violation.policy.name
         found["scope"] = str(violation.policy.scope)
     return found
+
+
+def _held(request: Request) -> tuple[Mapping[str, object], ...]:
+    """The patch that holds a new Workload with podwright's finalizer, so that the operator
+    need not write it before it submits the task (a write per Workload saved). Only a create:
+    the finalizer the operator removes once the task is finalized is never put back."""
+    if request.operation != "CREATE":
+        return ()
+    metadata = request.obj.get("metadata")
+    finalizers = metadata.get("finalizers") if isinstance(metadata, Mapping) else None
+    if not isinstance(finalizers, list) or not finalizers:
+        return ({"op": "add", "path": "/metadata/finalizers", "value": [WORKLOAD_FINALIZER]},)
+    if WORKLOAD_FINALIZER in finalizers:
+        return ()
+    return ({"op": "add", "path": "/metadata/finalizers/-", "value": WORKLOAD_FINALIZER},)
 
 
 def _replace_spec(spec: Mapping[str, object]) -> tuple[Mapping[str, object], ...]:

@@ -31,6 +31,10 @@ GROUP = "podwright.dev"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 WORKLOAD_KIND = "Workload"
+WORKLOAD_FINALIZER = f"{GROUP}/workload"
+"""Held on a Workload from its admission (the mutating webhook adds it; the operator, when no
+webhook did, before it submits the task) until its task is finalized: deleting the Workload
+aborts the task, and the Workload goes only once nothing of its task is left running."""
 POLICY_KIND = "WorkloadPolicy"
 CLUSTER_POLICY_KIND = "ClusterWorkloadPolicy"
 ASSET_KIND = "Asset"

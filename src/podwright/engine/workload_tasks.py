@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from podwright.core.cluster_resources import API_VERSION, WORKLOAD_KIND
+from podwright.core.cluster_resources import API_VERSION, WORKLOAD_FINALIZER, WORKLOAD_KIND
 from podwright.core.lifecycle.objects import (
     JsonObject,
     condition,
@@ -50,9 +50,6 @@ from podwright.engine.task_store import (
 
 OPERATOR_BACKEND = "operator"
 """The backend key of every task the operator runs (the executor serves tasks of one key)."""
-WORKLOAD_FINALIZER = "podwright.dev/workload"
-"""Held on a Workload from its task's submission until the task is finalized: deleting the
-Workload aborts the task, and the Workload goes only once nothing of its task is left running."""
 ABORT_ANNOTATION = "podwright.dev/abort-requested"
 FINALIZED_ANNOTATION = "podwright.dev/finalized-task"
 """Set by the operator to the id of the task it finalized (:func:`finalized_patch`)."""
