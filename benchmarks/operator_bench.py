@@ -29,7 +29,8 @@ Reported (``--json`` for the figures alone):
 * queue latency p50/p95/p99 from ``podwright_operator_queue_latency_seconds`` (interpolated
   linearly within the histogram's buckets, as Prometheus' ``histogram_quantile``; the run's
   only): from a Workload's key becoming ready in the operator's work queue (a change told, or
-  its task due) to a worker taking it;
+  its task due) to a worker taking it; and the same once every Workload was submitted (the
+  burst of new ones absorbed, the operator following their tasks);
 * the operator's memory (VmRSS before the first Workload and at the end, VmHWM) per Workload, and
   each process's CPU time (who used the machine's cores);
 * the phases at the end.
@@ -884,6 +885,7 @@ def _measure(
 
     progress = Progress()
     done = False
+    burst_over: Mapping[str, float] | None = None  # the metrics once every Workload is submitted
     while time.time() - started < options.timeout:
         if tracker is None:
             listed = time.perf_counter()
@@ -892,6 +894,12 @@ def _measure(
             states = {obj["metadata"]["name"]: state_of(obj) for obj in items}
         else:
             states = tracker.states()
+        if (
+            burst_over is None
+            and len(states) == count
+            and all(phase not in ("Pending", "Undefined") for phase, _f, _r in states.values())
+        ):
+            burst_over = operator.metrics()
         progress.polls += 1
         if progress.note(states, time.time() - started, count):
             done = True
@@ -951,6 +959,17 @@ def _measure(
         served=served_after - served_before,
         buckets=_bucket_delta(queue_latency_buckets(after), queue_latency_buckets(before)),
     )
+    if burst_over is not None:
+        # After the burst: every Workload submitted, the operator following their tasks.
+        steady_buckets = _bucket_delta(
+            queue_latency_buckets(after), queue_latency_buckets(burst_over)
+        )
+        figures["queue_latency_after_the_burst_p50_seconds"] = histogram_quantile(
+            0.5, steady_buckets
+        )
+        figures["queue_latency_after_the_burst_p99_seconds"] = histogram_quantile(
+            0.99, steady_buckets
+        )
     own = (own_after.ru_utime + own_after.ru_stime) - (own_before.ru_utime + own_before.ru_stime)
     figures.update(
         namespace=namespace,
@@ -1219,6 +1238,13 @@ def _print(figures: Mapping[str, Any]) -> None:
             )
         )
         + " (interpolated within the histogram's buckets)"
+        + (
+            f"; once every Workload was submitted: p50 "
+            f"{_ms(figures['queue_latency_after_the_burst_p50_seconds'])}, p99 "
+            f"{_ms(figures['queue_latency_after_the_burst_p99_seconds'])}"
+            if "queue_latency_after_the_burst_p99_seconds" in figures
+            else ""
+        )
     )
     memory = figures["memory"]
     print(

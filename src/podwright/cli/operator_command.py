@@ -166,7 +166,7 @@ def _label(value: str, option: str) -> str:
 @click.option(
     "--kube-api-qps",
     type=click.FloatRange(min=0, min_open=True),
-    default=200.0,
+    default=500.0,
     show_default=True,
     help="Requests a second the operator sends the API server at most, as client-go's "
     "--kube-api-qps: what a burst of new Workloads is bounded by.",
@@ -174,7 +174,7 @@ def _label(value: str, option: str) -> str:
 @click.option(
     "--kube-api-burst",
     type=click.IntRange(min=1),
-    default=400,
+    default=1000,
     show_default=True,
     help="Requests the operator may send at once after an idle while (--kube-api-burst).",
 )
