@@ -49,6 +49,16 @@ all of these hold:
 The fingerprint is taken before the handle it is recorded for, so a change that lands while the
 task is handled shows in the next round's fingerprint: it is never mistaken for one the handle saw.
 A skipped task is due again after the round interval, like one handled without change.
+
+A new reason within the task's phase that brings nothing else (no error, no event to attach, no
+other plugin state) is written only once ``reason_settle`` has passed since the task's last
+write: a reason that passes in less (queued: created, then waiting for the scheduler) costs no
+write of its own, and one that lasts is shown.
+
+Rounds are the local executor's way. The operator hands the executor one task at a time instead
+(:meth:`Executor.handle_task`, the same rules, with when the task is due again), and launches a
+new task before it is in the store, recording it with what the launch did in one write
+(:meth:`Executor.launch`).
 """
 
 from __future__ import annotations

@@ -10,9 +10,11 @@ the queue, and a key is never handled by two workers at once. Handling one Workl
 (:meth:`WorkloadOperator.handle`) does what :func:`~podwright.engine.workload_tasks.next_action`
 decides from what the cache holds (level-triggered: the same whichever change woke it):
 
-* a new Workload is held with podwright's finalizer, rendered (its spec is its effective spec:
-  the mutating webhook wrote the defaults at admission) and its task recorded; one that cannot be
-  rendered on this cluster is recorded PermanentFailure at once, with the renderer's reasons;
+* a new Workload is held with podwright's finalizer (unless the mutating webhook held it at
+  admission), rendered (its spec is its effective spec: the mutating webhook wrote the defaults)
+  and its task launched, then recorded with what the launch did, in one write
+  (:meth:`~podwright.engine.executor.Executor.launch`); one that cannot be rendered on this
+  cluster is recorded PermanentFailure at once, with the renderer's reasons;
 * a Workload whose task is finalized, or that was deleted before it had one, is let go (its
   finalizer removed);
 * a Workload whose task is active has its task handled by the executor
@@ -21,12 +23,13 @@ decides from what the cache holds (level-triggered: the same whichever change wo
   back to wait as long as the executor says the task may wait: a slow write delays only its own
   Workload.
 
-A write is followed by a notification of the Workload's change (the store puts what the API server
-returned into the cache), so the next step of a Workload comes at once; a failed one comes back
-after a backoff that grows with its consecutive failures. New Workloads are submitted as they
-come; what bounds them is the Kubernetes client's rate limit. Nothing sent in a steady state: the
-Workloads, their resources and their events come from watch caches, and an unchanged task's key
-waits for the executor's resync interval.
+The operator's own writes are not changes it is told of (the cache holds what they returned):
+after a write, a Workload's next step comes when the executor says it is due, or when something
+else changes; a failed write comes back after a backoff that grows with the Workload's
+consecutive failures. New Workloads are submitted as they come; what bounds them is the
+Kubernetes client's rate limit. Nothing is sent in a steady state: the Workloads, their
+resources and their events come from watch caches, and an unchanged task's key waits for the
+executor's resync interval.
 """
 
 from __future__ import annotations
