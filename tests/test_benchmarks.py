@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from pathlib import Path
 
 from benchmarks import policy_bench, render_bench
@@ -147,19 +149,32 @@ def test_the_webhook_benchmark_scenario_is_fifty_policies_over_four_scopes_witho
         assert conflicts(policy, [other for other in policies if other is not policy]) == []
 
 
-def test_the_webhook_benchmark_gets_the_right_answer_to_every_review_and_create() -> None:
-    """About a second of each part: every answer checked (allowed or refused as it should be,
-    defaults patched in, every issue named), every create through the emulator admitted."""
+@pytest.mark.parametrize("single_webhook", [False, True], ids=["two-calls", "one-call"])
+def test_the_webhook_benchmark_gets_the_right_answer_to_every_review_and_create(
+    single_webhook: bool,
+) -> None:
+    """About a second of reviews: every answer checked (allowed or refused as it should be,
+    defaults patched in, every issue named)."""
     from benchmarks import webhook_bench
 
-    latency = webhook_bench.bench_latency(seconds=1, rate=100, connections=2)
+    latency = webhook_bench.bench_latency(
+        seconds=1, rate=100, connections=2, single_webhook=single_webhook, answer_inline=True
+    )
     assert latency["first_wrong_answers"] == []
     assert latency["reviews"] == 100
     assert latency["p99_ms"] > 0
-    end_to_end = webhook_bench.bench_end_to_end(workloads=20, clients=2)
+
+
+def test_the_webhook_benchmark_admits_every_create_through_the_emulator_both_ways() -> None:
+    from benchmarks import webhook_bench
+
+    end_to_end = webhook_bench.bench_end_to_end(
+        workloads=20, clients=2, cost_model=None, answer_inline=True
+    )
     assert end_to_end["first_wrong_answers"] == []
     assert end_to_end["wrong_answers"] == 0
-    assert end_to_end["creates_per_second_with_webhooks"] > 0
+    for calls in ("two_calls", "one_call"):
+        assert end_to_end[f"creates_per_second_podwright_{calls}"] > 0
 
 
 def test_the_operator_benchmark_workload_is_admitted_and_runs_on_the_simulated_nodes() -> None:
