@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
 from pathlib import Path
 
+import pytest
 from benchmarks import policy_bench, render_bench
 
 from podwright.core.effective_policy import effective_policy
