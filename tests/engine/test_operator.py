@@ -188,23 +188,13 @@ class FakeWorkloads:
     # The task store --------------------------------------------------------------------------
 
     def submit(self, task: NewTask) -> TaskRecord:
-        self._call("submit", task.name)
-        current = self.objects.get(task.name)
-        if current is None:
-            raise TaskNotFoundError(task.name)
-        if is_submitted(current):
-            raise TaskExistsError(task.task_id)
+        current = self._unsubmitted(task)
         return _record(self._write(current, submitted_workload(current, task, task.submitted_at)))
 
     def submit_launched(
         self, task: NewTask, plugin_state: JsonData, info: PhaseInfo, now: datetime
     ) -> TaskRecord:
-        self._call("submit", task.name)
-        current = self.objects.get(task.name)
-        if current is None:
-            raise TaskNotFoundError(task.name)
-        if is_submitted(current):
-            raise TaskExistsError(task.task_id)
+        current = self._unsubmitted(task)
         submitted = submitted_workload(current, task, task.submitted_at)
         first = _record(submitted)
         body = advanced_workload(submitted, first, plugin_state, info, now).workload
@@ -258,6 +248,16 @@ class FakeWorkloads:
         error = self.failures.pop((method, name), None)
         if error is not None:
             raise error
+
+    def _unsubmitted(self, task: NewTask) -> dict[str, Any]:
+        """The Workload ``task`` is to be recorded in (a "submit" call), still without one."""
+        self._call("submit", task.name)
+        current = self.objects.get(task.name)
+        if current is None:
+            raise TaskNotFoundError(task.name)
+        if is_submitted(current):
+            raise TaskExistsError(task.task_id)
+        return current
 
     def _by_task(self, task_id: str) -> dict[str, Any]:
         for obj in self.objects.values():

@@ -160,8 +160,7 @@ def mutate_workload(request: Request, policy_for: PolicyFor, catalogue: AssetCat
     is malformed, is let through unchanged: the validating webhook refuses it with every
     reason. An update that only restates what was admitted (``kubectl replace`` of the original
     file) keeps the admitted spec."""
-    spec = _mutated_spec(request, policy_for, catalogue)
-    return Decision(True, patch=_held(request) + (() if spec is None else _replace_spec(spec)))
+    return Decision(True, patch=_mutation(request, _mutated_spec(request, policy_for, catalogue)))
 
 
 def admit_workload(
@@ -184,8 +183,7 @@ def admit_workload(
     validation = validate_workload(patched, scope, policy_for, catalogue, profile)
     if not validation.allowed:
         return validation
-    patch = _held(request) + (() if spec is None else _replace_spec(spec))
-    return dataclasses.replace(validation, patch=patch)
+    return dataclasses.replace(validation, patch=_mutation(request, spec))
 
 
 def _mutated_spec(
@@ -344,6 +342,13 @@ def finding(violation: Violation) -> dict[str, str]:
         found["policy"] = violation.policy.source or violation.policy.name
         found["scope"] = str(violation.policy.scope)
     return found
+
+
+def _mutation(
+    request: Request, spec: Mapping[str, object] | None
+) -> tuple[Mapping[str, object], ...]:
+    """The mutating webhook's patch: a new Workload held, and ``spec`` written (None: kept)."""
+    return _held(request) + (() if spec is None else _replace_spec(spec))
 
 
 def _held(request: Request) -> tuple[Mapping[str, object], ...]:
