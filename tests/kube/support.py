@@ -33,7 +33,8 @@ from kubernetes import client as k8s_client
 
 from podwright.adapters.kubernetes import KubernetesClient, connect
 from podwright.adapters.kubernetes.errors import error_from_status
-from podwright.engine.kubernetes_port import NotFoundError, ObjectRef
+from podwright.core.cluster_resources import API_VERSION, WORKLOAD_FINALIZER, WORKLOAD_KIND
+from podwright.engine.kubernetes_port import KubernetesError, NotFoundError, ObjectRef, PatchType
 from tests.k8s_emulator import Emulator
 from tests.node_sim import EXIT_CODE, RUN_SECONDS, NodeSimulator, register_unrelated_node
 from tests.node_sim.rest import RawAnswer, bind_pod, send
@@ -301,8 +302,29 @@ def cluster_namespace(
         eventually(lambda: client.get(ObjectRef("v1", "ServiceAccount", name, "default")))
         yield name
     finally:
+        let_workloads_go(client, name)
         with contextlib.suppress(NotFoundError):
             client.delete(ObjectRef("v1", "Namespace", "", name))
+
+
+def let_workloads_go(client: KubernetesClient, namespace: str) -> None:
+    """Remove podwright's finalizer from the Workloads left in ``namespace`` once its test is
+    over: the mutating webhook holds every Workload from its creation, and with no operator left
+    to let it go, the namespace (and at the session's end the CRD) would wait for it for ever on
+    a real cluster. Nothing is left to run then: the test's operators are stopped."""
+    try:
+        workloads, _ = client.list_objects(API_VERSION, WORKLOAD_KIND, namespace=namespace)
+    except KubernetesError:  # no Workload CRD, or the namespace is going already
+        return
+    for workload in workloads:
+        metadata = workload["metadata"]
+        finalizers = list(metadata.get("finalizers") or [])
+        if WORKLOAD_FINALIZER not in finalizers:
+            continue
+        kept = [name for name in finalizers if name != WORKLOAD_FINALIZER]
+        ref = ObjectRef(API_VERSION, WORKLOAD_KIND, namespace, metadata["name"])
+        with contextlib.suppress(KubernetesError):
+            client.patch(ref, {"metadata": {"finalizers": kept or None}}, PatchType.MERGE)
 
 
 def delete_run_namespaces(client: KubernetesClient) -> None:

@@ -10,16 +10,18 @@ deleted afterwards, also on failure.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from podwright.core.cluster_resources import API_VERSION
+from podwright.core.cluster_resources import API_VERSION, WORKLOAD_FINALIZER
 from podwright.core.crds import custom_resource_definitions
+from podwright.engine.kubernetes_port import NotFoundError, ObjectRef, PatchType
 from tests.cluster.support import PodwrightCrds
-from tests.kube.support import CRD_PATH, ApiServer, eventually
+from tests.kube.support import CRD_PATH, ApiServer, cluster_namespace, eventually
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -178,3 +180,34 @@ def test_a_crd_with_other_content_is_replaced_for_the_session_and_put_back_after
     remaining = _crds_named(api)
     assert list(remaining) == [name]
     assert remaining[name]["spec"]["names"]["shortNames"] == ["older"]
+
+
+def test_a_tests_namespace_goes_though_its_workloads_were_held_by_podwright(
+    api: ApiServer, podwright_crds: None
+) -> None:
+    """The mutating webhook holds each Workload with podwright's finalizer from its creation; a
+    test's namespace is let go at its end all the same (``let_workloads_go``), where no operator
+    is left to do it: the namespace controller waits for every object's finalizers
+    (``deleteAllContent`` in ``pkg/controller/namespace/deletion``), so without that the
+    namespace would stay Terminating on a real cluster."""
+    keep = "example.com/keep"
+    made = cluster_namespace(api.client)
+    namespace = next(made)
+    body = _example("workload-training.yaml")
+    body["metadata"] = {"name": "held", "finalizers": [keep, WORKLOAD_FINALIZER]}
+    api.client.create({**body, "metadata": {**body["metadata"], "namespace": namespace}})
+    with contextlib.suppress(StopIteration):
+        next(made)  # the test is over: its namespace is let go
+    ref = ObjectRef(API_VERSION, "Workload", namespace, "held")
+    held = api.client.get(ref)
+    assert held["metadata"]["finalizers"] == [keep], "podwright's finalizer gone, another's kept"
+    api.client.patch(ref, {"metadata": {"finalizers": None}}, PatchType.MERGE)
+    eventually(lambda: _gone(api, namespace), timeout=60)
+
+
+def _gone(api: ApiServer, namespace: str) -> bool:
+    try:
+        api.client.get(ObjectRef("v1", "Namespace", "", namespace))
+    except NotFoundError:
+        return True
+    return False
