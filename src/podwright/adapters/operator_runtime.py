@@ -54,16 +54,16 @@ from podwright.engine.config import LifecycleConfig
 from podwright.engine.event_index import EventIndex
 from podwright.engine.executor import Executor, ExecutorConfig
 from podwright.engine.kubernetes_port import KubernetesError
-from podwright.engine.operator import (
-    RenderRefusedError,
-    WorkloadKey,
-    WorkloadOperator,
-    owning_workload,
-)
+from podwright.engine.operator import RenderRefusedError, WorkloadOperator, owning_workload
 from podwright.engine.plugins import default_plugins
 from podwright.engine.task_store import TaskRecord
 from podwright.engine.work_queue import WorkQueue
-from podwright.engine.workload_tasks import OPERATOR_BACKEND, phase_event, worth_an_event
+from podwright.engine.workload_tasks import (
+    OPERATOR_BACKEND,
+    WorkloadKey,
+    phase_event,
+    worth_an_event,
+)
 
 logger = logging.getLogger("podwright.operator")
 

@@ -92,6 +92,7 @@ from podwright.engine.workload_tasks import (
     is_submitted,
     pending_record,
     task_id_of,
+    workload_key,
 )
 
 WAITING = "waiting for the operator"
@@ -258,11 +259,6 @@ def _uid(workload: JsonObject) -> str:
     return text(section(workload, "metadata"), "uid")
 
 
-def _key(workload: JsonObject) -> tuple[str, str]:
-    metadata = section(workload, "metadata")
-    return text(metadata, "namespace"), text(metadata, "name")
-
-
 def _record(store: WorkloadTaskStore, workload: JsonObject) -> TaskRecord:
     """``workload``'s task as ``store`` reads it, or its :func:`pending_record` before the
     operator recorded it; :class:`BackendError` when its record cannot be read."""
@@ -324,7 +320,7 @@ class WorkloadTasks:
             if _uid(workload) and task_id_of(workload) == task_id:
                 return _record(self.store, workload)
         for workload in workloads:
-            if _key(workload)[1] == task_id:
+            if workload_key(workload)[1] == task_id:
                 return _record(self.store, workload)
         raise TaskNotFoundError(
             f"no task {task_id!r} in {self.target.where()}: give a task id or a Workload's name "
@@ -524,16 +520,16 @@ class WorkloadWatch:
 
     def replace(self, objects: list[dict[str, Any]]) -> None:
         listed = {_uid(obj) for obj in objects}
-        keys = {_key(obj) for obj in objects}
+        keys = {workload_key(obj) for obj in objects}
         known = self.cache.workloads()
         with self._changes:
             self._gone.update(_uid(obj) for obj in known if _uid(obj) not in listed)
         # What went while the watch was down stays as it was last seen.
-        kept = [dict(obj) for obj in known if _key(obj) not in keys]
+        kept = [dict(obj) for obj in known if workload_key(obj) not in keys]
         self.cache.replace([*objects, *kept])
 
     def apply(self, event_type: str, obj: dict[str, Any]) -> None:
-        before = self.cache.get(*_key(obj))
+        before = self.cache.get(*workload_key(obj))
         with self._changes:
             if before is not None and _uid(before) != _uid(obj):
                 self._gone.add(_uid(before))  # another Workload of that name: ours went
@@ -589,7 +585,7 @@ class WorkloadView:
 
     def __init__(self, watch: WorkloadWatch, client: KubernetesClient, workload: JsonObject):
         self._watch, self._client = watch, client
-        self._namespace, self._name = _key(workload)
+        self._namespace, self._name = workload_key(workload)
         self._uid = _uid(workload)
         self._store = WorkloadTaskStore(client, watch.cache, may_write=lambda: True)
         self.changes = ChangeWaiter(watch)
@@ -641,7 +637,7 @@ class WorkloadView:
 @contextlib.contextmanager
 def following(client: KubernetesClient, workload: JsonObject) -> Iterator[WorkloadView]:
     """A view of ``workload``'s task, kept current by a watch of it, until the block ends."""
-    namespace, name = _key(workload)
+    namespace, name = workload_key(workload)
     with WorkloadWatch(client, namespace, name=name, seen=[workload]) as watch:
         yield WorkloadView(watch, client, workload)
 

@@ -59,15 +59,15 @@ from podwright.engine.task_store import (
 from podwright.engine.work_queue import WorkQueue
 from podwright.engine.workload_tasks import (
     WorkloadAction,
+    WorkloadKey,
+    describe_workload,
     new_task,
     next_action,
     task_id_of,
+    workload_key,
 )
 
 logger = logging.getLogger("podwright.operator")
-
-WorkloadKey = tuple[str, str]
-"""A Workload's namespace and name: what the work queue holds."""
 
 
 class RenderRefusedError(Exception):
@@ -105,11 +105,6 @@ class WorkloadStore(TaskStore, Protocol):
     ) -> TaskRecord:
         """Record a new task with what its launch did, in one write (conditional on the
         version read)."""
-
-
-def workload_key(workload: JsonObject) -> WorkloadKey:
-    metadata = section(workload, "metadata")
-    return text(metadata, "namespace"), text(metadata, "name")
 
 
 def owning_workload(resource: JsonObject) -> WorkloadKey | None:
@@ -249,7 +244,9 @@ class WorkloadOperator:
         try:
             record = self._store.record(workload)
         except ValueError as error:
-            logger.error("%s: %s", _describe(workload), error)  # its next change is read again
+            logger.error(
+                "%s: %s", describe_workload(workload), error
+            )  # its next change is read again
             return
         self._count(handled=1)
         action = next_action(workload, record)
@@ -286,7 +283,7 @@ class WorkloadOperator:
         except (StaleRevisionError, TaskExistsError, TaskNotFoundError):
             return
         except TaskStoreError as error:
-            logger.warning("%s: %s", _describe(workload), error)
+            logger.warning("%s: %s", describe_workload(workload), error)
             self._count(errors=1)
             self.queue.add_rate_limited(key)
             return
@@ -295,7 +292,7 @@ class WorkloadOperator:
     def _act(self, key: WorkloadKey, action: WorkloadAction, workload: JsonObject) -> None:
         if action is WorkloadAction.RELEASE:
             self._store.release(workload)
-            logger.info("%s: released", _describe(workload))
+            logger.info("%s: released", describe_workload(workload))
             self._count(released=1)
             return
         held = self._store.hold(workload)
@@ -304,7 +301,7 @@ class WorkloadOperator:
             manifests = self._render(held)
         except RenderRefusedError as error:
             self._store.refuse(held, task_id_of(held), str(error), now)
-            logger.info("%s: cannot be rendered: %s", _describe(held), error)
+            logger.info("%s: cannot be rendered: %s", describe_workload(held), error)
             self._count(refused=1)
             self.queue.add(key)  # to be let go
             return
@@ -316,7 +313,7 @@ class WorkloadOperator:
             return self._store.submit_launched(task, plugin_state, info, at)
 
         turn = self._executor.launch(task, record)
-        logger.info("%s: task %s submitted", _describe(held), task.task_id)
+        logger.info("%s: task %s submitted", describe_workload(held), task.task_id)
         self._count(submitted=1)
         self._count_turn(turn)
         self.queue.add_after(key, turn.due_in.total_seconds())
@@ -332,7 +329,3 @@ class WorkloadOperator:
         with self._lock:
             for name, count in counts.items():
                 setattr(self._tally, name, getattr(self._tally, name) + count)
-
-
-def _describe(workload: JsonObject) -> str:
-    return "Workload {}/{}".format(*workload_key(workload))

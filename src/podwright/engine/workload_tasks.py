@@ -152,6 +152,20 @@ def _task(
     )
 
 
+WorkloadKey = tuple[str, str]
+"""A Workload's namespace and name: what the operator's work queue and caches key it by."""
+
+
+def workload_key(workload: JsonObject) -> WorkloadKey:
+    metadata = section(workload, "metadata")
+    return text(metadata, "namespace"), text(metadata, "name")
+
+
+def describe_workload(workload: JsonObject) -> str:
+    """``Workload NAMESPACE/NAME``, as messages and logs name it."""
+    return "Workload {}/{}".format(*workload_key(workload))
+
+
 def pending_record(workload: JsonObject, reason: str, now: datetime) -> TaskRecord:
     """The task of a Workload the operator has not recorded yet, as the task commands show it:
     revision 0, phase Undefined with ``reason``, no manifests, submitted when the Workload was
@@ -226,8 +240,7 @@ def record_of(workload: JsonObject) -> TaskRecord | None:
     revision = integer(task, "revision")
     if submitted is None or updated is None or revision is None:
         raise ValueError(
-            f"Workload {text(metadata, 'namespace')}/{text(metadata, 'name')}: status.task "
-            "needs submittedAt, updatedAt and revision"
+            f"{describe_workload(workload)}: status.task needs submittedAt, updatedAt and revision"
         )
     try:
         phase = Phase(text(status, "phase") or Phase.UNDEFINED.value)

@@ -57,6 +57,7 @@ from podwright.engine.workload_tasks import (
     ABORT_ANNOTATION,
     abort_requested_workload,
     advanced_workload,
+    describe_workload,
     events_attached,
     finalized_patch,
     has_finalizer,
@@ -68,6 +69,7 @@ from podwright.engine.workload_tasks import (
     task_id_of,
     with_finalizer_patch,
     without_finalizer_patch,
+    workload_key,
 )
 
 logger = logging.getLogger("podwright.operator")
@@ -100,7 +102,7 @@ class WorkloadCache:
             self._by_task = {}
             self._records = {}
             for obj in objects:
-                mine = held.get(_key(obj))
+                mine = held.get(workload_key(obj))
                 # A list answered before one of the store's own writes, handled after it.
                 self._store(mine if mine is not None and _older(obj, mine) else obj)
             changed = [
@@ -112,7 +114,7 @@ class WorkloadCache:
             self._changed(key)
 
     def apply(self, event_type: str, obj: dict[str, Any]) -> None:
-        key = _key(obj)
+        key = workload_key(obj)
         with self._lock:
             before = _version(self._objects.get(key))
             if event_type == "DELETED":
@@ -127,7 +129,7 @@ class WorkloadCache:
         """An object as one of the store's own writes returned it (newer than anything the
         watch delivered); not told as a change."""
         with self._lock:
-            if not _older(obj, self._objects.get(_key(obj))):
+            if not _older(obj, self._objects.get(workload_key(obj))):
                 self._store(obj)
 
     # Reading ---------------------------------------------------------------------------------
@@ -152,7 +154,7 @@ class WorkloadCache:
     def record(self, workload: JsonObject) -> TaskRecord | None:
         """The decoded record of ``workload`` (decoded once per resourceVersion); raises
         ValueError when its record cannot be read."""
-        key = _key(workload)
+        key = workload_key(workload)
         version = text(section(workload, "metadata"), "resourceVersion")
         with self._lock:
             found = self._records.get(key)
@@ -167,7 +169,7 @@ class WorkloadCache:
     # ------------------------------------------------------------------------------------------
 
     def _store(self, obj: dict[str, Any]) -> None:
-        key = _key(obj)
+        key = workload_key(obj)
         self._drop(key)
         self._objects[key] = shared_strings(_trimmed(obj))
         if is_submitted(obj) and text(section(obj, "metadata"), "uid"):
@@ -236,15 +238,16 @@ class WorkloadTaskStore:
             raise TaskExistsError(f"task {task.task_id} was already submitted")
         if task_id_of(workload) != task.task_id:
             raise TaskNotFoundError(
-                f"{_describe(workload)} is not the Workload of task {task.task_id} (re-created?)"
+                f"{describe_workload(workload)} is not the Workload of task {task.task_id} "
+                "(re-created?)"
             )
         stored = self._write(workload, body(workload))
         record = self._cache.record(stored)
         if record is None:
             raise StoreUnavailableError(
-                f"{_describe(workload)}: the API server dropped status.task from the update: its "
-                "Workload CustomResourceDefinition is older than this operator (install "
-                "deploy/crds of this version)"
+                f"{describe_workload(workload)}: the API server dropped status.task from the "
+                "update: its Workload CustomResourceDefinition is older than this operator "
+                "(install deploy/crds of this version)"
             )
         return stored, record
 
@@ -257,7 +260,7 @@ class WorkloadTaskStore:
             try:
                 record = self._cache.record(workload)
             except ValueError as error:
-                logger.error("%s: %s", _describe(workload), error)
+                logger.error("%s: %s", describe_workload(workload), error)
                 continue
             if record is None or (active_only and record.finalized):
                 continue
@@ -314,7 +317,7 @@ class WorkloadTaskStore:
             return history_of(workload)
         except ValueError as error:
             raise StoreUnavailableError(
-                f"{_describe(workload)}: status.task.history: {error}"
+                f"{describe_workload(workload)}: status.task.history: {error}"
             ) from error
 
     def events(self, task_id: str) -> list[AttachedEvent]:
@@ -358,9 +361,9 @@ class WorkloadTaskStore:
         try:
             record = self._cache.record(workload)
         except ValueError as error:
-            raise StoreUnavailableError(f"{_describe(workload)}: {error}") from error
+            raise StoreUnavailableError(f"{describe_workload(workload)}: {error}") from error
         if record is None:
-            raise TaskNotFoundError(f"{_describe(workload)} has no task yet")
+            raise TaskNotFoundError(f"{describe_workload(workload)} has no task yet")
         return record
 
     def _current(self, task_id: str, revision: int) -> tuple[JsonObject, TaskRecord]:
@@ -389,13 +392,13 @@ class WorkloadTaskStore:
             else:
                 stored = self._client.patch(_ref(workload), body, PatchType.MERGE)
         except ConflictError as error:
-            raise StaleRevisionError(f"{_describe(workload)} changed: {error}") from error
+            raise StaleRevisionError(f"{describe_workload(workload)} changed: {error}") from error
         except NotFoundError as error:
-            raise TaskNotFoundError(f"{_describe(workload)} is gone") from error
+            raise TaskNotFoundError(f"{describe_workload(workload)} is gone") from error
         except ApiConnectionError as error:
             raise StoreUnavailableError(str(error)) from error
         except KubernetesError as error:
-            raise StoreUnavailableError(f"{_describe(workload)}: {error}") from error
+            raise StoreUnavailableError(f"{describe_workload(workload)}: {error}") from error
         self._cache.put(stored)
         return stored
 
@@ -423,16 +426,6 @@ def _ref(workload: JsonObject) -> ObjectRef:
     return ObjectRef(
         API_VERSION, WORKLOAD_KIND, text(metadata, "namespace"), text(metadata, "name")
     )
-
-
-def _describe(workload: JsonObject) -> str:
-    metadata = section(workload, "metadata")
-    return f"Workload {text(metadata, 'namespace')}/{text(metadata, 'name')}"
-
-
-def _key(obj: JsonObject) -> tuple[str, str]:
-    metadata = section(obj, "metadata")
-    return text(metadata, "namespace"), text(metadata, "name")
 
 
 _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
