@@ -51,6 +51,7 @@ from podwright.engine.workload_tasks import (
     has_finalizer,
     history_of,
     is_submitted,
+    launched_workload,
     new_task,
     record_of,
     refused_workload,
@@ -195,9 +196,7 @@ class FakeWorkloads:
         self, task: NewTask, plugin_state: JsonData, info: PhaseInfo, now: datetime
     ) -> TaskRecord:
         current = self._unsubmitted(task)
-        submitted = submitted_workload(current, task, task.submitted_at)
-        first = _record(submitted)
-        body = advanced_workload(submitted, first, plugin_state, info, now).workload
+        body = launched_workload(current, task, plugin_state, info, now)
         return _record(self._write(current, body))
 
     def get(self, task_id: str) -> TaskRecord:

@@ -37,6 +37,7 @@ from podwright.engine.workload_tasks import (
     events_attached,
     finalized_patch,
     history_of,
+    launched_workload,
     new_task,
     next_action,
     phase_event,
@@ -173,6 +174,26 @@ def test_a_submitted_workload_reads_back_as_its_task_at_revision_1() -> None:
     assert (found.plugin_state, found.abort_requested, found.finalized) == ({}, False, False)
     assert history_of(body) == []
     assert events_attached(body) == []
+
+
+def test_a_launched_workload_is_recorded_with_what_its_launch_did_in_one_write() -> None:
+    read = workload()
+    task = new_task(read, MANIFESTS, T0)
+    info = PhaseInfo(Phase.QUEUED, 1, "Job research/resnet-3f2a1b4c created")
+    body = launched_workload(read, task, {"launched": True}, info, at(1))
+    assert body["metadata"] == read["metadata"], "conditional on the resourceVersion read"
+    found = record(stored(body))
+    assert found.task == task
+    assert (found.revision, found.phase, found.reason, found.plugin_state) == (
+        2,
+        Phase.QUEUED,
+        "Job research/resnet-3f2a1b4c created",
+        {"launched": True},
+    )
+    assert [(entry.phase, entry.occurred_at) for entry in history_of(body)] == [
+        (Phase.QUEUED, at(1))
+    ]
+    assert body["status"]["phase"] == "Queued"
 
 
 @pytest.mark.parametrize(

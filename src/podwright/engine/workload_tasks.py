@@ -296,6 +296,21 @@ class Advance:
     new_phase: bool
 
 
+def launched_workload(
+    workload: JsonObject,
+    task: NewTask,
+    plugin_state: Mapping[str, Any],
+    info: PhaseInfo,
+    now: datetime,
+) -> dict[str, Any]:
+    """The status update that records ``task`` with what its launch did (its plugin state and
+    phase): :func:`submitted_workload` and :func:`advanced_workload` in one write."""
+    submitted = submitted_workload(workload, task, task.submitted_at)
+    first = record_of(submitted)
+    assert first is not None, "a submitted Workload has a record"
+    return advanced_workload(submitted, first, plugin_state, info, now).workload
+
+
 def advanced_workload(
     workload: JsonObject,
     record: TaskRecord,

@@ -7,9 +7,9 @@ Workloads (so a steady state makes no request), and writes each outcome as an up
 go), each conditional on the resourceVersion it read: of two writers (two replicas, one of them
 no longer the leader), exactly one wins; the other gets a Conflict, which is the port's
 :class:`StaleRevisionError`, and decides again on a fresh read. What a write returns goes into
-the cache at once (and is told to the operator as a change), so the next step reads its own
-writes even before the watch delivers them (an older version the watch delivers later never
-replaces a newer one).
+the cache at once (it is no change to tell the operator of: the writer knows), so the next step
+reads its own writes even before the watch delivers them (an older version the watch delivers
+later never replaces a newer one).
 
 Every write first asks ``may_write``: a replica that lost its lease stops writing at once, its
 writes failing with :class:`StoreUnavailableError`. A phase change is also told to
@@ -63,6 +63,7 @@ from podwright.engine.workload_tasks import (
     has_finalizer,
     history_of,
     is_submitted,
+    launched_workload,
     record_of,
     refused_workload,
     submitted_workload,
@@ -214,14 +215,9 @@ class WorkloadTaskStore:
         (its plugin state and phase), in one status update: the operator launches a new task
         before it records it (a launch that is not recorded is found again, AlreadyExists
         carrying the task's id, by the next one)."""
-
-        def body(workload: JsonObject) -> dict[str, Any]:
-            submitted = submitted_workload(workload, task, task.submitted_at)
-            first = record_of(submitted)
-            assert first is not None, "a submitted Workload has a record"
-            return advanced_workload(submitted, first, plugin_state, info, now).workload
-
-        stored, record = self._submit(task, body)
+        stored, record = self._submit(
+            task, lambda workload: launched_workload(workload, task, plugin_state, info, now)
+        )
         if self._on_phase is not None and info.phase is not Phase.UNDEFINED:
             self._on_phase(stored, record, info)
         return record
