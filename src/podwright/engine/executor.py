@@ -105,6 +105,7 @@ from podwright.engine.task_store import (
     TaskStore,
     TaskStoreError,
     is_new_phase,
+    unsubmitted_record,
 )
 
 TASK_ID_LABEL_SUFFIX = "task-id"
@@ -206,22 +207,6 @@ def only_a_new_reason(record: TaskRecord, transition: Transition) -> bool:
     after = transition.state
     return (
         dataclasses.replace(before, phase_version=after.phase_version, reason=after.reason) == after
-    )
-
-
-def unsubmitted_record(task: NewTask) -> TaskRecord:
-    """The record a task would have before anything was done for it (revision 0): what
-    :meth:`Executor.launch` hands the plugin manager before the task is in the store."""
-    return TaskRecord(
-        task=task,
-        revision=0,
-        updated_at=task.submitted_at,
-        plugin_state={},
-        phase=Phase.UNDEFINED,
-        phase_version=0,
-        reason="",
-        abort_requested=False,
-        finalized=False,
     )
 
 
@@ -357,11 +342,9 @@ class Executor:
         )
         known = {record.task_id for record in mine}
         with self._lock:
-            for task_id in set(self._due).union(self._refs) - known:
-                self._due.pop(task_id, None)
-                self._errors.pop(task_id, None)
-                self._refs.pop(task_id, None)
-                self._unchanged.pop(task_id, None)
+            gone = set(self._due).union(self._refs) - known
+        for task_id in gone:
+            self.forget_task(task_id)
         finalized = [outcome.finalized for outcome in outcomes if outcome.finalized is not None]
         unanswered = [outcome.connection_error for outcome in outcomes if outcome.connection_error]
         return self._report(
@@ -406,7 +389,7 @@ class Executor:
 
     def forget_task(self, task_id: str) -> None:
         """Drop what the executor remembers of a task that is no longer active (its Workload
-        let go or gone): :meth:`run_round` does it for the tasks a round no longer lists."""
+        let go or gone; a task a round no longer lists)."""
         with self._lock:
             self._due.pop(task_id, None)
             self._errors.pop(task_id, None)

@@ -163,6 +163,25 @@ def history_entry(info: PhaseInfo, now: datetime) -> HistoryEntry:
     )
 
 
+def unsubmitted_record(
+    task: NewTask, *, reason: str = "", abort_requested: bool = False
+) -> TaskRecord:
+    """The record a task has before the store holds it (revision 0, phase Undefined): what the
+    executor launches a new task from, and how the task commands show a Workload the operator
+    has not recorded yet."""
+    return TaskRecord(
+        task=task,
+        revision=0,
+        updated_at=task.submitted_at,
+        plugin_state={},
+        phase=Phase.UNDEFINED,
+        phase_version=0,
+        reason=reason,
+        abort_requested=abort_requested,
+        finalized=False,
+    )
+
+
 def is_new_phase(record: TaskRecord, info: PhaseInfo) -> bool:
     """Whether ``info`` reports a phase or a phase version the record does not have yet."""
     return (info.phase, info.version) != (record.phase, record.phase_version)

@@ -46,6 +46,7 @@ from podwright.engine.task_store import (
     events_of,
     history_entry,
     is_new_phase,
+    unsubmitted_record,
 )
 
 OPERATOR_BACKEND = "operator"
@@ -171,16 +172,10 @@ def pending_record(workload: JsonObject, reason: str, now: datetime) -> TaskReco
     revision 0, phase Undefined with ``reason``, no manifests, submitted when the Workload was
     created (``now`` when that cannot be read)."""
     created = parse_time(section(workload, "metadata").get("creationTimestamp")) or now
-    return TaskRecord(
-        task=_task(workload, task_id_of(workload), (), created),
-        revision=0,
-        updated_at=created,
-        plugin_state={},
-        phase=Phase.UNDEFINED,
-        phase_version=0,
+    return unsubmitted_record(
+        _task(workload, task_id_of(workload), (), created),
         reason=reason,
         abort_requested=abort_is_asked(workload),
-        finalized=False,
     )
 
 
