@@ -28,7 +28,7 @@ from podwright.api.executors import ExecutorSlot, HeldSlot
 from podwright.cli.main import cli
 from podwright.core.lifecycle import Phase
 from podwright.engine.task_store import TaskRecord
-from tests.cli.background import serving_executors, wait_until_gone
+from tests.cli.background import no_executor_left, serving_executors, wait_until_gone
 from tests.cli.records import pod_task
 from tests.cli.test_run_commands import task_id_of, waiting_for, workload
 from tests.kube.support import eventually
@@ -156,7 +156,9 @@ def test_an_idle_executor_serves_a_task_submitted_as_it_leaves(
 
     monkeypatch.setattr(HeldSlot, "release", release_then_submit)
     caplog.set_level(logging.INFO, "podwright.executor")
-    result = invoke(home, "executor", "--backend", "local", "--until-idle")
+    result = invoke(
+        home, "executor", "--backend", "local", "--until-idle", "--metrics-address", "off"
+    )
     assert result.exit_code == 0, result.output
     assert "a new local task arrived: serving again" in caplog.messages
     assert "phase:     Success" in status(home, submitted[0])
@@ -180,7 +182,9 @@ def test_an_idle_executor_leaves_a_new_task_to_the_executor_that_took_the_lock(
 
     monkeypatch.setattr(HeldSlot, "release", release_then_lose_the_lock)
     caplog.set_level(logging.INFO, "podwright.executor")
-    result = invoke(home, "executor", "--backend", "local", "--until-idle")
+    result = invoke(
+        home, "executor", "--backend", "local", "--until-idle", "--metrics-address", "off"
+    )
     assert result.exit_code == 0, result.output
     assert (
         f"a new local task is served by the executor with pid {os.getpid()}: exiting"
@@ -426,3 +430,20 @@ def test_a_pid_reused_by_another_process_is_not_killed(tmp_path: Path) -> None:
     finally:
         bystander.kill()
         bystander.wait()
+
+
+def test_a_slot_a_failed_test_left_held_in_its_own_process_is_reported_not_signalled(
+    tmp_path: Path,
+) -> None:
+    """A test that ran the executor in its own process and failed before it let its slot go
+    leaves this process as the slot's holder: the check after it reports that, and must not
+    send the test process SIGTERM (which killed a pytest-xdist worker and hung the run)."""
+    store = tmp_path / "tasks.db"
+    SQLiteTaskStore(store).close()
+    held = ExecutorSlot(store, "local").take()
+    assert held is not None
+    try:
+        with pytest.raises(pytest.fail.Exception, match="still held by this test's process"):
+            no_executor_left(store)
+    finally:
+        held.release()
