@@ -1,7 +1,7 @@
 """An in-memory Kubernetes port: the emulator's store, called directly instead of over HTTP.
 
 It counts calls by verb, records what it created in order, can fail the next calls of a verb with
-given errors, and has a perfect watch cache (``cached`` sees every object at once) that tests can
+given errors, and has a perfect watch cache (``cached`` and ``cached_pods`` see every object at once) that tests can
 switch off. Like a cluster, it serves the third-party kinds (Kubeflow jobs, Knative services) only
 once their CRDs are installed (``serve``): else their creates answer 404.
 """
@@ -93,6 +93,12 @@ class FakeKubernetes:
             return self.store.get(self.resource(ref.api_version, ref.kind), ref.namespace, ref.name)
         except ApiError:
             return None
+
+    def cached_pods(self, namespace: str, label: str, value: str) -> list[JsonObject] | None:
+        if not self.cache_enabled:
+            return None
+        pods = self.store.list(resource_of("v1", "Pod"), namespace)[0]
+        return [pod for pod in pods if (pod["metadata"].get("labels") or {}).get(label) == value]
 
     def patch(self, ref: ObjectRef, body: Any, patch_type: PatchType) -> dict[str, Any]:
         resource = self.resource(ref.api_version, ref.kind)

@@ -124,3 +124,74 @@ def test_an_event_about_an_object_that_is_not_podwrights_is_not_told(
     client.create(event_about("task-b", "Scheduled"))
     eventually(lambda: told.count("task-b") == 2)
     assert told.count("someone-elses") == 0
+
+
+TASK_ID_LABEL = "podwright.dev/task-id"
+
+
+def job(name: str, task: str) -> dict[str, Any]:
+    """A podwright Job whose pod template carries the task's label, as the plugin manager makes
+    it (the emulator's Job controller creates its pod)."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "labels": {MANAGED_BY_LABEL: MANAGED_BY, TASK_ID_LABEL: task},
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"labels": {TASK_ID_LABEL: task}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "busybox:1"}],
+                },
+            },
+        },
+    }
+
+
+def test_a_tasks_pods_are_cached_by_its_label_and_their_changes_told_as_their_jobs(
+    watched: tuple[ClusterPort, Told, KubernetesClient],
+) -> None:
+    port, told, client = watched
+    port.watch(("batch/v1", "Job"))
+    eventually(port.synced)
+    eventually(lambda: port.cached_pods(NAMESPACE, TASK_ID_LABEL, "t-1") == [])
+    client.create(job("train", "t-1"))
+    # Someone else's pod with the label but no Job of podwright's controlling it: cached (the
+    # label selects it), told of as nothing.
+    stray = pod("stray", podwrights=False)
+    stray["metadata"]["labels"] = {TASK_ID_LABEL: "t-2"}
+    client.create(stray)
+
+    def pod_of_train() -> list[JsonObject]:
+        return port.cached_pods(NAMESPACE, TASK_ID_LABEL, "t-1") or []
+
+    eventually(lambda: len(pod_of_train()) == 1)
+    (cached,) = pod_of_train()
+    name = text(section(cached, "metadata"), "name")
+    assert name.startswith("train-")
+    assert section(cached, "metadata").get("ownerReferences")[0]["kind"] == "Job"
+    assert "spec" not in cached  # trimmed to what the phase decisions read
+    eventually(lambda: len(port.cached_pods(NAMESPACE, TASK_ID_LABEL, "t-2") or []) == 1)
+
+    # The Job controller has counted the pod active: it writes the Job again only when its pods
+    # change what it counts, and a pod's annotation does not.
+    job_ref = ObjectRef("batch/v1", "Job", NAMESPACE, "train")
+    eventually(lambda: section(port.cached(job_ref) or {}, "status").get("active") == 1)
+    before = told.count("train")
+    client.patch(
+        ObjectRef("v1", "Pod", NAMESPACE, name),
+        {"metadata": {"annotations": {"seen": "yes"}}},
+        PatchType.MERGE,
+    )
+    eventually(lambda: told.count("train") == before + 1)
+    assert (port.cached(job_ref) or {})["metadata"]["resourceVersion"] == client.get(job_ref)[
+        "metadata"
+    ]["resourceVersion"]
+    assert told.count("stray") == told.count("") == 0
+    # Another label than the tasks' pods carry has no cache to answer.
+    assert port.cached_pods(NAMESPACE, "example.com/other", "t-1") is None

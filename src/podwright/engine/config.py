@@ -19,6 +19,7 @@ MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "podwright"
 TASK_ID_ANNOTATION = "podwright.dev/task-id"
 TASK_LABEL = "podwright.dev/task"
+TASK_ID_LABEL_SUFFIX = "task-id"
 
 
 def _default_annotations() -> dict[str, str]:
@@ -63,6 +64,12 @@ class LifecycleConfig:
     launch_backoff_max: timedelta = timedelta(seconds=16)
     finalize_attempts: int = 5
     abort_margin: timedelta = timedelta(seconds=30)
+
+    @property
+    def task_id_label(self) -> str:
+        """The label each of a task's objects and pods carries, its value the task's id (in the
+        form a label value takes: ``task_label_value``)."""
+        return f"{self.label_domain}/{TASK_ID_LABEL_SUFFIX}"
 
 
 class ConfigError(ValueError):

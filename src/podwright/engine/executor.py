@@ -38,8 +38,9 @@ all of these hold:
 
 * its last handle changed nothing: no state or phase written, no error, no ``retry_after``;
 * its *fingerprint* is the one that handle saw: the record's revision (every store write raises
-  it), the ``metadata.resourceVersion`` of its resource in the port's watch cache, and the version
-  of its resource's events in the event index (``EventIndex.version``);
+  it), the ``metadata.resourceVersion`` of its resource in the port's watch cache, the version
+  of its resource's events in the event index (``EventIndex.version``), and the versions of its
+  pods in the port's watch cache when its plugin reads them (``Plugin.follows_pods``);
 * its resource is in the watch cache (a task whose resource is not is handled: the plugin manager
   then reads it from the API server), with a resourceVersion;
 * less than ``resync_interval`` has passed since that handle: the plugin's decisions depend on the
@@ -51,9 +52,9 @@ task is handled shows in the next round's fingerprint: it is never mistaken for 
 A skipped task is due again after the round interval, like one handled without change.
 
 A new reason within the task's phase that brings nothing else (no error, no event to attach, no
-other plugin state) is written only once ``reason_settle`` has passed since the task's last
-write: a reason that passes in less (queued: created, then waiting for the scheduler) costs no
-write of its own, and one that lasts is shown.
+other plugin state) is written only once it has lasted ``reason_settle``: a reason that passes in
+less (queued: created, then waiting for the scheduler; a Job that met its success criteria, then
+complete) costs no write of its own, and one that lasts is shown.
 
 Rounds are the local executor's way. The operator hands the executor one task at a time instead
 (:meth:`Executor.handle_task`, the same rules, with when the task is due again), and launches a
@@ -108,7 +109,6 @@ from podwright.engine.task_store import (
     unsubmitted_record,
 )
 
-TASK_ID_LABEL_SUFFIX = "task-id"
 _Item = TypeVar("_Item")
 _Result = TypeVar("_Result")
 
@@ -127,10 +127,10 @@ class ExecutorConfig:
     event watch lags behind the object's, and the last events (Completed, a late Scheduled of a
     quick pod) would be lost."""
     reason_settle: timedelta = timedelta(seconds=1)
-    """How long after a task's last write a new reason within the same phase (and nothing else
-    new: no error, no event to attach, no other state) waits before it is written: a reason that
-    lasts less (queued: created, then waiting for the scheduler, then initializing) costs no
-    write of its own, one that lasts is written then."""
+    """How long a new reason within the same phase (and nothing else new: no error, no event to
+    attach, no other state) must last, from the handle that first saw it, before it is written:
+    a reason that lasts less (queued: created, then waiting for the scheduler, then
+    initializing) costs no write of its own, one that lasts is written then."""
     resync_interval: timedelta = timedelta(seconds=10)
     """How long a task whose fingerprint has not changed since a handle that changed nothing is
     skipped at most: the plugin's phase decisions depend on the time too (an image pull backing
@@ -230,11 +230,12 @@ class _Outcome:
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Fingerprint:
     """What a task's handle reads besides the clock: its record, its resource in the watch cache,
-    and its resource's events."""
+    its resource's events, and its pods in the watch cache when its plugin reads them."""
 
     revision: int
     resource_version: str
     events_version: int
+    pod_versions: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -285,6 +286,8 @@ class Executor:
         self._errors: dict[str, int] = {}
         self._refs: dict[str, ObjectRef] = {}
         self._unchanged: dict[str, _UnchangedHandle] = {}
+        self._new_reasons: dict[str, tuple[str, datetime]] = {}
+        """Per task, a new reason not written yet, and when a handle first saw it."""
         self._observer = observer
         self._may_act = may_act
         self._lock = threading.Lock()
@@ -395,6 +398,7 @@ class Executor:
             self._errors.pop(task_id, None)
             self._refs.pop(task_id, None)
             self._unchanged.pop(task_id, None)
+            self._new_reasons.pop(task_id, None)
 
     def _report(self, report: RoundReport) -> RoundReport:
         if self._observer is not None:
@@ -437,7 +441,17 @@ class Executor:
             return None
         key = EventKey(ref.namespace, ref.kind, ref.name)
         events_version = 0 if self._events is None else self._events.version(key)
-        return _Fingerprint(record.revision, resource_version, events_version)
+        plugin = self._plugins.get((ref.api_version, ref.kind))
+        pods = None
+        if plugin is not None and plugin.follows_pods:
+            label = self._lifecycle.task_id_label
+            pods = self._kubernetes.cached_pods(
+                ref.namespace, label, task_label_value(record.task_id)
+            )
+        pod_versions = tuple(
+            sorted(text(section(pod, "metadata"), "resourceVersion") for pod in pods or ())
+        )
+        return _Fingerprint(record.revision, resource_version, events_version, pod_versions)
 
     def _may_skip(self, task_id: str, fingerprint: _Fingerprint | None, now: datetime) -> bool:
         """Whether the task's last handle changed nothing, saw ``fingerprint``, and ran less than
@@ -490,14 +504,26 @@ class Executor:
             return self._abort(record, task, manager, now)
         transition = manager.handle(task, record.plugin_state, now)
         changed = transition.state_changed or is_new_phase(record, transition.info)
-        settled_at = record.updated_at + self.config.reason_settle
-        if changed and now < settled_at and only_a_new_reason(record, transition):
-            return _Outcome(delay=settled_at - now)  # written then, unless overtaken
+        if changed and only_a_new_reason(record, transition):
+            settled_at = self._reason_seen_at(record.task_id, transition.info.reason, now)
+            settled_at += self.config.reason_settle
+            if now < settled_at:
+                return _Outcome(delay=settled_at - now)  # written then, unless overtaken
+        with self._lock:
+            self._new_reasons.pop(record.task_id, None)
         if changed:
             self.store.advance(
                 record.task_id, record.revision, transition.encoded_state(), transition.info, now
             )
         return self._handled(task, manager, transition, changed=changed)
+
+    def _reason_seen_at(self, task_id: str, reason: str, now: datetime) -> datetime:
+        """When a handle first saw the task's new ``reason`` (``now`` when this one is first)."""
+        with self._lock:
+            seen = self._new_reasons.get(task_id)
+            if seen is None or seen[0] != reason:
+                seen = self._new_reasons[task_id] = (reason, now)
+            return seen[1]
 
     def launch(self, task: NewTask, record: RecordLaunch) -> TaskTurn:
         """Launch a task that is not in the store yet, then have ``record`` write it with what
@@ -687,7 +713,7 @@ def task_context(
     """The task as the plugin manager launches it: its resource, its labels, and its companions
     made its own (``core.lifecycle.companions``)."""
     resource = workload_resource(record, plugins)
-    labels = {f"{lifecycle.label_domain}/{TASK_ID_LABEL_SUFFIX}": task_label_value(record.task_id)}
+    labels = {lifecycle.task_id_label: task_label_value(record.task_id)}
     companions = task_companions(
         companion_manifests(record, plugins),
         object_name=_object_name(record, plugin_for(resource, plugins)),

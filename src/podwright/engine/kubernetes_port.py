@@ -57,6 +57,11 @@ class KubernetesPort(Protocol):
     def cached(self, ref: ObjectRef) -> JsonObject | None:
         """The object as the watch cache last saw it, or None when the cache has not seen it."""
 
+    def cached_pods(self, namespace: str, label: str, value: str) -> list[JsonObject] | None:
+        """The pods of ``namespace`` labelled ``label=value`` as a watch cache of pods last saw
+        them, or None when no such cache answers (none is kept, or it has not listed yet): the
+        caller then goes by the task's resource alone."""
+
     def patch(self, ref: ObjectRef, body: Any, patch_type: PatchType) -> dict[str, Any]:
         """Patch the object; a ``metadata.resourceVersion`` in a merge patch (or a JSON patch
         ``test`` of it) makes the patch conditional on that version."""

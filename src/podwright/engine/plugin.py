@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -109,6 +109,10 @@ class Plugin(ABC):
     properties: PluginProperties = PluginProperties()
     stop_subject: str = "its pods"
     """What an abort waits for to stop, as the task's reason says it."""
+    follows_pods: bool = False
+    """Whether :meth:`phase` reads the task's pods besides the resource: a kind whose controller
+    reports its pods' progress late (the Job controller, behind its client rate limit). The
+    manager then passes the pods a watch cache holds of the task (the port's ``cached_pods``)."""
 
     @property
     def plugin_id(self) -> str:
@@ -131,9 +135,16 @@ class Plugin(ABC):
 
     @abstractmethod
     def phase(
-        self, observed: JsonObject, state: PluginState, now: datetime, config: LifecycleConfig
+        self,
+        observed: JsonObject,
+        state: PluginState,
+        now: datetime,
+        config: LifecycleConfig,
+        pods: Sequence[JsonObject] = (),
     ) -> PhaseInfo:
-        """The task's phase from its observed object (pure: no I/O, ``now`` passed in)."""
+        """The task's phase from its observed object (pure: no I/O, ``now`` passed in), and from
+        the task's ``pods`` when the plugin :attr:`follows_pods` and a watch cache holds them
+        (empty otherwise)."""
 
     def failed_at(self, observed: JsonObject) -> datetime | None:
         """When the failure :meth:`phase` reports happened, or None when the object does not

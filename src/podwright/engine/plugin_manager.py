@@ -446,7 +446,7 @@ class PluginManager:
             # The object could not be read this round: report what was known, and retry.
             info = PhaseInfo(state.phase, state.phase_version, state.reason)
             return Transition(info, state, False, self._retry_delay(0, exc), exc)
-        info = self.plugin.phase(observed, state, now, self._config)
+        info = self.plugin.phase(observed, state, now, self._config, self._pods_of(task))
         info = pod_creation_refused(info, lambda: self._indexed_events(ref), now)
         deletion = deletion_of(observed, ref.kind)
         if deletion is not None:
@@ -471,6 +471,15 @@ class PluginManager:
         if refused is not None:
             return self._settle(state, refused, now, events_of=ref)
         return self._settle(replace(state, dependents_created=True), info, now, events_of=ref)
+
+    def _pods_of(self, task: TaskContext) -> list[JsonObject]:
+        """The task's pods as the port's watch cache holds them, for a plugin that reads them
+        (none when it does not, or no cache answers)."""
+        label = self._config.task_id_label
+        value = task.labels.get(label)
+        if not self.plugin.follows_pods or value is None:
+            return []
+        return self._kubernetes.cached_pods(task.namespace, label, value) or []
 
     def _create_dependents(
         self, task: TaskContext, ref: ObjectRef, observed: JsonObject, now: datetime

@@ -8,7 +8,7 @@ pod templates inside its kind (a Pod's metadata is its own; a Job's and a Knativ
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -42,7 +42,12 @@ class PodPlugin(Plugin):
     stop_subject = "the pod's containers"
 
     def phase(
-        self, observed: JsonObject, state: PluginState, now: datetime, config: LifecycleConfig
+        self,
+        observed: JsonObject,
+        state: PluginState,
+        now: datetime,
+        config: LifecycleConfig,
+        pods: Sequence[JsonObject] = (),
     ) -> PhaseInfo:
         info = pod_phase(observed, now, config.pod)
         return preemption_ends_task(observed, info, now, config.label_domain)
@@ -86,11 +91,17 @@ class JobPlugin(Plugin):
     api_version = "batch/v1"
     kind = "Job"
     stop_subject = "the job's pods"
+    follows_pods = True
 
     def phase(
-        self, observed: JsonObject, state: PluginState, now: datetime, config: LifecycleConfig
+        self,
+        observed: JsonObject,
+        state: PluginState,
+        now: datetime,
+        config: LifecycleConfig,
+        pods: Sequence[JsonObject] = (),
     ) -> PhaseInfo:
-        return job_phase(observed, now, ran=state.phase is Phase.RUNNING)
+        return job_phase(observed, now, ran=state.phase is Phase.RUNNING, pods=pods)
 
     def failed_at(self, observed: JsonObject) -> datetime | None:
         return failed_at(observed)
@@ -134,7 +145,12 @@ class KubeflowJobPlugin(Plugin):
         self.kind = kind
 
     def phase(
-        self, observed: JsonObject, state: PluginState, now: datetime, config: LifecycleConfig
+        self,
+        observed: JsonObject,
+        state: PluginState,
+        now: datetime,
+        config: LifecycleConfig,
+        pods: Sequence[JsonObject] = (),
     ) -> PhaseInfo:
         return kubeflow_job_phase(observed, now)
 
@@ -165,7 +181,12 @@ class KnativeServicePlugin(Plugin):
     stop_subject = "the service's pods"
 
     def phase(
-        self, observed: JsonObject, state: PluginState, now: datetime, config: LifecycleConfig
+        self,
+        observed: JsonObject,
+        state: PluginState,
+        now: datetime,
+        config: LifecycleConfig,
+        pods: Sequence[JsonObject] = (),
     ) -> PhaseInfo:
         return knative_service_phase(observed, now)
 

@@ -49,9 +49,10 @@ from podwright.engine.kubernetes_port import (
 WATCH_READ_SLACK_SECONDS = 30
 REQUEST_TIMEOUT_SECONDS = 30.0
 CONNECTION_ERROR = "connection-error"
-DEFAULT_POOL_SIZE = 33
+DEFAULT_POOL_SIZE = 34
 """Connections kept for reuse: enough for an executor of the default concurrency (16) with the
-two watch streams of every plugin kind (8 kinds) and one spare; ``connection_pool_size`` in
+two watch streams of every plugin kind (8 kinds), the task pods' watch and one spare;
+``connection_pool_size`` in
 ``cluster_port`` sizes a pool for any concurrency."""
 
 
@@ -288,6 +289,10 @@ class KubernetesClient:
     def cached(self, ref: ObjectRef) -> JsonObject | None:
         cache = self._caches.get((ref.api_version, ref.kind))
         return None if cache is None else cache.get(ref.namespace, ref.name)
+
+    def cached_pods(self, namespace: str, label: str, value: str) -> list[JsonObject] | None:
+        """None: a client keeps no watch cache of pods (a ``ClusterPort`` over it does)."""
+        return None
 
     def patch(self, ref: ObjectRef, body: Any, patch_type: PatchType) -> dict[str, Any]:
         path = self._path(ref)

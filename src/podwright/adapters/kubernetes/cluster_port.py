@@ -8,8 +8,14 @@ plugin) in a :class:`WatchCache`, the other feeds the kind's Kubernetes events i
 reconcile round costs the API server nothing. Kinds no task uses are never listed, so a cluster
 without the Kubeflow or Knative CRDs is not asked about them.
 
+A kind whose plugin reads the task's pods too (``Plugin.follows_pods``: a Job, whose controller
+counts its pods late on a busy control plane) has them from one more reflector, started the first
+time they are asked for: the pods that carry the task-id label, indexed by it
+(:class:`LabelIndexedCache`), each trimmed to what the phase decisions read of it.
+
 Whoever follows the tasks (the operator's work queue) is told of each change: ``changed`` is
-called with the resource whenever a watch shows that it, or one of its events, changed.
+called with the resource whenever a watch shows that it, one of its events, or one of its pods
+changed.
 
 Each watch holds a connection for as long as it runs, so the client's connection pool must have
 room for the watches besides the executor's workers: :func:`connection_pool_size`.
@@ -22,8 +28,14 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from podwright.adapters.kubernetes.client import KubernetesClient
-from podwright.adapters.kubernetes.reflector import EventWatcher, Reflector, WatchCache
+from podwright.adapters.kubernetes.reflector import (
+    EventWatcher,
+    LabelIndexedCache,
+    Reflector,
+    WatchCache,
+)
 from podwright.core.lifecycle.objects import section, text
+from podwright.core.lifecycle.resource_status import pod_progress_fields
 from podwright.engine.config import MANAGED_BY, MANAGED_BY_LABEL
 from podwright.engine.event_index import EventIndex
 from podwright.engine.kubernetes_port import JsonObject, ObjectRef, PatchType
@@ -35,9 +47,10 @@ WATCHES_PER_KIND = 2
 
 def connection_pool_size(concurrency: int, plugins: Mapping[tuple[str, str], Plugin]) -> int:
     """The connections an executor of ``concurrency`` workers over a :class:`ClusterPort` may
-    hold at once: one per worker, one per watch stream of every plugin kind, and one spare (a log
-    tail, or a probe of the server)."""
-    return concurrency + WATCHES_PER_KIND * len(plugins) + 1
+    hold at once: one per worker, one per watch stream of every plugin kind, the pods' watch
+    when a plugin follows pods, and one spare (a log tail, or a probe of the server)."""
+    pods = any(plugin.follows_pods for plugin in plugins.values())
+    return concurrency + WATCHES_PER_KIND * len(plugins) + int(pods) + 1
 
 
 class ClusterPort:
@@ -62,6 +75,8 @@ class ClusterPort:
         self._events = events
         self._namespace = namespace
         self._reflectors: dict[tuple[str, str], tuple[Reflector, Reflector]] = {}
+        self._caches: dict[tuple[str, str], WatchCache] = {}
+        self._pods: tuple[Reflector, LabelIndexedCache] | None = None
         self._lock = threading.Lock()
         self._closed = False
 
@@ -76,6 +91,13 @@ class ClusterPort:
     def cached(self, ref: ObjectRef) -> JsonObject | None:
         self.watch((ref.api_version, ref.kind))
         return self.client.cached(ref)
+
+    def cached_pods(self, namespace: str, label: str, value: str) -> list[JsonObject] | None:
+        pods = self._pods_watch(label)
+        if pods is None:
+            return None
+        reflector, cache = pods
+        return cache.labelled(namespace, value) if reflector.wait_synced(0) else None
 
     def patch(self, ref: ObjectRef, body: Any, patch_type: PatchType) -> dict[str, Any]:
         return self.client.patch(ref, body, patch_type)
@@ -116,9 +138,44 @@ class ClusterPort:
                 field_selector=f"regarding.kind={name}",
             )
             self._reflectors[kind] = (objects, events)
+            self._caches[kind] = cache
             self.client.add_cache(api_version, name, _SyncedOnly(cache, objects))
         objects.start()
         events.start()
+
+    def _pods_watch(self, label: str) -> tuple[Reflector, LabelIndexedCache] | None:
+        """The reflector and cache of the pods that carry ``label`` (started on first use, for
+        the one label the tasks' pods carry; None when closed, or asked for another label)."""
+        with self._lock:
+            if self._pods is None and not self._closed:
+                cache = LabelIndexedCache(label, pod_progress_fields)
+                handler = (
+                    cache if self._changed is None else _PodsTold(cache, self._owner, self._changed)
+                )
+                reflector = Reflector(
+                    self.client,
+                    "v1",
+                    "Pod",
+                    handler,
+                    namespace=self._namespace,
+                    label_selector=label,
+                )
+                self._pods = (reflector, cache)
+                reflector.start()
+            if self._pods is None or self._pods[1].label != label:
+                return None
+            return self._pods
+
+    def _owner(self, pod: JsonObject) -> JsonObject | None:
+        """The resource of a plugin's kind that controls ``pod``, as its watch cache holds it."""
+        namespace = text(section(pod, "metadata"), "namespace")
+        for owner in section(pod, "metadata").get("ownerReferences") or []:
+            if not isinstance(owner, Mapping) or owner.get("controller") is not True:
+                continue
+            with self._lock:
+                cache = self._caches.get((text(owner, "apiVersion"), text(owner, "kind")))
+            return None if cache is None else cache.get(namespace, text(owner, "name"))
+        return None
 
     def synced(self) -> bool:
         """Whether every started watch has listed at least once."""
@@ -140,7 +197,8 @@ class ClusterPort:
 
     def _started(self) -> list[Reflector]:
         with self._lock:
-            return [reflector for pair in self._reflectors.values() for reflector in pair]
+            started = [reflector for pair in self._reflectors.values() for reflector in pair]
+            return started if self._pods is None else [*started, self._pods[0]]
 
 
 class _SyncedOnly:
@@ -179,6 +237,35 @@ class _ObjectsTold:
     def apply(self, event_type: str, obj: dict[str, Any]) -> None:
         self._cache.apply(event_type, obj)
         self._changed(obj)
+
+
+class _PodsTold:
+    """The task pods' watch cache, telling ``changed`` of the resource that controls each pod
+    it was given (a pod no plugin's resource controls concerns no task)."""
+
+    def __init__(
+        self,
+        cache: LabelIndexedCache,
+        owner: Callable[[JsonObject], JsonObject | None],
+        changed: Callable[[JsonObject], None],
+    ) -> None:
+        self._cache = cache
+        self._owner = owner
+        self._changed = changed
+
+    def replace(self, objects: list[dict[str, Any]]) -> None:
+        self._cache.replace(objects)
+        for pod in objects:
+            self._tell(pod)
+
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        self._cache.apply(event_type, obj)
+        self._tell(obj)
+
+    def _tell(self, pod: JsonObject) -> None:
+        resource = self._owner(pod)
+        if resource is not None:
+            self._changed(resource)
 
 
 class _EventsTold:

@@ -212,6 +212,55 @@ class WatchCache:
             self._objects[key] = trimmed
 
 
+class LabelIndexedCache(WatchCache):
+    """A watch cache that also finds its objects by the value of one label, as client-go's
+    indexers do (``cache.Indexers``): the pods of a task, by its task-id label."""
+
+    def __init__(
+        self, label: str, trim: Callable[[JsonObject], dict[str, Any]] | None = None
+    ) -> None:
+        super().__init__(trim)
+        self.label = label
+        self._by_value: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+
+    def labelled(self, namespace: str, value: str) -> list[JsonObject]:
+        """The objects of ``namespace`` whose label is ``value``."""
+        with self._lock:
+            return list(self._by_value.get((namespace, value), {}).values())
+
+    def replace(self, objects: list[dict[str, Any]]) -> None:
+        fresh = {_key(obj): shared_strings(self._trim(obj)) for obj in objects}
+        index: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        for (namespace, name), obj in fresh.items():
+            value = self._value(obj)
+            if value is not None:
+                index.setdefault((namespace, value), {})[name] = obj
+        with self._lock:
+            self._objects, self._by_value = fresh, index
+
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        key = _key(obj)
+        trimmed = None if event_type == "DELETED" else shared_strings(self._trim(obj))
+        with self._lock:
+            previous = self._objects.pop(key, None)
+            value = None if previous is None else self._value(previous)
+            if value is not None:
+                entries = self._by_value.get((key[0], value), {})
+                entries.pop(key[1], None)
+                if not entries:
+                    self._by_value.pop((key[0], value), None)
+            if trimmed is None:
+                return
+            self._objects[key] = trimmed
+            value = self._value(trimmed)
+            if value is not None:
+                self._by_value.setdefault((key[0], value), {})[key[1]] = trimmed
+
+    def _value(self, obj: JsonObject) -> str | None:
+        value = section(obj, "metadata", "labels").get(self.label)
+        return value if isinstance(value, str) else None
+
+
 SHARED_STRING_LENGTH = 64
 """Strings up to this long are shared: field names, and values such as kinds, phases, reasons,
 names and times; longer ones (messages, manifests' commands) are rarely repeated."""

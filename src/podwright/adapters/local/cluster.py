@@ -204,6 +204,16 @@ class LocalCluster:
             found = self._objects.get(_key(ref))
             return copy.deepcopy(found) if found is not None else None
 
+    def cached_pods(self, namespace: str, label: str, value: str) -> list[JsonObject] | None:
+        with self._changed:
+            return [
+                copy.deepcopy(obj)
+                for (kind, pod_namespace, _), obj in self._objects.items()
+                if kind == "Pod"
+                and pod_namespace == namespace
+                and (obj["metadata"].get("labels") or {}).get(label) == value
+            ]
+
     def patch(self, ref: ObjectRef, body: Any, patch_type: PatchType) -> dict[str, Any]:
         with self._changed:
             current = self._existing(ref)

@@ -14,6 +14,12 @@ their controllers write them:
   crash-loop back-off, and its pod stays active but not ready meanwhile: a Job whose task ran
   and that has an active pod and none ready is retrying too. The Job carries no restart count
   (its pods do); its reason says what it carries: active, ready, failed and terminating pods.
+  The Job controller counts a pod some time after the kubelet reports it: it batches a pod's
+  updates for a second (``syncJobBatchPeriod``), and every Job's status write waits for the
+  controller manager's one client rate limit (``--kube-api-qps``, 20 by default), so on a busy
+  control plane the count comes minutes late. When the task's pods are at hand (a watch cache of
+  them), a pod of the Job that is ready, or has succeeded, and that the status has not counted
+  yet, makes the Job Running at once, as the count will.
 * Kubeflow ``kubeflow.org/v1`` jobs (PyTorchJob, MPIJob, TFJob, XGBoostJob, JAXJob): ``Succeeded``
   and ``Failed`` are final, ``Suspended`` holds the job, ``Restarting`` and ``Running`` run,
   ``Created`` waits for its pods.
@@ -23,7 +29,9 @@ their controllers write them:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from podwright.core.lifecycle import phases
 from podwright.core.lifecycle.objects import (
@@ -43,9 +51,13 @@ JOB_POD_FAILURE_BACKOFF_MAX = timedelta(minutes=10)
 JOB_DEFAULT_BACKOFF_LIMIT = 6
 
 
-def job_phase(job: JsonObject, now: datetime, *, ran: bool = False) -> PhaseInfo:
+def job_phase(
+    job: JsonObject, now: datetime, *, ran: bool = False, pods: Sequence[JsonObject] = ()
+) -> PhaseInfo:
     """The task phase of a ``batch/v1`` Job; ``ran``: the task was Running before (a pod of the
-    Job was ready), so a pod that is not ready now is not one starting for the first time."""
+    Job was ready), so a pod that is not ready now is not one starting for the first time;
+    ``pods``: the task's pods as a watch cache holds them (those the Job does not control are
+    not read), which may show a pod running that the Job's status has yet to count."""
     if condition_is(job, "Complete", "True") is not None:
         return phases.success(now)
     failed = condition_is(job, "Failed", "True")
@@ -65,6 +77,8 @@ def job_phase(job: JsonObject, now: datetime, *, ran: bool = False) -> PhaseInfo
     terminating = integer(status, "terminating") or 0
     if ready > 0:
         return phases.running(now, _retries(job))
+    if _runs_uncounted(job, pods):
+        return phases.running(now, _retries(job))
     if _failed_pods(job) or terminating:
         return phases.running(now, _between_pods(job, active, terminating))
     succeeded = integer(status, "succeeded") or 0
@@ -81,6 +95,59 @@ def job_phase(job: JsonObject, now: datetime, *, ran: bool = False) -> PhaseInfo
     if status.get("startTime"):
         return phases.queued(now, "job started, but has no pod (see the job's events)")
     return phases.queued(now, "job created; no pod yet")
+
+
+def _runs_uncounted(job: JsonObject, pods: Sequence[JsonObject]) -> bool:
+    """Whether a pod of the Job shows it runs though its status counts no pod ready: a pod that
+    is ready, or more pods succeeded than the status counts (one in ``uncountedTerminatedPods``
+    is yet to be counted too). A pod being deleted is on its way out, not running. It runs as
+    it would once counted, with the same reason: the count's arrival costs no write."""
+    uid = text(section(job, "metadata"), "uid")
+    own = [
+        pod
+        for pod in pods
+        if uid
+        and _controlled_by(section(pod, "metadata"), uid)
+        and not section(pod, "metadata").get("deletionTimestamp")
+    ]
+    succeeded = sum(1 for pod in own if text(section(pod, "status"), "phase") == "Succeeded")
+    return succeeded > (integer(section(job, "status"), "succeeded") or 0) or any(
+        condition_is(pod, "Ready", "True") is not None for pod in own
+    )
+
+
+def pod_progress_fields(pod: JsonObject) -> dict[str, Any]:
+    """What :func:`job_phase` reads of a task's pod, all a watch cache of the task's pods needs
+    to keep: its name, owners and deletion, its phase and its Ready condition."""
+    metadata = section(pod, "metadata")
+    status = section(pod, "status")
+    kept = {
+        key: metadata[key]
+        for key in ("name", "namespace", "uid", "resourceVersion", "labels", "deletionTimestamp")
+        if key in metadata
+    }
+    owners = metadata.get("ownerReferences")
+    if isinstance(owners, list):
+        kept["ownerReferences"] = [
+            {
+                key: owner[key]
+                for key in ("apiVersion", "kind", "name", "uid", "controller")
+                if key in owner
+            }
+            for owner in owners
+            if isinstance(owner, Mapping)
+        ]
+    ready = condition(pod, "Ready")
+    conditions = [] if ready is None else [{"type": "Ready", "status": ready.get("status")}]
+    return {"metadata": kept, "status": {"phase": text(status, "phase"), "conditions": conditions}}
+
+
+def _controlled_by(metadata: JsonObject, uid: str) -> bool:
+    owners = metadata.get("ownerReferences")
+    return isinstance(owners, list) and any(
+        isinstance(owner, Mapping) and owner.get("uid") == uid and owner.get("controller") is True
+        for owner in owners
+    )
 
 
 def _failed_pods(job: JsonObject) -> int:
