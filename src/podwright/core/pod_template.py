@@ -126,27 +126,31 @@ class PodTemplate:
             raise TypeError(
                 f"pod_spec must be a kubernetes.client.V1PodSpec, not {type(pod_spec).__name__}"
             )
-        names = [container.name for container in pod_spec.containers]
-        if primary_container_name is not None:
-            if primary_container_name not in names:
-                raise PodTemplateError(
-                    f"primary_container_name {primary_container_name!r} names no container of "
-                    f"the pod spec; {_describe_containers(names)}"
-                )
-            primary = primary_container_name
-        elif DEFAULT_PRIMARY_CONTAINER_NAME in names or not names:
-            primary = DEFAULT_PRIMARY_CONTAINER_NAME
-        elif len(names) == 1:
-            primary = names[0]
-        else:
-            raise PodTemplateError(
-                f"cannot choose the primary container: the pod spec has {len(names)} containers "
-                f"and none is named {DEFAULT_PRIMARY_CONTAINER_NAME!r} "
-                f"({_quoted(names)}); pass primary_container_name to choose one"
-            )
+        primary = _chosen_primary(pod_spec, primary_container_name)
         return cls(
             pod_spec=_copy_spec(pod_spec),
             primary_container_name=primary,
+            labels=None if labels is None else dict(labels),
+            annotations=None if annotations is None else dict(annotations),
+        )
+
+    @classmethod
+    def from_manifest(
+        cls,
+        pod_spec: Mapping[str, object],
+        primary_container_name: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        annotations: Mapping[str, str] | None = None,
+    ) -> PodTemplate:
+        """Wrap the ``V1PodSpec`` that ``pod_spec`` (a manifest's spec, camelCase) validates
+        to, choosing its primary container as :meth:`from_spec` does; a pydantic
+        ``ValidationError`` says what is invalid. The template is the one
+        ``from_spec(V1PodSpec.model_validate(pod_spec))`` makes, for one validation instead of
+        two (from_spec's copy validates again): for a renderer that builds specs as manifests."""
+        spec = V1PodSpec.model_validate(pod_spec)
+        return cls(
+            pod_spec=spec,
+            primary_container_name=_chosen_primary(spec, primary_container_name),
             labels=None if labels is None else dict(labels),
             annotations=None if annotations is None else dict(annotations),
         )
@@ -262,9 +266,9 @@ class PodTemplate:
                 f"grace_period must be between 0 and {MAX_GRACE_PERIOD_SECONDS} seconds, "
                 f"got {seconds}"
             )
-        spec, _ = self._working_copy()
-        spec.termination_grace_period_seconds = seconds
-        return dataclasses.replace(self, pod_spec=spec)
+        spec, _ = self._with_primary()
+        update = {"termination_grace_period_seconds": seconds}
+        return dataclasses.replace(self, pod_spec=spec.model_copy(update=update))
 
     def to_k8s_pod(
         self,
@@ -287,7 +291,7 @@ class PodTemplate:
             _check_name("generate_name", prefix, dns1123_subdomain_problem)
         if namespace is not None:
             _check_name("namespace", namespace, dns1123_label_problem)
-        spec, primary = self._working_copy()
+        spec, primary = self._with_primary()
         annotations = dict(self.annotations or {})
         _record_annotation(
             annotations, PRIMARY_CONTAINER_ANNOTATION, primary.name, "build the pod manifest"
@@ -310,6 +314,27 @@ class PodTemplate:
     def _working_copy(self) -> tuple[V1PodSpec, V1Container]:
         """A private deep copy of the spec, holding the primary container, and that container."""
         spec = V1PodSpec(containers=[]) if self.pod_spec is None else _copy_spec(self.pod_spec)
+        primary = self._primary_of(spec)
+        if primary is not None:
+            return spec, primary
+        primary = V1Container(name=self.primary_container_name)
+        spec.containers.append(primary)
+        return spec, primary
+
+    def _with_primary(self) -> tuple[V1PodSpec, V1Container]:
+        """The spec holding the primary container, and that container, to read or to copy with
+        an update (never to change in place): the template's own spec when it holds it (no
+        copy), else a shallow copy with the container synthesized."""
+        spec = V1PodSpec(containers=[]) if self.pod_spec is None else self.pod_spec
+        primary = self._primary_of(spec)
+        if primary is not None:
+            return spec, primary
+        primary = V1Container(name=self.primary_container_name)
+        return spec.model_copy(update={"containers": [*spec.containers, primary]}), primary
+
+    def _primary_of(self, spec: V1PodSpec) -> V1Container | None:
+        """The primary container of ``spec`` (None: it has none); a PodTemplateError when it is
+        declared twice or among the init or ephemeral containers."""
         name = self.primary_container_name
         for other, field in (
             (spec.init_containers, "initContainers"),
@@ -326,11 +351,28 @@ class PodTemplate:
                 f"the pod spec declares {len(matches)} containers named {name!r}; "
                 "container names must be unique"
             )
-        if matches:
-            return spec, matches[0]
-        primary = V1Container(name=name)
-        spec.containers.append(primary)
-        return spec, primary
+        return matches[0] if matches else None
+
+
+def _chosen_primary(pod_spec: V1PodSpec, primary_container_name: str | None) -> str:
+    """The primary container of ``pod_spec``, as :meth:`PodTemplate.from_spec` chooses it."""
+    names = [container.name for container in pod_spec.containers]
+    if primary_container_name is not None:
+        if primary_container_name not in names:
+            raise PodTemplateError(
+                f"primary_container_name {primary_container_name!r} names no container of "
+                f"the pod spec; {_describe_containers(names)}"
+            )
+        return primary_container_name
+    if DEFAULT_PRIMARY_CONTAINER_NAME in names or not names:
+        return DEFAULT_PRIMARY_CONTAINER_NAME
+    if len(names) == 1:
+        return names[0]
+    raise PodTemplateError(
+        f"cannot choose the primary container: the pod spec has {len(names)} containers "
+        f"and none is named {DEFAULT_PRIMARY_CONTAINER_NAME!r} "
+        f"({_quoted(names)}); pass primary_container_name to choose one"
+    )
 
 
 def _copy_spec(spec: V1PodSpec) -> V1PodSpec:

@@ -16,7 +16,6 @@ import shlex
 from collections.abc import Mapping
 from decimal import ROUND_CEILING, Decimal
 
-from kubernetes.client import V1PodSpec
 from pydantic import ValidationError
 
 from podwright.core.assets import AssetCatalogue
@@ -114,15 +113,14 @@ def render_role(values: Values, context: RoleContext, problems: Problems) -> Rol
     if problems.count > before:
         return None
     try:
-        spec = V1PodSpec.model_validate(pod.spec)
+        template = PodTemplate.from_manifest(
+            pod.spec,
+            primary_container_name=context.container_name,
+            labels=pod.labels,
+            annotations=pod.annotations,
+        )
     except ValidationError as error:  # a bug in the renderer, never the user's input
         raise AssertionError(f"rendered an invalid pod spec: {error}") from error
-    template = PodTemplate.from_spec(
-        spec,
-        primary_container_name=context.container_name,
-        labels=pod.labels,
-        annotations=pod.annotations,
-    )
     grace = values.count("terminationGracePeriodSeconds")
     if grace is not None:
         template = template.with_termination_grace_period(grace)
