@@ -8,6 +8,7 @@ every error name the argument instead. Each function returns a description of th
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Mapping
@@ -19,6 +20,10 @@ _QUALIFIED_NAME_PART = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 DNS1123_LABEL_MAX_LENGTH = 63
 DNS1123_SUBDOMAIN_MAX_LENGTH = 253
 LABEL_VALUE_MAX_LENGTH = 63
+NAME_CHECKS_CACHED = 4096
+"""Names whose check is remembered, each rule: rendering checks the same label keys, values
+and container names over and over (each pod template checks its labels and annotations each
+time it is copied with a change), as do the webhooks for each Workload they judge."""
 ANNOTATIONS_MAX_SIZE = 256 * 1024
 """The most bytes an object's annotations may hold, keys and values together (apimachinery's
 ``TotalAnnotationSizeLimitB``)."""
@@ -27,6 +32,7 @@ GENERATED_SUFFIX_LENGTH = 5
 ``generateName``, after cutting it so that the name has at most 63 characters."""
 
 
+@functools.lru_cache(maxsize=NAME_CHECKS_CACHED)
 def dns1123_label_problem(value: str) -> str | None:
     """Why ``value`` is not an RFC 1123 label (container names, namespaces), or None."""
     if len(value) > DNS1123_LABEL_MAX_LENGTH:
@@ -39,6 +45,7 @@ def dns1123_label_problem(value: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=NAME_CHECKS_CACHED)
 def dns1123_subdomain_problem(value: str) -> str | None:
     """Why ``value`` is not an RFC 1123 subdomain (most object names), or None."""
     if len(value) > DNS1123_SUBDOMAIN_MAX_LENGTH:
@@ -51,6 +58,7 @@ def dns1123_subdomain_problem(value: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=NAME_CHECKS_CACHED)
 def qualified_name_problem(key: str) -> str | None:
     """Why ``key`` is not a valid label or annotation key (``[prefix/]name``), or None."""
     prefix, slash, name = key.rpartition("/")
@@ -72,6 +80,7 @@ def qualified_name_problem(key: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=NAME_CHECKS_CACHED)
 def label_value_problem(value: str) -> str | None:
     """Why ``value`` is not a valid label value (empty is allowed), or None."""
     if len(value) > LABEL_VALUE_MAX_LENGTH:

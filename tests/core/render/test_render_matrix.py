@@ -76,6 +76,18 @@ def test_container_problems(fields: dict[str, Any], problem: str) -> None:
     assert any(problem in line for line in render_problems("training", workload)), problem
 
 
+def test_the_words_of_a_command_are_remembered_and_a_refusal_is_not() -> None:
+    """The words of a command are remembered (pods.py's _words): a rendering gets them as its
+    own list, and a command that cannot be split is refused every time, not only the first."""
+    first = main_container(rendered("training", spec(command="python 'a b'")))
+    first["command"].append("changed")
+    again = main_container(rendered("training", spec(command="python 'a b'")))
+    assert again["command"] == ["python", "a b"]
+    for _ in range(2):
+        problems = render_problems("training", spec(command="python 'unclosed"))
+        assert any("command: cannot split" in line for line in problems)
+
+
 def test_environment_sources() -> None:
     variables = [
         {"name": "PLAIN", "value": "1"},

@@ -10,6 +10,7 @@ pod template is decided here, as a function of the section and the cluster profi
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 import shlex
@@ -134,6 +135,14 @@ def render_role(values: Values, context: RoleContext, problems: Problems) -> Rol
     )
 
 
+@functools.lru_cache(maxsize=1024)
+def _words(text: str) -> tuple[str, ...]:
+    """``text`` split into words as a shell splits them (a ValueError says why it cannot be).
+    Cached: the Workloads of a cluster run the same few commands, and the validating webhook
+    renders each."""
+    return tuple(shlex.split(text))
+
+
 class _PodBuilder:
     """Accumulates one pod's spec, labels and annotations, field group by field group."""
 
@@ -209,7 +218,7 @@ class _PodBuilder:
             if text is None:
                 continue
             try:
-                words = shlex.split(text)
+                words = list(_words(text))
             except ValueError as error:
                 self.problems.add(values.path(field), f"cannot split {text!r} into words: {error}")
                 continue
