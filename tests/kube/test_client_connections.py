@@ -230,7 +230,7 @@ def test_connection_errors_say_why_and_whether_the_request_was_sent(
 def test_the_default_pool_fits_an_executor_of_the_default_concurrency() -> None:
     default_concurrency = ExecutorConfig(backend="kubernetes/any").concurrency
     assert connection_pool_size(default_concurrency, default_plugins()) == DEFAULT_POOL_SIZE
-    assert connection_pool_size(100, default_plugins()) == 100 + 2 * 8 + 1
+    assert connection_pool_size(100, default_plugins()) == 100 + 2 * 8 + 1 + 1  # + the pods
 
 
 def test_concurrent_requests_reuse_at_most_pool_size_connections(
