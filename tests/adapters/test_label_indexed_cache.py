@@ -45,6 +45,11 @@ def _scan(cache: LabelIndexedCache, namespace: str, task: str) -> list[str]:
     )
 
 
+def _without_labels(obj: dict[str, Any]) -> dict[str, Any]:
+    metadata = {key: value for key, value in obj["metadata"].items() if key != "labels"}
+    return {**obj, "metadata": metadata}
+
+
 @given(listed=_CHANGES, changes=_CHANGES)
 def test_the_index_answers_as_a_scan_of_the_objects_would(
     listed: list[tuple[str, str, str, str | None]], changes: list[tuple[str, str, str, str | None]]
@@ -70,3 +75,13 @@ def test_a_relabelled_pod_moves_and_a_deleted_one_goes() -> None:
     cache.apply("DELETED", _pod("team-a", "p1", "t2", 3))
     assert cache.labelled("team-a", "t2") == []
     assert len(cache) == 0
+
+
+def test_the_label_is_read_before_the_trim_drops_it() -> None:
+    cache = LabelIndexedCache(LABEL, trim=_without_labels)
+    cache.replace([_pod("team-a", "p1", "t1", 1)])
+    cache.apply("ADDED", _pod("team-a", "p2", "t1", 2))
+    assert sorted(o["metadata"]["name"] for o in cache.labelled("team-a", "t1")) == ["p1", "p2"]
+    cache.apply("MODIFIED", _pod("team-a", "p1", "t2", 3))
+    assert [o["metadata"]["name"] for o in cache.labelled("team-a", "t1")] == ["p2"]
+    assert "labels" not in cache.labelled("team-a", "t2")[0]["metadata"]

@@ -174,7 +174,10 @@ def test_a_tasks_pods_are_cached_by_its_label_and_their_changes_told_as_their_jo
     (cached,) = pod_of_train()
     name = text(section(cached, "metadata"), "name")
     assert name.startswith("train-")
-    assert section(cached, "metadata").get("ownerReferences")[0]["kind"] == "Job"
+    job_uid = client.get(ObjectRef("batch/v1", "Job", NAMESPACE, "train"))["metadata"]["uid"]
+    assert section(cached, "metadata").get("ownerReferences") == [
+        {"uid": job_uid, "controller": True}
+    ]
     assert "spec" not in cached  # trimmed to what the phase decisions read
     eventually(lambda: len(port.cached_pods(NAMESPACE, TASK_ID_LABEL, "t-2") or []) == 1)
 

@@ -214,13 +214,15 @@ class WatchCache:
 
 class LabelIndexedCache(WatchCache):
     """A watch cache that also finds its objects by the value of one label, as client-go's
-    indexers do (``cache.Indexers``): the pods of a task, by its task-id label."""
+    indexers do (``cache.Indexers``): the pods of a task, by its task-id label. The label is
+    read before the object is trimmed, so the trim need not keep it."""
 
     def __init__(
         self, label: str, trim: Callable[[JsonObject], dict[str, Any]] | None = None
     ) -> None:
         super().__init__(trim)
         self.label = label
+        self._values: dict[tuple[str, str], str] = {}
         self._by_value: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
 
     def labelled(self, namespace: str, value: str) -> list[JsonObject]:
@@ -229,36 +231,41 @@ class LabelIndexedCache(WatchCache):
             return list(self._by_value.get((namespace, value), {}).values())
 
     def replace(self, objects: list[dict[str, Any]]) -> None:
-        fresh = {_key(obj): shared_strings(self._trim(obj)) for obj in objects}
+        fresh: dict[tuple[str, str], dict[str, Any]] = {}
+        values: dict[tuple[str, str], str] = {}
         index: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
-        for (namespace, name), obj in fresh.items():
+        for key, obj in {_key(obj): obj for obj in objects}.items():
+            fresh[key] = trimmed = shared_strings(self._trim(obj))
             value = self._value(obj)
             if value is not None:
-                index.setdefault((namespace, value), {})[name] = obj
+                values[key] = value
+                index.setdefault((key[0], value), {})[key[1]] = trimmed
         with self._lock:
-            self._objects, self._by_value = fresh, index
+            self._objects, self._values, self._by_value = fresh, values, index
 
     def apply(self, event_type: str, obj: dict[str, Any]) -> None:
         key = _key(obj)
-        trimmed = None if event_type == "DELETED" else shared_strings(self._trim(obj))
+        deleted = event_type == "DELETED"
+        trimmed = None if deleted else shared_strings(self._trim(obj))
+        value = None if deleted else self._value(obj)
         with self._lock:
-            previous = self._objects.pop(key, None)
-            value = None if previous is None else self._value(previous)
-            if value is not None:
-                entries = self._by_value.get((key[0], value), {})
+            self._objects.pop(key, None)
+            previous = self._values.pop(key, None)
+            if previous is not None:
+                entries = self._by_value.get((key[0], previous), {})
                 entries.pop(key[1], None)
                 if not entries:
-                    self._by_value.pop((key[0], value), None)
+                    self._by_value.pop((key[0], previous), None)
             if trimmed is None:
                 return
             self._objects[key] = trimmed
-            value = self._value(trimmed)
             if value is not None:
+                self._values[key] = value
                 self._by_value.setdefault((key[0], value), {})[key[1]] = trimmed
 
     def _value(self, obj: JsonObject) -> str | None:
         value = section(obj, "metadata", "labels").get(self.label)
-        return value if isinstance(value, str) else None
+        return sys.intern(value) if isinstance(value, str) else None
 
 
 SHARED_STRING_LENGTH = 64

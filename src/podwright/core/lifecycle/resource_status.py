@@ -118,28 +118,25 @@ def _runs_uncounted(job: JsonObject, pods: Sequence[JsonObject]) -> bool:
 
 def pod_progress_fields(pod: JsonObject) -> dict[str, Any]:
     """What :func:`job_phase` reads of a task's pod, all a watch cache of the task's pods needs
-    to keep: its name, owners and deletion, its phase and its Ready condition."""
+    to keep (it holds one for every task): its name, version and deletion, the uids of its
+    owners and which controls it, its phase and its Ready condition."""
     metadata = section(pod, "metadata")
-    status = section(pod, "status")
     kept = {
         key: metadata[key]
-        for key in ("name", "namespace", "uid", "resourceVersion", "labels", "deletionTimestamp")
+        for key in ("name", "resourceVersion", "deletionTimestamp")
         if key in metadata
     }
     owners = metadata.get("ownerReferences")
     if isinstance(owners, list):
         kept["ownerReferences"] = [
-            {
-                key: owner[key]
-                for key in ("apiVersion", "kind", "name", "uid", "controller")
-                if key in owner
-            }
+            {key: owner[key] for key in ("uid", "controller") if key in owner}
             for owner in owners
             if isinstance(owner, Mapping)
         ]
     ready = condition(pod, "Ready")
     conditions = [] if ready is None else [{"type": "Ready", "status": ready.get("status")}]
-    return {"metadata": kept, "status": {"phase": text(status, "phase"), "conditions": conditions}}
+    phase = text(section(pod, "status"), "phase")
+    return {"metadata": kept, "status": {"phase": phase, "conditions": conditions}}
 
 
 def _controlled_by(metadata: JsonObject, uid: str) -> bool:
