@@ -39,8 +39,8 @@ all of these hold:
 * its last handle changed nothing: no state or phase written, no error, no ``retry_after``;
 * its *fingerprint* is the one that handle saw: the record's revision (every store write raises
   it), the ``metadata.resourceVersion`` of its resource in the port's watch cache, the version
-  of its resource's events in the event index (``EventIndex.version``), and the versions of its
-  pods in the port's watch cache when its plugin reads them (``Plugin.follows_pods``);
+  of its resource's events in the event index (``EventIndex.version``), and its pods as the
+  port's watch cache holds them when its plugin reads them (``Plugin.follows_pods``);
 * its resource is in the watch cache (a task whose resource is not is handled: the plugin manager
   then reads it from the API server), with a resourceVersion;
 * less than ``resync_interval`` has passed since that handle: the plugin's decisions depend on the
@@ -65,6 +65,7 @@ new task before it is in the store, recording it with what the launch did in one
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 import threading
 import time
@@ -235,7 +236,9 @@ class _Fingerprint:
     revision: int
     resource_version: str
     events_version: int
-    pod_versions: tuple[str, ...] = ()
+    pods: tuple[str, ...] = ()
+    """The task's pods as the watch cache holds them (canonical JSON): what the plugin reads of
+    them, which a pod's change that the cache's trim drops leaves the same."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -448,10 +451,8 @@ class Executor:
             pods = self._kubernetes.cached_pods(
                 ref.namespace, label, task_label_value(record.task_id)
             )
-        pod_versions = tuple(
-            sorted(text(section(pod, "metadata"), "resourceVersion") for pod in pods or ())
-        )
-        return _Fingerprint(record.revision, resource_version, events_version, pod_versions)
+        seen = tuple(sorted(json.dumps(pod, sort_keys=True) for pod in pods or ()))
+        return _Fingerprint(record.revision, resource_version, events_version, seen)
 
     def _may_skip(self, task_id: str, fingerprint: _Fingerprint | None, now: datetime) -> bool:
         """Whether the task's last handle changed nothing, saw ``fingerprint``, and ran less than

@@ -246,7 +246,6 @@ def test_the_cache_keeps_only_what_the_phase_reads() -> None:
     assert pod_progress_fields(_pod(deleting=True)) == {
         "metadata": {
             "name": "train-abcde",
-            "resourceVersion": "7",
             "deletionTimestamp": "2026-11-29T11:59:59Z",
             "ownerReferences": [{"uid": JOB_UID, "controller": True}],
         },

@@ -241,7 +241,8 @@ class _ObjectsTold:
 
 class _PodsTold:
     """The task pods' watch cache, telling ``changed`` of the resource that controls each pod
-    it was given (a pod no plugin's resource controls concerns no task)."""
+    whose cached form it changed (a pod no plugin's resource controls concerns no task; a change
+    the trim drops, such as a binding or a finalizer removed, is nothing to act on)."""
 
     def __init__(
         self,
@@ -259,8 +260,12 @@ class _PodsTold:
             self._tell(pod)
 
     def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        metadata = section(obj, "metadata")
+        key = (text(metadata, "namespace"), text(metadata, "name"))
+        before = self._cache.get(*key)
         self._cache.apply(event_type, obj)
-        self._tell(obj)
+        if event_type == "DELETED" or self._cache.get(*key) != before:
+            self._tell(obj)
 
     def _tell(self, pod: JsonObject) -> None:
         resource = self._owner(pod)

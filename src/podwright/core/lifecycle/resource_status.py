@@ -118,14 +118,11 @@ def _runs_uncounted(job: JsonObject, pods: Sequence[JsonObject]) -> bool:
 
 def pod_progress_fields(pod: JsonObject) -> dict[str, Any]:
     """What :func:`job_phase` reads of a task's pod, all a watch cache of the task's pods needs
-    to keep (it holds one for every task): its name, version and deletion, the uids of its
-    owners and which controls it, its phase and its Ready condition."""
+    to keep (it holds one for every task): its name and deletion, the uids of its
+    owners and which controls it, its phase and its Ready condition (not its resourceVersion:
+    a change of anything else leaves what is kept the same)."""
     metadata = section(pod, "metadata")
-    kept = {
-        key: metadata[key]
-        for key in ("name", "resourceVersion", "deletionTimestamp")
-        if key in metadata
-    }
+    kept = {key: metadata[key] for key in ("name", "deletionTimestamp") if key in metadata}
     owners = metadata.get("ownerReferences")
     if isinstance(owners, list):
         kept["ownerReferences"] = [
