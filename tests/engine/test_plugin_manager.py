@@ -17,6 +17,7 @@ from podwright.engine.kubernetes_port import (
     ForbiddenError,
     InvalidError,
     NotFoundError,
+    ObjectRef,
     PatchType,
     ServerError,
     ThrottledError,
@@ -603,3 +604,27 @@ def test_missing_object_on_finalize_patch_is_done(kube: FakeKubernetes) -> None:
     harness, the_task = _launched(kube, LifecycleConfig(inject_finalizer=True))
     kube.fail("patch", NotFoundError("gone", status=404))
     harness.manager.finalize(the_task)
+
+
+def test_a_job_no_controller_has_written_reads_as_its_launch_left_it(kube: FakeKubernetes) -> None:
+    """A Job untouched since its create (an empty status) is still Queued with the launch's
+    reason, which names it: the Job plugin's "job created; no pod yet" would say no more, and
+    cost every task a status write. The Job controller's first write moves it on."""
+    harness = Harness(kube, plugin=JobPlugin())
+    the_task = _job_task()
+    launched = harness.round(the_task)
+    assert (launched.info.phase, launched.info.reason) == (
+        Phase.QUEUED,
+        f"Job {NAMESPACE}/job-1 created",
+    )
+    untouched = harness.round(the_task, NOW + timedelta(seconds=1))
+    assert (untouched.info.phase, untouched.info.reason) == (Phase.QUEUED, launched.info.reason)
+    assert not untouched.state_changed
+    kube.set_status(
+        ObjectRef("batch/v1", "Job", NAMESPACE, "job-1"), {"startTime": "2026-11-21T12:00:01Z"}
+    )
+    started = harness.round(the_task, NOW + timedelta(seconds=2))
+    assert (started.info.phase, started.info.reason) == (
+        Phase.QUEUED,
+        "job started, but has no pod (see the job's events)",
+    )

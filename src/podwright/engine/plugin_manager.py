@@ -91,7 +91,7 @@ from podwright.core.lifecycle.companions import carries
 from podwright.core.lifecycle.deletion import deletion_of, judge_deletion
 from podwright.core.lifecycle.names import task_object_name
 from podwright.core.lifecycle.objects import JsonObject, section, text
-from podwright.core.lifecycle.phases import hold_progress
+from podwright.core.lifecycle.phases import as_launched, hold_progress
 from podwright.core.lifecycle.quota import pod_creation_refused, quota_failure
 from podwright.engine.backoff import BackoffKey, QuotaBackoff, jittered_delay
 from podwright.engine.config import (
@@ -459,6 +459,9 @@ class PluginManager:
                 reached=state.phase,
                 now=now,
             )
+        info = as_launched(
+            state.phase, state.reason, info, status_written=bool(section(observed, "status"))
+        )
         info = hold_progress(state.phase, info)
         if info.phase.is_terminal or state.dependents_created or not task.dependents:
             return self._settle(state, info, now, events_of=ref)

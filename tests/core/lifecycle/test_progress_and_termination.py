@@ -18,7 +18,7 @@ from podwright.core.lifecycle.companions import (
     task_companions,
     task_label_value,
 )
-from podwright.core.lifecycle.phases import hold_progress
+from podwright.core.lifecycle.phases import as_launched, hold_progress
 from podwright.core.lifecycle.pod_status import PodPhaseConfig, pod_phase, scheduler_message
 from podwright.core.lifecycle.termination import (
     dependents_deleted,
@@ -315,3 +315,52 @@ def test_an_object_is_the_tasks_when_it_carries_the_tasks_labels() -> None:
     assert carries({"metadata": {"labels": {**LABELS, "other": "x"}}}, LABELS)
     assert not carries({"metadata": {"labels": {"podwright.dev/task-id": "another"}}}, LABELS)
     assert not carries({"metadata": {}}, LABELS)
+
+
+LAUNCHED = "Job team/train created"
+
+
+@pytest.mark.parametrize(
+    ("reached", "info", "status_written", "expected"),
+    [
+        pytest.param(
+            Phase.QUEUED,
+            PhaseInfo(Phase.QUEUED, reason="job created; no pod yet", occurred_at=NOW),
+            False,
+            PhaseInfo(Phase.QUEUED, reason=LAUNCHED, occurred_at=NOW),
+            id="untouched: the launch's reason",
+        ),
+        pytest.param(
+            Phase.QUEUED,
+            PhaseInfo(Phase.QUEUED, reason="job started, but has no pod", occurred_at=NOW),
+            True,
+            PhaseInfo(Phase.QUEUED, reason="job started, but has no pod", occurred_at=NOW),
+            id="a controller wrote its status: its reading",
+        ),
+        pytest.param(
+            Phase.QUEUED,
+            PhaseInfo(Phase.INITIALIZING, reason="1 pod(s) starting", occurred_at=NOW),
+            False,
+            PhaseInfo(Phase.INITIALIZING, reason="1 pod(s) starting", occurred_at=NOW),
+            id="another phase: as read",
+        ),
+        pytest.param(
+            Phase.RUNNING,
+            PhaseInfo(Phase.QUEUED, reason="Suspended", occurred_at=NOW, setback=True),
+            False,
+            PhaseInfo(Phase.QUEUED, reason="Suspended", occurred_at=NOW, setback=True),
+            id="a task past Queued: as read",
+        ),
+        pytest.param(
+            Phase.QUEUED,
+            PhaseInfo(Phase.QUEUED, reason="Suspended", occurred_at=NOW, setback=True),
+            False,
+            PhaseInfo(Phase.QUEUED, reason="Suspended", occurred_at=NOW, setback=True),
+            id="a setback: its cause",
+        ),
+    ],
+)
+def test_an_untouched_resource_reads_as_its_launch_left_it(
+    reached: Phase, info: PhaseInfo, status_written: bool, expected: PhaseInfo
+) -> None:
+    assert as_launched(reached, LAUNCHED, info, status_written=status_written) == expected

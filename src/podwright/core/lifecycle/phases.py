@@ -114,6 +114,18 @@ def hold_progress(reached: Phase, info: PhaseInfo) -> PhaseInfo:
     return PhaseInfo(reached, reason=info.reason, occurred_at=info.occurred_at)
 
 
+def as_launched(reached: Phase, reason: str, info: PhaseInfo, *, status_written: bool) -> PhaseInfo:
+    """``info``, or, while no controller has written the resource's status and the task is still
+    Queued as its launch left it, Queued with the reason it has (the launch's, naming what it
+    created): the plugin's reading of an untouched object (a Job "created; no pod yet") says no
+    more than that, and would cost a write of its own for every task."""
+    if status_written or reached is not Phase.QUEUED or info.phase is not Phase.QUEUED:
+        return info
+    if info.setback:
+        return info
+    return PhaseInfo(Phase.QUEUED, reason=reason, occurred_at=info.occurred_at)
+
+
 def undefined() -> PhaseInfo:
     return PhaseInfo(Phase.UNDEFINED)
 
