@@ -445,13 +445,10 @@ class Executor:
         key = EventKey(ref.namespace, ref.kind, ref.name)
         events_version = 0 if self._events is None else self._events.version(key)
         plugin = self._plugins.get((ref.api_version, ref.kind))
-        pods = None
-        if plugin is not None and plugin.follows_pods:
-            label = self._lifecycle.task_id_label
-            pods = self._kubernetes.cached_pods(
-                ref.namespace, label, task_label_value(record.task_id)
-            )
-        seen = tuple(sorted(json.dumps(pod, sort_keys=True) for pod in pods or ()))
+        pods = (
+            [] if plugin is None else self._manager(plugin).pods_of(ref.namespace, record.task_id)
+        )
+        seen = tuple(sorted(json.dumps(pod, sort_keys=True) for pod in pods))
         return _Fingerprint(record.revision, resource_version, events_version, seen)
 
     def _may_skip(self, task_id: str, fingerprint: _Fingerprint | None, now: datetime) -> bool:
@@ -641,8 +638,11 @@ class Executor:
         return ref
 
     def _task(self, record: TaskRecord) -> tuple[TaskContext, PluginManager]:
-        resource = workload_resource(record, self._plugins)
-        plugin = plugin_for(resource, self._plugins)
+        plugin = plugin_for(workload_resource(record, self._plugins), self._plugins)
+        return task_context(record, self._plugins, self._lifecycle), self._manager(plugin)
+
+    def _manager(self, plugin: Plugin) -> PluginManager:
+        """The plugin manager of ``plugin``'s kind (made on first use)."""
         key = (plugin.api_version, plugin.kind)
         with self._lock:
             manager = self._managers.get(key)
@@ -657,7 +657,7 @@ class Executor:
                     rng=self._rng,
                 )
                 self._managers[key] = manager
-        return task_context(record, self._plugins, self._lifecycle), manager
+            return manager
 
 
 def workload_resource(

@@ -87,7 +87,7 @@ from podwright.core.lifecycle import (
     encode_state,
     phases,
 )
-from podwright.core.lifecycle.companions import carries
+from podwright.core.lifecycle.companions import carries, task_label_value
 from podwright.core.lifecycle.deletion import deletion_of, judge_deletion
 from podwright.core.lifecycle.names import task_object_name
 from podwright.core.lifecycle.objects import JsonObject, section, text
@@ -446,7 +446,8 @@ class PluginManager:
             # The object could not be read this round: report what was known, and retry.
             info = PhaseInfo(state.phase, state.phase_version, state.reason)
             return Transition(info, state, False, self._retry_delay(0, exc), exc)
-        info = self.plugin.phase(observed, state, now, self._config, self._pods_of(task))
+        pods = self.pods_of(task.namespace, task.task_id)
+        info = self.plugin.phase(observed, state, now, self._config, pods)
         info = pod_creation_refused(info, lambda: self._indexed_events(ref), now)
         deletion = deletion_of(observed, ref.kind)
         if deletion is not None:
@@ -475,14 +476,14 @@ class PluginManager:
             return self._settle(state, refused, now, events_of=ref)
         return self._settle(replace(state, dependents_created=True), info, now, events_of=ref)
 
-    def _pods_of(self, task: TaskContext) -> list[JsonObject]:
+    def pods_of(self, namespace: str, task_id: str) -> list[JsonObject]:
         """The task's pods as the port's watch cache holds them, for a plugin that reads them
-        (none when it does not, or no cache answers)."""
-        label = self._config.task_id_label
-        value = task.labels.get(label)
-        if not self.plugin.follows_pods or value is None:
+        (none when it does not, or no cache answers): what its phase reads, and what the
+        executor's fingerprint of the task holds."""
+        if not self.plugin.follows_pods:
             return []
-        return self._kubernetes.cached_pods(task.namespace, label, value) or []
+        label, value = self._config.task_id_label, task_label_value(task_id)
+        return self._kubernetes.cached_pods(namespace, label, value) or []
 
     def _create_dependents(
         self, task: TaskContext, ref: ObjectRef, observed: JsonObject, now: datetime

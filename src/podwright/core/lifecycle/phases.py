@@ -119,9 +119,8 @@ def as_launched(reached: Phase, reason: str, info: PhaseInfo, *, status_written:
     Queued as its launch left it, Queued with the reason it has (the launch's, naming what it
     created): the plugin's reading of an untouched object (a Job "created; no pod yet") says no
     more than that, and would cost a write of its own for every task."""
-    if status_written or reached is not Phase.QUEUED or info.phase is not Phase.QUEUED:
-        return info
-    if info.setback:
+    queued = reached is Phase.QUEUED and info.phase is Phase.QUEUED
+    if status_written or info.setback or not queued:
         return info
     return PhaseInfo(Phase.QUEUED, reason=reason, occurred_at=info.occurred_at)
 

@@ -75,9 +75,7 @@ def job_phase(
     active = integer(status, "active") or 0
     ready = integer(status, "ready") or 0
     terminating = integer(status, "terminating") or 0
-    if ready > 0:
-        return phases.running(now, _retries(job))
-    if _runs_uncounted(job, pods):
+    if ready > 0 or _runs_uncounted(job, pods):
         return phases.running(now, _retries(job))
     if _failed_pods(job) or terminating:
         return phases.running(now, _between_pods(job, active, terminating))
@@ -103,11 +101,12 @@ def _runs_uncounted(job: JsonObject, pods: Sequence[JsonObject]) -> bool:
     is yet to be counted too). A pod being deleted is on its way out, not running. It runs as
     it would once counted, with the same reason: the count's arrival costs no write."""
     uid = text(section(job, "metadata"), "uid")
+    if not uid:
+        return False
     own = [
         pod
         for pod in pods
-        if uid
-        and _controlled_by(section(pod, "metadata"), uid)
+        if _controlled_by(section(pod, "metadata"), uid)
         and not section(pod, "metadata").get("deletionTimestamp")
     ]
     succeeded = sum(1 for pod in own if text(section(pod, "status"), "phase") == "Succeeded")
