@@ -533,6 +533,60 @@ def test_enforcement_modes() -> None:
     ]
 
 
+ENV_POLICY_NO_ADDING = {
+    "defaults": ENV_POLICY["defaults"],
+    "rules": {"environmentVariables": {"instances": {"locked": ["HOME"], "canAdd": False}}},
+}
+
+
+@pytest.mark.parametrize("mode", ["warn", "audit"])
+@pytest.mark.parametrize(
+    ("submitted", "rule", "expected"),
+    [
+        (
+            [{"name": "EXTRA", "value": "1"}],
+            "canAdd",
+            {"HOME": "/home/me", "USER": "me", "EXTRA": "1"},
+        ),
+        ([{"name": "HOME", "value": "/root"}], "locked", {"HOME": "/root", "USER": "me"}),
+        ([{"name": "HOME", "exclude": True}], "locked", {"USER": "me"}),
+    ],
+)
+def test_an_itemized_rule_that_does_not_enforce_lets_the_submission_stand(
+    mode: str, submitted: list[dict[str, object]], rule: str, expected: dict[str, str]
+) -> None:
+    """As a value rule in warn or audit mode keeps the submitted value: the instance added,
+    changed or excluded stands, with the violation."""
+    evaluation = run(
+        [make_policy(ENV_POLICY_NO_ADDING, enforcement=mode)], {"environmentVariables": submitted}
+    )
+    assert evaluation.accepted
+    reported = evaluation.warnings if mode == "warn" else evaluation.audited
+    assert [(issue.field, issue.rule) for issue in reported] == [
+        (f"environmentVariables[{submitted[0]['name']}]", rule)
+    ]
+    variables = evaluation.workload["environmentVariables"]
+    assert isinstance(variables, list)
+    assert {item["name"]: item["value"] for item in variables} == expected
+
+
+def test_what_an_admission_writes_keeps_the_submissions_exclusions() -> None:
+    """The effective workload has no excluded instance; what the mutating webhook writes says
+    it excluded them, after the instances in effect, so that judging it again does not bring a
+    default back (nor an exclusion that excludes nothing today, once a policy adds it)."""
+    submitted = [{"name": "NOPE", "exclude": True}, {"name": "USER", "exclude": True}]
+    evaluation = run([make_policy(ENV_POLICY)], {"environmentVariables": submitted})
+    assert evaluation.workload["environmentVariables"] == [{"name": "HOME", "value": "/home/me"}]
+    assert evaluation.written["environmentVariables"] == [
+        {"name": "HOME", "value": "/home/me"},
+        {"name": "NOPE", "exclude": True},
+        {"name": "USER", "exclude": True},
+    ]
+    again = run([make_policy(ENV_POLICY)], dict(evaluation.written))
+    assert again.workload == evaluation.workload
+    assert again.written == evaluation.written
+
+
 def test_the_owning_policy_decides_the_mode() -> None:
     cluster = make_policy(
         {"rules": {"image": {"required": True}}}, scope=CLUSTER, name="c", enforcement="warn"

@@ -7,6 +7,11 @@
 - Evaluation is deterministic, and the order of the keys of the submission and the policies
   changes nothing it says, nor the order it says it in (the field catalogue's).
 - A submission equal to the defaults is accepted whenever the defaults satisfy the rules.
+- What an admission writes (the effective workload with the submission's exclusions) is a fixed
+  point: evaluated again under the same policy it gives the same workload and the same issues,
+  as the validating webhook and the compliance status evaluate what the mutating one wrote.
+- An effective workload is valid as it is: checking it again changes nothing (rendering an
+  evaluation's workload does not check it again).
 - The default instances a prepared policy evaluated once (those a submission leaves untouched)
   give exactly what evaluating them with the submission gives, and every evaluation's output is
   its own.
@@ -30,7 +35,7 @@ from podwright.core.evaluation import Evaluation, evaluate, prepare
 from podwright.core.policies import PolicyError
 from podwright.core.quantities import parse
 from podwright.core.workload_fields import SCHEMAS, WorkloadType, catalogue_rank
-from podwright.core.workloads import submission_from_data
+from podwright.core.workloads import check_spec, submission_from_data
 from tests.policy_helpers import combine, make_policy, run
 
 POLICY = "policy default (cluster prod)"
@@ -698,3 +703,113 @@ def test_the_order_of_the_keys_never_changes_the_issues_of_instances_or_their_or
         data.draw(reordered(scenario["body"])), data.draw(reordered(scenario["spec"]))
     )
     assert _said(again) == _said(first)
+
+
+def _issues(evaluation: Evaluation) -> list[tuple[str, str, object]]:
+    """The issues, by field, rule and mode (their texts may name a value's source, which a
+    written workload no longer tells)."""
+    return [
+        (issue.field, issue.rule, issue.enforcement)
+        for issue in evaluation.violations + evaluation.warnings + evaluation.audited
+    ]
+
+
+def _evaluated_again(first: Evaluation, evaluate_spec: Any) -> None:
+    """``first``'s written workload evaluated again gives ``first`` again; its workload is
+    valid as it is, to the type of each value."""
+    rechecked = check_spec(first.workload, first.workload_type, (), running=True)
+    assert repr(rechecked) == repr(first.workload)
+    again = evaluate_spec(dict(first.written))
+    assert again.accepted, again.violations
+    assert again.workload == first.workload
+    assert again.written == first.written
+    assert again.values == first.values
+    assert _issues(again) == _issues(first)
+
+
+@given(scenarios())
+def test_what_an_admission_writes_evaluates_to_itself(scenario: Any) -> None:
+    body, spec, _, _ = scenario
+    policy = make_policy(body)
+    first = run([policy], spec)
+    assume(first.accepted)
+    assert first.written == first.workload  # nothing excluded
+    _evaluated_again(first, lambda written: run([policy], written))
+
+
+@given(itemized_scenarios())
+def test_what_an_admission_writes_keeps_the_exclusions(scenario: Any) -> None:
+    _default_keys, locked, can_add, _actions, defaults, submitted = scenario
+    instance_rules: dict[str, Any] = {"locked": locked}
+    if can_add is not None:
+        instance_rules["canAdd"] = can_add
+    body = {
+        "defaults": {"labels": {"instances": defaults}} if defaults else {},
+        "rules": {"labels": {"instances": instance_rules}},
+    }
+    policy = make_policy(body)
+    first = run([policy], {"labels": submitted})
+    assume(first.accepted)
+    excluded = [item["name"] for item in submitted if item.get("exclude")]
+    written = first.written.get("labels", [])
+    assert isinstance(written, list)
+    assert [item["name"] for item in written if item.get("exclude")] == excluded
+    assert [item for item in written if not item.get("exclude")] == first.workload.get("labels", [])
+    _evaluated_again(first, lambda again: run([policy], again))
+
+
+@given(instance_scenarios())
+def test_what_an_admission_writes_evaluates_to_itself_with_instances_in_any_mode(
+    scenario: dict[str, Any],
+) -> None:
+    """Default and imposed instances, excluded, restated or changed, under rules in enforce,
+    warn or audit mode: a default instance whose default breaks a rule, which the submission
+    excluded, does not come back when what was written is judged again."""
+    try:
+        policy = make_policy(
+            scenario["body"],
+            workload_type=scenario["workload_type"],
+            enforcement=scenario["enforcement"],
+        )
+    except PolicyError:
+        assume(False)  # a default instance that breaks its own policy's rules
+    kind = WorkloadType(scenario["workload_type"])
+    prepared = prepare(combine([policy], workload_type=kind.value), ASSETS)
+
+    def evaluated(spec: dict[str, Any]) -> Evaluation:
+        return evaluate(prepared, submission_from_data(spec, kind), kind, ASSETS)
+
+    first = evaluated(scenario["spec"])
+    assume(first.accepted)
+    _evaluated_again(first, evaluated)
+
+
+@given(default_from_scenarios())
+def test_what_an_admission_writes_evaluates_to_itself_with_computed_defaults(
+    scenario: dict[str, Any],
+) -> None:
+    rules = scenario["rules"]
+    defaults = {
+        name: value
+        for name, value in (
+            ("cpuCoreLimit", scenario["limit_default"]),
+            ("cpuCoreRequest", scenario["request_default"]),
+        )
+        if value is not None
+    }
+    body = {"defaults": {"compute": defaults}, "rules": {"compute": {"cpuCoreRequest": rules}}}
+    try:
+        policy = make_policy(body)
+    except PolicyError:
+        assume(False)  # a default, or what it computes, that breaks the policy's own rules
+    compute = {
+        name: value
+        for name, value in (
+            ("cpuCoreLimit", scenario["limit"]),
+            ("cpuCoreRequest", scenario["request"]),
+        )
+        if value is not None
+    }
+    first = run([policy], {"compute": compute} if compute else {})
+    assume(first.accepted)
+    _evaluated_again(first, lambda written: run([policy], written))

@@ -156,7 +156,14 @@ def _unreadable_profile(state: MemoryState) -> None:
     state.unreadable_profile = [FieldProblem(("spec",), "expected a mapping", "ClusterProfile x")]
 
 
+def _a_default_port_without_its_number(state: MemoryState) -> None:
+    """A default port that every workload must give a number to, or exclude."""
+    rules = {"ports": {"attributes": {"container": {"required": True}}}}
+    state.set_policies(cluster_policy("ports", rules, ports={"instances": [{"name": "web"}]}))
+
+
 ADMITTED = workload(image="pytorch", priorityClass="low")
+EXCLUDING_THE_DEFAULT_PORT = workload(image="pytorch", ports=[{"name": "web", "exclude": True}])
 
 
 @pytest.mark.parametrize(
@@ -183,6 +190,11 @@ ADMITTED = workload(image="pytorch", priorityClass="low")
             review(workload(image="pytorch", compute={"gpuPortionRequest": 0.5})),
             lambda state: None,
             id="cannot render on the profile",
+        ),
+        pytest.param(
+            review(EXCLUDING_THE_DEFAULT_PORT),
+            _a_default_port_without_its_number,
+            id="a default instance excluded",
         ),
         pytest.param(review(workload(image=7)), _defaults, id="malformed"),
         pytest.param(review(workload("elsewhere", image="x")), _defaults, id="no namespace"),
@@ -224,6 +236,22 @@ def test_the_one_call_answers_as_the_mutating_then_the_validating_webhook(
     if validated["allowed"]:
         expected.update({key: mutated[key] for key in ("patch", "patchType") if key in mutated})
     assert admitted == expected
+
+
+def test_the_validating_webhook_admits_what_the_mutating_one_wrote_of_an_exclusion(
+    state: MemoryState, routes: dict[str, Any]
+) -> None:
+    """The written spec keeps the submission's exclusion: judged again, the default instance it
+    excluded (which breaks a rule) does not come back to have it refused."""
+    _a_default_port_without_its_number(state)
+    given = review(EXCLUDING_THE_DEFAULT_PORT)
+    assert not response(routes[VALIDATE_WORKLOADS](review(workload(image="pytorch"))))["allowed"]
+    mutated = response(routes[MUTATE_WORKLOADS](given))
+    operations = json.loads(base64.b64decode(mutated["patch"]))
+    patched = apply_json_patch(given["request"]["object"], operations)
+    assert patched["spec"]["ports"] == [{"name": "web", "exclude": True}]
+    validated = response(routes[VALIDATE_WORKLOADS](review(patched)))
+    assert validated["allowed"], validated
 
 
 def test_a_policy_change_takes_effect_at_the_next_review(

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -160,7 +161,8 @@ def mutate_workload(request: Request, policy_for: PolicyFor, catalogue: AssetCat
     is malformed, is let through unchanged: the validating webhook refuses it with every
     reason. An update that only restates what was admitted (``kubectl replace`` of the original
     file) keeps the admitted spec."""
-    return Decision(True, patch=_mutation(request, _mutated_spec(request, policy_for, catalogue)))
+    evaluated = _evaluation_of(request, policy_for, catalogue)
+    return Decision(True, patch=_mutation(request, _mutated_spec(request, evaluated)))
 
 
 def admit_workload(
@@ -175,33 +177,54 @@ def admit_workload(
     :func:`mutate_workload`), and the object so patched judged as the validating webhook would
     judge it (:func:`validate_workload`): refused with every reason, or admitted with the patch,
     the warnings and the audit annotation. One call per create instead of two, for a cluster
-    where no other webhook changes a Workload after podwright's."""
-    spec = _mutated_spec(request, policy_for, catalogue)
+    where no other webhook changes a Workload after podwright's.
+
+    One evaluation serves both: the written spec (:attr:`Evaluation.written`) evaluated again
+    gives the same workload and the same issues (``tests/core/test_evaluation_properties.py``),
+    so the evaluation of the workload as submitted judges the patched object; its issues name
+    where each value came from (a default, an imposed asset), which the patched object no longer
+    tells."""
+    evaluated = _evaluation_of(request, policy_for, catalogue)
+    spec = _mutated_spec(request, evaluated)
     patched = (
         request if spec is None else dataclasses.replace(request, obj={**request.obj, "spec": spec})
     )
-    validation = validate_workload(patched, scope, policy_for, catalogue, profile)
+    validation = _validated(patched, scope, profile, catalogue, evaluated)
     if not validation.allowed:
         return validation
     return dataclasses.replace(validation, patch=_mutation(request, spec))
 
 
-def _mutated_spec(
-    request: Request, policy_for: PolicyFor, catalogue: AssetCatalogue
-) -> Mapping[str, object] | None:
+Evaluated = Callable[[], "Evaluation | ProblemsError"]
+"""The evaluation of a request's workload, made on the first call, or why it cannot be made
+(:class:`PolicyError`: the policies cannot be applied; else a malformed workload)."""
+
+
+def _evaluation_of(request: Request, policy_for: PolicyFor, catalogue: AssetCatalogue) -> Evaluated:
+    """The evaluation of ``request``'s workload (:func:`evaluate_workload`), made once when
+    first asked for."""
+
+    @functools.cache
+    def evaluated() -> Evaluation | ProblemsError:
+        try:
+            return evaluate_workload(request.obj, policy_for, catalogue)
+        except ProblemsError as error:
+            return error
+
+    return evaluated
+
+
+def _mutated_spec(request: Request, evaluated: Evaluated) -> Mapping[str, object] | None:
     """The ``spec`` the mutating webhook writes (None: the request's stays)."""
     spec = request.obj.get("spec")
     old_spec = request.old.get("spec") if request.old is not None else None
     if isinstance(spec, Mapping) and isinstance(old_spec, Mapping) and _restates(old_spec, spec):
         return old_spec if spec != old_spec else None
-    try:
-        evaluation = evaluate_workload(request.obj, policy_for, catalogue)
-    except ProblemsError:
+    evaluation = evaluated()
+    if isinstance(evaluation, ProblemsError) or not evaluation.accepted:
         return None
-    if not evaluation.accepted:
-        return None
-    effective = {"type": evaluation.workload_type.value, **evaluation.workload}
-    return None if effective == spec else effective
+    written = {"type": evaluation.workload_type.value, **evaluation.written}
+    return None if written == spec else written
 
 
 def validate_workload(
@@ -214,6 +237,18 @@ def validate_workload(
     """Refuse a malformed or non-compliant workload (enforce mode), and one that cannot be
     rendered on ``profile`` (the operator's), with every reason; admit with warnings (warn mode)
     and an audit annotation (audit mode)."""
+    evaluated = _evaluation_of(request, policy_for, catalogue)
+    return _validated(request, scope, profile, catalogue, evaluated)
+
+
+def _validated(
+    request: Request,
+    scope: Scope,
+    profile: ClusterProfile,
+    catalogue: AssetCatalogue,
+    evaluated: Evaluated,
+) -> Decision:
+    """:func:`validate_workload`'s decision, the workload judged by ``evaluated``."""
     if request.operation == "UPDATE" and request.old is not None:
         changed = _changed_fixed_fields(request.old, request.obj)
         if changed:
@@ -231,18 +266,17 @@ def validate_workload(
         # not here: a policy tightened since must not keep the operator from writing its
         # finalizer, or anyone from aborting, labelling or letting go of the Workload.
         return Decision(True)
-    try:
-        evaluation = evaluate_workload(request.obj, policy_for, catalogue)
-    except PolicyError as error:
+    evaluation = evaluated()
+    if isinstance(evaluation, PolicyError):
         return Decision.refuse(
             403,
             "Forbidden",
             f"the policies of {scope} cannot be applied, so no workload is admitted there: "
-            + problem_lines(error.problems),
+            + problem_lines(evaluation.problems),
         )
-    except ProblemsError as error:
+    if isinstance(evaluation, ProblemsError):
         return Decision.refuse(
-            422, "Invalid", f"the workload is not valid: {problem_lines(error.problems)}"
+            422, "Invalid", f"the workload is not valid: {problem_lines(evaluation.problems)}"
         )
     if not evaluation.accepted:
         count = len(evaluation.violations)

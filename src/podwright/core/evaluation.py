@@ -12,6 +12,16 @@ computed from a sibling (source × factor), or the scope's default. Rules then j
   it is in effect is no change), and with ``canAdd: false`` a submission cannot add instances
   of its own.
 
+A rule in ``warn`` or ``audit`` mode accepts what it judges: the submitted value, the instance
+added, changed or excluded stands, with the violation.
+
+What the mutating webhook writes into a Workload's spec is the effective workload with the
+submission's exclusions kept (:attr:`Evaluation.written`), so that it is a fixed point: evaluated
+again under the same policy, as the validating webhook and the compliance status evaluate it, it
+gives the same workload and the same issues (their texts aside, which can no longer tell a
+default from a submitted value). Without them a default instance the submission excluded would
+come back.
+
 Rules judge every value of the effective workload, whatever produced it: the submission, a
 policy or attribute default, an imposed asset, or a ``defaultFrom``; a violation names the value
 and where it came from. Beyond the policy, the final workload must be runnable
@@ -109,6 +119,10 @@ class Evaluation:
     """Violations of rules in ``warn`` mode: returned to the submitter."""
     audited: tuple[Violation, ...]
     """Violations of rules in ``audit`` mode: kept for the record, not shown."""
+    written: Mapping[str, object]
+    """``workload`` as an admission writes it: with the submission's exclusions
+    (``{key: …, exclude: true}``, after the instances in effect), which rendering drops, so
+    that evaluating it again under the same policy gives ``workload`` again."""
 
     @property
     def accepted(self) -> bool:
@@ -147,9 +161,10 @@ def evaluate(
             f"{effective.workload_type.value}, and {workload_type.value} was asked for"
         )
     evaluator = _Evaluator(prepared)
-    workload = evaluator.section(
+    written = evaluator.section(
         SCHEMAS[workload_type], submission.spec, (), "", instance=_NO_INSTANCE
     )
+    workload = _in_effect(written) if evaluator.excludes else written
     for problem in inconsistencies(workload_type, workload, evaluator.sources.get):
         evaluator.violation(".".join(problem.path), problem.rule, problem.message, None)
     issues = in_catalogue_order(evaluator.issues, workload_type)
@@ -165,7 +180,25 @@ def evaluate(
         violations=by_mode[Enforcement.ENFORCE],
         warnings=by_mode[Enforcement.WARN],
         audited=by_mode[Enforcement.AUDIT],
+        written={} if rejected else written,
     )
+
+
+def _in_effect(section: Mapping[str, object]) -> dict[str, object]:
+    """An effective ``section`` without the exclusions it states (only itemized instances
+    can say ``exclude``)."""
+    return {
+        name: _in_effect(value)
+        if type(value) is dict
+        else [
+            _in_effect(item) if type(item) is dict else item
+            for item in value
+            if not (type(item) is dict and item.get(EXCLUDE) is True)
+        ]
+        if type(value) is list
+        else value
+        for name, value in section.items()
+    }
 
 
 def in_catalogue_order(
@@ -333,9 +366,15 @@ class _Evaluator:
     sources: dict[str, str] = dataclasses.field(default_factory=dict)
     values: dict[str, object] = dataclasses.field(default_factory=dict)
     issues: list[Violation] = dataclasses.field(default_factory=list)
+    excludes: bool = False
+    """Whether the output states an exclusion."""
 
-    def violation(self, field: str, rule: str, details: str, policy: Policy | None) -> None:
-        self.issues.append(Violation(field, rule, details, policy))
+    def violation(self, field: str, rule: str, details: str, policy: Policy | None) -> bool:
+        """Record a violation; whether it is enforced (else what it judges stands, as the
+        rule's warn or audit mode accepts it)."""
+        violation = Violation(field, rule, details, policy)
+        self.issues.append(violation)
+        return violation.enforcement is Enforcement.ENFORCE
 
     def section(
         self,
@@ -537,21 +576,22 @@ class _Evaluator:
         can_add = sourced_rules.value.can_add if sourced_rules else None
         order = list(defaults)
         changes: dict[str, Mapping[str, object]] = {}
+        excluded: list[str] = []
         for item in submitted or ():
             assert is_mapping(item)
             key = instance_key(field, item)
             default = defaults.get(key)
             if default is None:
                 if item.get(EXCLUDE):
-                    continue  # nothing to exclude
-                if can_add is False:
-                    self.violation(
-                        f"{where}[{key}]",
-                        "canAdd",
-                        f"the policy allows no instances but its own "
-                        f"({_listed(defaults) or 'none'}); {key!r} is added",
-                        owner,
-                    )
+                    excluded.append(key)  # nothing to exclude today; the exclusion stands
+                    continue
+                if can_add is False and self.violation(
+                    f"{where}[{key}]",
+                    "canAdd",
+                    f"the policy allows no instances but its own "
+                    f"({_listed(defaults) or 'none'}); {key!r} is added",
+                    owner,
+                ):
                     continue
                 order.append(key)
                 changes[key] = item
@@ -559,31 +599,46 @@ class _Evaluator:
             protected = key in locked or default.imposed or default.unnamed
             rule_owner = default.policy if default.imposed or default.unnamed else owner
             if item.get(EXCLUDE):
-                if protected:
-                    self.violation(
-                        f"{where}[{key}]",
-                        "locked",
-                        f"{key!r} is {_why_locked(default)} and cannot be excluded",
-                        rule_owner,
-                    )
-                else:
+                if not protected or not self.violation(
+                    f"{where}[{key}]",
+                    "locked",
+                    f"{key!r} is {_why_locked(default)} and cannot be excluded",
+                    rule_owner,
+                ):
                     order.remove(key)
+                    excluded.append(key)
                 continue
             if protected:
                 # Restating the instance as it is in effect (attribute defaults included, as
                 # an effective workload written back states it) changes nothing.
                 in_effect = self.untouched_instance(field, path, where, key, default)
                 changed = _changed_attributes(field, item, in_effect)
-                if changed:
-                    self.violation(
-                        f"{where}[{key}]",
-                        "locked",
-                        f"{key!r} is {_why_locked(default)} and cannot be modified "
-                        f"(changed: {', '.join(changed)})",
-                        rule_owner,
-                    )
+                if changed and self.violation(
+                    f"{where}[{key}]",
+                    "locked",
+                    f"{key!r} is {_why_locked(default)} and cannot be modified "
+                    f"(changed: {', '.join(changed)})",
+                    rule_owner,
+                ):
                     continue
             changes[key] = item
+        instances = self.instances(field, path, where, order, changes)
+        if excluded:
+            self.excludes = True
+            instances.extend({field.key: key, EXCLUDE: True} for key in excluded)
+        return instances
+
+    def instances(
+        self,
+        field: Itemized,
+        path: SchemaPath,
+        where: str,
+        order: Sequence[str],
+        changes: Mapping[str, Mapping[str, object]],
+    ) -> list[dict[str, object]]:
+        """The effective instances of ``order``: each default with the submission's change,
+        or as the submission gives it."""
+        defaults = self.prepared.instances.get(path, {})
         untouched = self.prepared.untouched.get(path, _NOTHING_EVALUATED)
         instances: list[dict[str, object]] = []
         for key in order:

@@ -216,9 +216,13 @@ def workload_name_problem(
     return problem
 
 
-def check_spec(data: object, workload_type: WorkloadType, path: FieldPath) -> dict[str, object]:
-    """The submitted fields, checked against ``workload_type``; raises with every problem."""
-    checker = FieldChecker(workload_type, submission=True)
+def check_spec(
+    data: object, workload_type: WorkloadType, path: FieldPath, *, running: bool = False
+) -> dict[str, object]:
+    """The submitted fields, checked against ``workload_type``; raises with every problem.
+    ``running``: the workload as it runs, without the instances it excludes (else they are
+    kept, marked, for an evaluation to exclude them from the policy's defaults)."""
+    checker = FieldChecker(workload_type, submission=True, running=running)
     checked = checker.section(SCHEMAS[workload_type], data, path, ())
     if checker.problems:
         raise WorkloadInputError(checker.problems)
@@ -231,13 +235,15 @@ class FieldChecker:
     """Checks values against the catalogue, collecting every problem in ``problems``.
 
     ``workload_type`` (when known) tells an unsupported field from an unknown one;
-    ``submission`` allows ``exclude`` in the instances of itemized fields. Each method returns
+    ``submission`` allows ``exclude`` in the instances of itemized fields, which ``running``
+    drops (what runs has no excluded instance). Each method returns
     the checked value, or None when the value is unusable (and its problems are recorded).
     Null values in a mapping are dropped: YAML's ``field:`` means "not given".
     """
 
     workload_type: WorkloadType | None
     submission: bool
+    running: bool = False
     problems: list[FieldProblem] = dataclasses.field(default_factory=list)
 
     def section(
@@ -339,7 +345,7 @@ class FieldChecker:
             )
             checked = self.section(field.attributes, attributes, item_path, schema_path)
             excluded = marked and self._exclude(item[EXCLUDE], (*item_path, EXCLUDE))
-            if checked is not None:
+            if checked is not None and not (excluded and self.running):
                 if excluded:
                     checked[EXCLUDE] = True
                 instances.append(checked)

@@ -106,6 +106,18 @@ def test_environment_sources() -> None:
     ]
 
 
+def test_an_instance_the_workload_excludes_is_not_rendered() -> None:
+    """A workload taken as written (no policies), or as an admission wrote it, may say it
+    excludes an instance: nothing of it runs."""
+    workload = spec(
+        environmentVariables=[{"name": "KEEP", "value": "1"}, {"name": "DROP", "exclude": True}],
+        ports=[{"name": "web", "container": 80, "exclude": True}],
+    )
+    container = main_container(rendered("training", workload))
+    assert container["env"] == [{"name": "KEEP", "value": "1"}]
+    assert "ports" not in container
+
+
 @pytest.mark.parametrize(
     ("variable", "problem"),
     [

@@ -91,7 +91,8 @@ def render(
     catalogue: AssetCatalogue = EMPTY_CATALOGUE,
     namespace: str | None = None,
 ) -> Rendering:
-    """Render an effective workload (as :func:`~podwright.core.evaluation.evaluate` returns it).
+    """Render an effective workload (as :func:`~podwright.core.evaluation.evaluate` returns it,
+    or a workload as written), without the instances it excludes.
 
     Raises :class:`~podwright.core.workloads.WorkloadInputError` when ``workload`` is not a valid
     workload of its type or cannot run as it is (a limit below its request: the checks of
@@ -99,7 +100,7 @@ def render(
     too), and :class:`~podwright.core.render.fields.RenderError` with every field the profile
     cannot honour.
     """
-    checked = check_spec(workload, workload_type, ())
+    checked = check_spec(workload, workload_type, (), running=True)
     check_runnable(workload_type, checked)
     problems = Problems()
     if problem := workload_name_problem(name, workload_type, checked):
