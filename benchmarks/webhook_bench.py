@@ -741,7 +741,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="of the latency run")
     parser.add_argument("--rate", type=float, default=200.0, help="reviews per second")
     parser.add_argument("--connections", type=int, default=4, help="kept-alive, as the API's")
-    parser.add_argument("--workloads", type=int, default=500, help="created end to end, each way")
+    parser.add_argument(
+        "--workloads",
+        type=int,
+        default=2000,
+        help="created end to end, each way (2,000: a few seconds each, past the start-up)",
+    )
     parser.add_argument("--clients", type=int, default=4, help="creating them at once")
     parser.add_argument("--part", choices=("latency", "end-to-end", "all"), default="all")
     parser.add_argument(

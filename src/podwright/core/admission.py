@@ -342,6 +342,7 @@ def render_refusal(
             profile=profile,
             catalogue=catalogue,
             namespace=request.namespace or None,
+            evaluated=True,
         )
     except RenderError as error:
         return refusal_message(refusal_lines(profile.name, error.problems, evaluation.sources))

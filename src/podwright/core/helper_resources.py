@@ -30,6 +30,7 @@ own figures in the profile.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from decimal import Decimal
 
 from podwright.core.quantities import format_quantity
@@ -49,7 +50,13 @@ class Amounts:
 
     def manifest(self) -> dict[str, str]:
         """The amounts as a container's ``requests`` or ``limits`` spells them."""
-        return {"cpu": format_quantity(self.cpu), "memory": format_quantity(self.memory)}
+        cpu, memory = self._spelled
+        return {"cpu": cpu, "memory": memory}
+
+    @functools.cached_property
+    def _spelled(self) -> tuple[str, str]:
+        """Spelled once: every helper container of every rendering states them."""
+        return format_quantity(self.cpu), format_quantity(self.memory)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -90,9 +90,12 @@ def render(
     profile: ClusterProfile = DEFAULT_PROFILE,
     catalogue: AssetCatalogue = EMPTY_CATALOGUE,
     namespace: str | None = None,
+    evaluated: bool = False,
 ) -> Rendering:
     """Render an effective workload (as :func:`~podwright.core.evaluation.evaluate` returns it,
-    or a workload as written), without the instances it excludes.
+    or a workload as written), without the instances it excludes. ``evaluated``: ``workload``
+    is an evaluation's, every value of which was checked already (the submission's as it came,
+    the policies' as they loaded), so it is not checked again.
 
     Raises :class:`~podwright.core.workloads.WorkloadInputError` when ``workload`` is not a valid
     workload of its type or cannot run as it is (a limit below its request: the checks of
@@ -100,7 +103,7 @@ def render(
     too), and :class:`~podwright.core.render.fields.RenderError` with every field the profile
     cannot honour.
     """
-    checked = check_spec(workload, workload_type, (), running=True)
+    checked = dict(workload) if evaluated else check_spec(workload, workload_type, (), running=True)
     check_runnable(workload_type, checked)
     problems = Problems()
     if problem := workload_name_problem(name, workload_type, checked):
