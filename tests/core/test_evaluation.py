@@ -570,6 +570,43 @@ def test_an_itemized_rule_that_does_not_enforce_lets_the_submission_stand(
     assert {item["name"]: item["value"] for item in variables} == expected
 
 
+@pytest.mark.parametrize("mode", ["enforce", "warn", "audit"])
+@pytest.mark.parametrize(
+    ("rules", "spec", "field", "details"),
+    [
+        (
+            {
+                "compute": {
+                    "gpuPortionLimit": {"defaultFrom": {"field": "gpuPortionRequest", "factor": 2}}
+                }
+            },
+            {"compute": {"gpuPortionRequest": 0.75}},
+            "compute.gpuPortionLimit",
+            "1.5 (defaultFrom compute.gpuPortionRequest × 2 (cluster prod)): must be at most 1",
+        ),
+        (
+            {
+                "compute": {
+                    "cpuCoreRequest": {"defaultFrom": {"field": "cpuCoreLimit", "factor": -1}}
+                }
+            },
+            {"compute": {"cpuCoreLimit": 1}},
+            "compute.cpuCoreRequest",
+            "-1 (defaultFrom compute.cpuCoreLimit × -1 (cluster prod)): must be at least 0",
+        ),
+    ],
+)
+def test_a_computed_default_its_field_cannot_take_is_refused_in_every_mode(
+    mode: str, rules: dict[str, object], spec: dict[str, object], field: str, details: str
+) -> None:
+    """What ``defaultFrom`` computes is checked as a submitted value is: a workload holding it
+    could not be admitted again nor rendered (the field's own bounds, not a policy's rule)."""
+    evaluation = run([make_policy({"rules": rules}, enforcement=mode)], spec)
+    assert issues(evaluation) == [(field, "defaultFrom")]
+    assert evaluation.violations[0].details.startswith(details)
+    assert evaluation.violations[0].policy is None
+
+
 def test_what_an_admission_writes_keeps_the_submissions_exclusions() -> None:
     """The effective workload has no excluded instance; what the mutating webhook writes says
     it excluded them, after the instances in effect, so that judging it again does not bring a

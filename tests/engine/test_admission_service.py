@@ -162,6 +162,16 @@ def _a_default_port_without_its_number(state: MemoryState) -> None:
     state.set_policies(cluster_policy("ports", rules, ports={"instances": [{"name": "web"}]}))
 
 
+def _a_limit_computed_beyond_what_its_field_takes(state: MemoryState) -> None:
+    rules = {
+        "compute": {"gpuPortionLimit": {"defaultFrom": {"field": "gpuPortionRequest", "factor": 2}}}
+    }
+    state.set_policies(cluster_policy("portions", rules))
+    state.cluster_profile = dataclasses.replace(
+        DEFAULT_PROFILE, name="kai", scheduler_type=SchedulerType.KAI
+    )
+
+
 ADMITTED = workload(image="pytorch", priorityClass="low")
 EXCLUDING_THE_DEFAULT_PORT = workload(image="pytorch", ports=[{"name": "web", "exclude": True}])
 
@@ -195,6 +205,11 @@ EXCLUDING_THE_DEFAULT_PORT = workload(image="pytorch", ports=[{"name": "web", "e
             review(EXCLUDING_THE_DEFAULT_PORT),
             _a_default_port_without_its_number,
             id="a default instance excluded",
+        ),
+        pytest.param(
+            review(workload(image="pytorch", compute={"gpuPortionRequest": 0.75})),
+            _a_limit_computed_beyond_what_its_field_takes,
+            id="a computed default its field cannot take",
         ),
         pytest.param(review(workload(image=7)), _defaults, id="malformed"),
         pytest.param(review(workload("elsewhere", image="x")), _defaults, id="no namespace"),
@@ -252,6 +267,49 @@ def test_the_validating_webhook_admits_what_the_mutating_one_wrote_of_an_exclusi
     assert patched["spec"]["ports"] == [{"name": "web", "exclude": True}]
     validated = response(routes[VALIDATE_WORKLOADS](review(patched)))
     assert validated["allowed"], validated
+
+
+@pytest.mark.parametrize("path", [MUTATE_WORKLOADS, ADMIT_WORKLOADS])
+def test_an_update_that_restates_a_spec_admitted_before_exclusions_were_written_keeps_it(
+    state: MemoryState, routes: dict[str, Any], path: str
+) -> None:
+    """A Workload admitted by an earlier podwright, whose spec lacks the exclusion its file
+    states, updated by ``kubectl replace`` of that file with a new label: the same workload, so
+    the admitted spec stays."""
+    variables = {"instances": [{"name": "HOME", "value": "/h"}, {"name": "USER", "value": "me"}]}
+    state.set_policies(cluster_policy("env", {}, environmentVariables=variables))
+    original = workload(image="pytorch", environmentVariables=[{"name": "USER", "exclude": True}])
+    admitted_before = workload(
+        image="pytorch", environmentVariables=[{"name": "HOME", "value": "/h"}]
+    )
+    relabelled = {**original, "metadata": {**original["metadata"], "labels": {"team": "a"}}}
+
+    answer = response(routes[path](review(relabelled, "UPDATE", admitted_before)))
+
+    assert answer["allowed"], answer
+    operations = json.loads(base64.b64decode(answer["patch"])) if "patch" in answer else []
+    patched = apply_json_patch(relabelled, operations)
+    assert patched["spec"] == admitted_before["spec"]
+    validated = response(routes[VALIDATE_WORKLOADS](review(patched, "UPDATE", admitted_before)))
+    assert validated["allowed"], validated
+
+
+def test_a_fixed_field_is_compared_by_the_instances_in_effect(
+    state: MemoryState, routes: dict[str, Any]
+) -> None:
+    """An exclusion written down (or not) changes no fixed field: the spec admitted before
+    exclusions were written may still scale."""
+    variables = {"instances": [{"name": "HOME", "value": "/h"}, {"name": "USER", "value": "me"}]}
+    state.set_policies(cluster_policy("env", {}, environmentVariables=variables))
+    admitted_before = workload(
+        image="pytorch", environmentVariables=[{"name": "HOME", "value": "/h"}]
+    )
+    written_now = workload(
+        image="pytorch",
+        environmentVariables=[{"name": "HOME", "value": "/h"}, {"name": "USER", "exclude": True}],
+    )
+    answer = response(routes[VALIDATE_WORKLOADS](review(written_now, "UPDATE", admitted_before)))
+    assert answer["allowed"], answer
 
 
 def test_a_policy_change_takes_effect_at_the_next_review(

@@ -40,7 +40,13 @@ from podwright.core.cluster_resources import (
     submission_from_resource,
 )
 from podwright.core.effective_policy import EffectivePolicy, effective_policy
-from podwright.core.evaluation import Evaluation, PreparedPolicy, Violation, evaluate
+from podwright.core.evaluation import (
+    Evaluation,
+    PreparedPolicy,
+    Violation,
+    evaluate,
+    without_exclusions,
+)
 from podwright.core.policies import Policy, PolicyError, Scope
 from podwright.core.problems import FieldProblem, ProblemsError
 from podwright.core.render import (
@@ -224,6 +230,12 @@ def _mutated_spec(request: Request, evaluated: Evaluated) -> Mapping[str, object
     if isinstance(evaluation, ProblemsError) or not evaluation.accepted:
         return None
     written = {"type": evaluation.workload_type.value, **evaluation.written}
+    if isinstance(old_spec, Mapping) and without_exclusions(written) == without_exclusions(
+        old_spec
+    ):
+        # The workload admitted, its exclusions said another way (an admission before they were
+        # written down): the admitted spec stays.
+        return old_spec if spec != old_spec else None
     return None if written == spec else written
 
 
@@ -427,7 +439,8 @@ def _changed_fixed_fields(old: Mapping[str, object], new: Mapping[str, object]) 
     return [
         key
         for key in sorted(set(old_spec) | set(new_spec), key=str)
-        if key not in updatable and old_spec.get(key) != new_spec.get(key)
+        if key not in updatable
+        and without_exclusions(old_spec.get(key)) != without_exclusions(new_spec.get(key))
     ]
 
 

@@ -13,7 +13,9 @@ computed from a sibling (source × factor), or the scope's default. Rules then j
   of its own.
 
 A rule in ``warn`` or ``audit`` mode accepts what it judges: the submitted value, the instance
-added, changed or excluded stands, with the violation.
+added, changed or excluded stands, with the violation (so the protection of an imposed asset or
+an unnamed instance is as strong as its policy's mode). Always enforced, whatever the modes: the
+final workload's consistency, and a value ``defaultFrom`` computes that its field cannot take.
 
 What the mutating webhook writes into a Workload's spec is the effective workload with the
 submission's exclusions kept (:attr:`Evaluation.written`), so that it is a fixed point: evaluated
@@ -76,7 +78,13 @@ from podwright.core.workload_fields import (
     catalogue_rank,
     field_at,
 )
-from podwright.core.workloads import Submission, inconsistencies, is_mapping
+from podwright.core.workloads import (
+    InvalidValue,
+    Submission,
+    check_leaf,
+    inconsistencies,
+    is_mapping,
+)
 
 SUBMISSION = "submission"
 
@@ -89,8 +97,8 @@ class Violation:
     rule: str
     details: str
     policy: Policy | None = None
-    """The policy that owns the rule; None for the workload's own consistency (always
-    enforced)."""
+    """The policy that owns the rule; None for the workload's own consistency, and for a
+    computed value its field cannot take (always enforced)."""
 
     @property
     def enforcement(self) -> Enforcement:
@@ -164,7 +172,8 @@ def evaluate(
     written = evaluator.section(
         SCHEMAS[workload_type], submission.spec, (), "", instance=_NO_INSTANCE
     )
-    workload = _in_effect(written) if evaluator.excludes else written
+    workload = without_exclusions(written) if evaluator.excludes else written
+    assert isinstance(workload, dict)
     for problem in inconsistencies(workload_type, workload, evaluator.sources.get):
         evaluator.violation(".".join(problem.path), problem.rule, problem.message, None)
     issues = in_catalogue_order(evaluator.issues, workload_type)
@@ -184,21 +193,18 @@ def evaluate(
     )
 
 
-def _in_effect(section: Mapping[str, object]) -> dict[str, object]:
-    """An effective ``section`` without the exclusions it states (only itemized instances
-    can say ``exclude``)."""
-    return {
-        name: _in_effect(value)
-        if type(value) is dict
-        else [
-            _in_effect(item) if type(item) is dict else item
+def without_exclusions(value: object) -> object:
+    """``value`` (a workload, or any part of one) without the exclusions it states: what it
+    runs with (only itemized instances can say ``exclude``)."""
+    if type(value) is dict:
+        return {name: without_exclusions(item) for name, item in value.items()}
+    if type(value) is list:
+        return [
+            without_exclusions(item)
             for item in value
             if not (type(item) is dict and item.get(EXCLUDE) is True)
         ]
-        if type(value) is list
-        else value
-        for name, value in section.items()
-    }
+    return value
 
 
 def in_catalogue_order(
@@ -532,6 +538,16 @@ class _Evaluator:
                         ruling.owner,
                     )
                 return _ABSENT
+            if breaches is None:
+                # Computed (defaultFrom) from a sibling's value: one the field cannot take (a
+                # GPU portion above 1, a negative amount) is refused whatever the policy's mode,
+                # as the final workload's inconsistencies are.
+                try:
+                    check_leaf(field, value)
+                except InvalidValue as error:
+                    self.violation(
+                        where, "defaultFrom", f"{shown(value)} ({source}): {error}", None
+                    )
         if rules.judges_values:
             if breaches is None:
                 breaches = rule_breaches(field, rules, value, source or SUBMISSION)

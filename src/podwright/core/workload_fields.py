@@ -92,7 +92,9 @@ class Itemized:
     """Whether a policy's default instance may leave its key out, as the reference's storage
     examples do: there the key (a storage instance's ``name``) only names the instance for
     ``locked`` rules and a submission's changes. Nothing can name such an instance, so it is
-    always added, and no submission changes or excludes it; evaluation names it after its
+    always added, and no submission changes or excludes it (under a policy that enforces;
+    in warn or audit mode that is a finding, and the submission stands); evaluation names it
+    after its
     attributes (:func:`~podwright.core.effective_policy.instance_key`)."""
 
 

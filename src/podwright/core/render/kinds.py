@@ -95,7 +95,8 @@ def render(
     """Render an effective workload (as :func:`~podwright.core.evaluation.evaluate` returns it,
     or a workload as written), without the instances it excludes. ``evaluated``: ``workload``
     is an evaluation's, every value of which was checked already (the submission's as it came,
-    the policies' as they loaded), so it is not checked again.
+    the policies' as they loaded, what ``defaultFrom`` computes as it is computed), so it is not
+    checked again.
 
     Raises :class:`~podwright.core.workloads.WorkloadInputError` when ``workload`` is not a valid
     workload of its type or cannot run as it is (a limit below its request: the checks of
