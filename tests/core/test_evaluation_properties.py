@@ -31,8 +31,8 @@ from hypothesis import strategies as st
 
 from podwright.core.admission import violation_text
 from podwright.core.assets import catalogue_from_data
-from podwright.core.evaluation import Evaluation, evaluate, prepare
-from podwright.core.policies import PolicyError
+from podwright.core.evaluation import Evaluation, PreparedPolicy, evaluate, prepare
+from podwright.core.policies import Policy, PolicyError
 from podwright.core.quantities import parse
 from podwright.core.workload_fields import SCHEMAS, WorkloadType, catalogue_rank
 from podwright.core.workloads import check_spec, submission_from_data
@@ -274,9 +274,11 @@ def itemized_scenarios(draw: st.DrawFn) -> tuple[Any, ...]:
     return default_keys, locked, can_add, actions, defaults, submitted
 
 
-@given(itemized_scenarios())
-def test_itemized_instances_follow_locked_and_can_add(scenario: Any) -> None:
-    default_keys, locked, can_add, actions, defaults, submitted = scenario
+def _labels_policy(
+    defaults: list[dict[str, str]], locked: list[str], can_add: bool | None
+) -> Policy:
+    """The policy of an :func:`itemized_scenarios` scenario: default labels, locked keys,
+    canAdd."""
     instance_rules: dict[str, Any] = {"locked": locked}
     if can_add is not None:
         instance_rules["canAdd"] = can_add
@@ -284,7 +286,13 @@ def test_itemized_instances_follow_locked_and_can_add(scenario: Any) -> None:
         "defaults": {"labels": {"instances": defaults}} if defaults else {},
         "rules": {"labels": {"instances": instance_rules}},
     }
-    evaluation = run([make_policy(body)], {"labels": submitted})
+    return make_policy(body)
+
+
+@given(itemized_scenarios())
+def test_itemized_instances_follow_locked_and_can_add(scenario: Any) -> None:
+    default_keys, locked, can_add, actions, defaults, submitted = scenario
+    evaluation = run([_labels_policy(defaults, locked, can_add)], {"labels": submitted})
     expected_issues: set[tuple[str, str]] = set()
     expected_keys = list(default_keys)
     for key, action in actions.items():
@@ -339,21 +347,23 @@ def computed(limit: Any, factor: Any) -> Decimal:
     return Decimal(repr(limit)) * Decimal(repr(factor))
 
 
-@given(default_from_scenarios())
-def test_accepted_values_satisfy_every_rule_whatever_their_source(scenario: Any) -> None:
-    """The oracle predicts each final value and its source (submission, policy default or
-    defaultFrom), which rules it breaks, whether the limit ends below the request, and whether
-    the policy loads at all (a default computed from its own defaults must fit its rules)."""
-    rules, factor = scenario["rules"], scenario["rules"]["defaultFrom"]["factor"]
-    defaults: dict[str, Any] = {}
-    for name, value in (
-        ("cpuCoreLimit", scenario["limit_default"]),
-        ("cpuCoreRequest", scenario["request_default"]),
-    ):
-        if value is not None:
-            defaults[name] = value
-    body = {"defaults": {"compute": defaults}, "rules": {"compute": {"cpuCoreRequest": rules}}}
-    spec_compute = {
+def _default_from_policy_and_spec(
+    scenario: dict[str, Any],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The policy body and the submission of a :func:`default_from_scenarios` scenario."""
+    defaults = {
+        name: value
+        for name, value in (
+            ("cpuCoreLimit", scenario["limit_default"]),
+            ("cpuCoreRequest", scenario["request_default"]),
+        )
+        if value is not None
+    }
+    body = {
+        "defaults": {"compute": defaults},
+        "rules": {"compute": {"cpuCoreRequest": scenario["rules"]}},
+    }
+    compute = {
         name: value
         for name, value in (
             ("cpuCoreLimit", scenario["limit"]),
@@ -361,6 +371,16 @@ def test_accepted_values_satisfy_every_rule_whatever_their_source(scenario: Any)
         )
         if value is not None
     }
+    return body, {"compute": compute} if compute else {}
+
+
+@given(default_from_scenarios())
+def test_accepted_values_satisfy_every_rule_whatever_their_source(scenario: Any) -> None:
+    """The oracle predicts each final value and its source (submission, policy default or
+    defaultFrom), which rules it breaks, whether the limit ends below the request, and whether
+    the policy loads at all (a default computed from its own defaults must fit its rules)."""
+    rules, factor = scenario["rules"], scenario["rules"]["defaultFrom"]["factor"]
+    body, spec = _default_from_policy_and_spec(scenario)
     # The policy's own defaults, and what they compute, must fit its rules, or it does not load.
     own = [scenario["request_default"]]
     if scenario["limit_default"] is not None:
@@ -369,7 +389,7 @@ def test_accepted_values_satisfy_every_rule_whatever_their_source(scenario: Any)
         with pytest.raises(PolicyError):
             make_policy(body)
         return
-    evaluation = run([make_policy(body)], {"compute": spec_compute} if spec_compute else {})
+    evaluation = run([make_policy(body)], spec)
 
     limit = scenario["limit"] if scenario["limit"] is not None else scenario["limit_default"]
     limit_source = "submission" if scenario["limit"] is not None else POLICY
@@ -626,10 +646,9 @@ def _clear_sections(value: object) -> None:
         value.clear()
 
 
-@given(instance_scenarios())
-def test_untouched_default_instances_evaluated_once_give_what_evaluating_them_gives(
-    scenario: dict[str, Any],
-) -> None:
+def _prepared(scenario: dict[str, Any]) -> tuple[WorkloadType, PreparedPolicy]:
+    """The workload type of an :func:`instance_scenarios` scenario and its policy, prepared
+    (a scenario whose default instance breaks its own policy's rules is not one)."""
     try:
         policy = make_policy(
             scenario["body"],
@@ -637,9 +656,16 @@ def test_untouched_default_instances_evaluated_once_give_what_evaluating_them_gi
             enforcement=scenario["enforcement"],
         )
     except PolicyError:
-        assume(False)  # a default instance that breaks its own policy's rules
+        assume(False)
     kind = WorkloadType(scenario["workload_type"])
-    prepared = prepare(combine([policy], workload_type=kind.value), ASSETS)
+    return kind, prepare(combine([policy], workload_type=kind.value), ASSETS)
+
+
+@given(instance_scenarios())
+def test_untouched_default_instances_evaluated_once_give_what_evaluating_them_gives(
+    scenario: dict[str, Any],
+) -> None:
+    kind, prepared = _prepared(scenario)
     assert prepared.untouched.keys() == prepared.instances.keys()
     every_instance_evaluated = dataclasses.replace(prepared, untouched={})
     submission = submission_from_data(scenario["spec"], kind)
@@ -740,14 +766,7 @@ def test_what_an_admission_writes_evaluates_to_itself(scenario: Any) -> None:
 @given(itemized_scenarios())
 def test_what_an_admission_writes_keeps_the_exclusions(scenario: Any) -> None:
     _default_keys, locked, can_add, _actions, defaults, submitted = scenario
-    instance_rules: dict[str, Any] = {"locked": locked}
-    if can_add is not None:
-        instance_rules["canAdd"] = can_add
-    body = {
-        "defaults": {"labels": {"instances": defaults}} if defaults else {},
-        "rules": {"labels": {"instances": instance_rules}},
-    }
-    policy = make_policy(body)
+    policy = _labels_policy(defaults, locked, can_add)
     first = run([policy], {"labels": submitted})
     assume(first.accepted)
     excluded = [item["name"] for item in submitted if item.get("exclude")]
@@ -765,16 +784,7 @@ def test_what_an_admission_writes_evaluates_to_itself_with_instances_in_any_mode
     """Default and imposed instances, excluded, restated or changed, under rules in enforce,
     warn or audit mode: a default instance whose default breaks a rule, which the submission
     excluded, does not come back when what was written is judged again."""
-    try:
-        policy = make_policy(
-            scenario["body"],
-            workload_type=scenario["workload_type"],
-            enforcement=scenario["enforcement"],
-        )
-    except PolicyError:
-        assume(False)  # a default instance that breaks its own policy's rules
-    kind = WorkloadType(scenario["workload_type"])
-    prepared = prepare(combine([policy], workload_type=kind.value), ASSETS)
+    kind, prepared = _prepared(scenario)
 
     def evaluated(spec: dict[str, Any]) -> Evaluation:
         return evaluate(prepared, submission_from_data(spec, kind), kind, ASSETS)
@@ -788,28 +798,11 @@ def test_what_an_admission_writes_evaluates_to_itself_with_instances_in_any_mode
 def test_what_an_admission_writes_evaluates_to_itself_with_computed_defaults(
     scenario: dict[str, Any],
 ) -> None:
-    rules = scenario["rules"]
-    defaults = {
-        name: value
-        for name, value in (
-            ("cpuCoreLimit", scenario["limit_default"]),
-            ("cpuCoreRequest", scenario["request_default"]),
-        )
-        if value is not None
-    }
-    body = {"defaults": {"compute": defaults}, "rules": {"compute": {"cpuCoreRequest": rules}}}
+    body, spec = _default_from_policy_and_spec(scenario)
     try:
         policy = make_policy(body)
     except PolicyError:
         assume(False)  # a default, or what it computes, that breaks the policy's own rules
-    compute = {
-        name: value
-        for name, value in (
-            ("cpuCoreLimit", scenario["limit"]),
-            ("cpuCoreRequest", scenario["request"]),
-        )
-        if value is not None
-    }
-    first = run([policy], {"compute": compute} if compute else {})
+    first = run([policy], spec)
     assume(first.accepted)
     _evaluated_again(first, lambda written: run([policy], written))
