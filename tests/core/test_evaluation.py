@@ -586,13 +586,13 @@ def test_an_itemized_rule_that_does_not_enforce_lets_the_submission_stand(
         ),
         (
             {
-                "compute": {
-                    "cpuCoreRequest": {"defaultFrom": {"field": "cpuCoreLimit", "factor": -1}}
+                "ports": {
+                    "attributes": {"external": {"defaultFrom": {"field": "container", "factor": 2}}}
                 }
             },
-            {"compute": {"cpuCoreLimit": 1}},
-            "compute.cpuCoreRequest",
-            "-1 (defaultFrom compute.cpuCoreLimit × -1 (cluster prod)): must be at least 0",
+            {"ports": [{"name": "web", "container": 40000}]},
+            "ports[web].external",
+            "80000 (defaultFrom ports.container × 2 (cluster prod)): must be at most 65535",
         ),
     ],
 )

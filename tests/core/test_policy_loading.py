@@ -244,6 +244,19 @@ def problems_of(body: dict[str, Any], **options: Any) -> list[tuple[str, str]]:
         ),
         (
             {
+                "rules": {
+                    "compute": {
+                        "cpuCoreRequest": {
+                            "defaultFrom": {"field": "compute.cpuCoreLimit", "factor": -0.5}
+                        }
+                    }
+                }
+            },
+            "spec.rules.compute.cpuCoreRequest.defaultFrom.factor",
+            "must be at least 0, got -0.5: it would compute a negative amount",
+        ),
+        (
+            {
                 "defaults": {"compute": {"cpuCoreLimit": 1.5}},
                 "rules": {
                     "compute": {

@@ -1034,6 +1034,13 @@ class _Loader:
         except InvalidValue as error:
             self.problem((*path, "factor"), str(error))
             return None
+        if factor < 0:
+            self.problem(
+                (*path, "factor"),
+                f"must be at least 0, got {plain_number(factor)}: it would compute a negative "
+                "amount, which no field takes",
+            )
+            return None
         text: str = value["field"]
         parent = schema_path[:-1]
         workload_type = self.workload_type
