@@ -1,4 +1,7 @@
-"""Shared pieces of the renderer's tests: profiles, and rendering plain data with checks."""
+"""Shared pieces of the renderer's tests: profiles, and rendering plain data with checks.
+
+Every rendering here is checked by :func:`~podwright.core.render.check_renders` too (what the
+validating webhook asks): it must decide as :func:`~podwright.core.render.render` does."""
 
 from __future__ import annotations
 
@@ -6,7 +9,14 @@ import dataclasses
 from typing import Any
 
 from podwright.core.assets import EMPTY_CATALOGUE, AssetCatalogue
-from podwright.core.render import DEFAULT_PROFILE, ClusterProfile, RenderError, Rendering, render
+from podwright.core.render import (
+    DEFAULT_PROFILE,
+    ClusterProfile,
+    RenderError,
+    Rendering,
+    check_renders,
+    render,
+)
 from podwright.core.render.profile import (
     AUTHORIZATION_TYPES,
     KNATIVE_FEATURES,
@@ -14,6 +24,7 @@ from podwright.core.render.profile import (
     SchedulerType,
 )
 from podwright.core.workload_fields import WorkloadType
+from podwright.core.workloads import check_spec
 from tests.manifests import assert_valid_manifests
 
 KAI_PROFILE = dataclasses.replace(
@@ -52,7 +63,39 @@ def rendered(
         namespace=namespace,
     )
     assert_valid_manifests(list(rendering.manifests))
+    assert (
+        checked_problems(
+            workload_type, spec, name, profile=profile, catalogue=catalogue, namespace=namespace
+        )
+        == []
+    )
     return rendering
+
+
+def checked_problems(
+    workload_type: WorkloadType | str,
+    spec: dict[str, Any],
+    name: str,
+    *,
+    profile: ClusterProfile,
+    catalogue: AssetCatalogue,
+    namespace: str | None = None,
+) -> list[str]:
+    """The problems :func:`check_renders` finds in ``spec`` (checked first, as an evaluation's
+    workload is), as ``field: message`` lines."""
+    kind = WorkloadType(workload_type)
+    try:
+        check_renders(
+            kind,
+            name,
+            check_spec(spec, kind, (), running=True),
+            profile=profile,
+            catalogue=catalogue,
+            namespace=namespace,
+        )
+    except RenderError as error:
+        return [str(problem) for problem in error.problems]
+    return []
 
 
 def render_problems(
@@ -67,7 +110,12 @@ def render_problems(
     try:
         render(WorkloadType(workload_type), name, spec, profile=profile, catalogue=catalogue)
     except RenderError as error:
-        return [str(problem) for problem in error.problems]
+        problems = [str(problem) for problem in error.problems]
+        assert (
+            checked_problems(workload_type, spec, name, profile=profile, catalogue=catalogue)
+            == problems
+        )
+        return problems
     raise AssertionError("rendered, but problems were expected")
 
 

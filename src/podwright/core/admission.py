@@ -52,9 +52,9 @@ from podwright.core.problems import FieldProblem, ProblemsError
 from podwright.core.render import (
     ClusterProfile,
     RenderError,
+    check_renders,
     refusal_lines,
     refusal_message,
-    render,
 )
 from podwright.core.workload_fields import WorkloadType
 
@@ -336,7 +336,8 @@ def render_refusal(
     """Why the effective workload of an accepted ``evaluation`` cannot run on ``profile``, as
     ``podwright render`` says it (:func:`~podwright.core.render.refusal_lines`, on one line), or
     None when it renders: rendered as the operator renders the admitted Workload, under its name
-    in its namespace, with the assets of its namespace.
+    in its namespace, with the assets of its namespace
+    (:func:`~podwright.core.render.check_renders`: the same decisions, no manifests built).
 
     A create that leaves its name to the server (``generateName``) is rendered under a name of
     the length the server gives it: the base, at most 58 characters, and 5 random ones
@@ -347,14 +348,13 @@ def render_refusal(
     if not name:
         name = str(metadata.get("generateName") or "")[:58] + "x" * 5
     try:
-        render(
+        check_renders(
             evaluation.workload_type,
             name,
             evaluation.workload,
             profile=profile,
             catalogue=catalogue,
             namespace=request.namespace or None,
-            evaluated=True,
         )
     except RenderError as error:
         return refusal_message(refusal_lines(profile.name, error.problems, evaluation.sources))

@@ -1060,6 +1060,21 @@ def test_a_distributed_job_carries_both_roles_labels_which_must_agree() -> None:
     ]
 
 
+def test_master_and_worker_share_a_new_claim_only_when_they_ask_for_the_same() -> None:
+    def storage(size: str) -> dict[str, Any]:
+        claim = {"name": "d", "claimName": "shared", "path": "/data", "claimInfo": {"size": size}}
+        return {"pvc": [claim]}
+
+    master = spec(storage=storage("10Gi"))
+    worker = spec(distributedFramework="PyTorch", numWorkers=1, storage=storage("10Gi"))
+    manifests = rendered("distributed", {"master": master, "worker": worker}).manifests
+    assert [m["kind"] for m in manifests].count("PersistentVolumeClaim") == 1
+    worker["storage"] = storage("20Gi")
+    assert render_problems("distributed", {"master": master, "worker": worker}) == [
+        "storage.pvc: master and worker ask for claim 'shared' with different specs"
+    ]
+
+
 # -- lifecycle ------------------------------------------------------------------------------------
 
 

@@ -4,7 +4,8 @@
 The strategies build workloads that are valid by construction: every field group in each of its
 shapes (GPU whole, fractional by portion or memory; claims existing, new or ephemeral; every
 environment source; every toleration form), combined freely. Rendering runs on a profile that
-offers everything, so any refusal would be the renderer's fault.
+offers everything, so any refusal would be the renderer's fault; and on profiles that offer less,
+the validating webhook's check (``check_renders``) refuses exactly what rendering refuses.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from podwright.core.render import render
+from podwright.core.assets import EMPTY_CATALOGUE
+from podwright.core.render import DEFAULT_PROFILE, ClusterProfile, RenderError, render
 from podwright.core.workload_fields import WorkloadType
 from podwright.core.workloads import check_spec
 from tests.manifests import assert_valid_manifests
-from tests.render_helpers import PERMISSIVE_PROFILE
+from tests.render_helpers import KAI_PROFILE, PERMISSIVE_PROFILE, checked_problems
 
 NAME = st.from_regex(r"[a-z][a-z0-9]{0,6}", fullmatch=True)
 WORD = st.from_regex(r"[A-Za-z0-9_./=-]{1,10}", fullmatch=True)
@@ -433,3 +435,23 @@ def test_valid_workloads_render_to_valid_manifests(
         added = [*pod["spec"].get("initContainers", []), *pod["spec"]["containers"]]
         for helper in [c for c in added if c is not primary]:
             assert helper["resources"] == PERMISSIVE_PROFILE.helper_resources.manifest(), helper
+
+
+@given(workloads(), st.sampled_from([DEFAULT_PROFILE, KAI_PROFILE, PERMISSIVE_PROFILE]))
+def test_checking_that_a_workload_renders_decides_as_rendering_it(
+    case: tuple[WorkloadType, dict[str, Any]], profile: ClusterProfile
+) -> None:
+    """What the validating webhook asks (check_renders, no manifests built) refuses exactly what
+    rendering refuses, with the same problems, on clusters that offer less than the workload
+    needs (no KAI scheduler, no Knative features, no privileged FUSE) and on one that offers
+    everything."""
+    workload_type, workload = case
+    try:
+        render(workload_type, "job", workload, profile=profile)
+        expected: list[str] = []
+    except RenderError as error:
+        expected = [str(problem) for problem in error.problems]
+    checked = checked_problems(
+        workload_type, workload, "job", profile=profile, catalogue=EMPTY_CATALOGUE
+    )
+    assert checked == expected

@@ -12,7 +12,7 @@ from podwright.core.render.fields import (
     refusal_lines,
     refusal_message,
 )
-from podwright.core.render.kinds import Rendering, render
+from podwright.core.render.kinds import Rendering, check_renders, render
 from podwright.core.render.profile import (
     DEFAULT_PROFILE,
     ClusterProfile,
@@ -27,6 +27,7 @@ __all__ = [
     "RenderError",
     "RenderProblem",
     "Rendering",
+    "check_renders",
     "profile_from_data",
     "refusal_lines",
     "refusal_message",

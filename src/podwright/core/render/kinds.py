@@ -90,13 +90,9 @@ def render(
     profile: ClusterProfile = DEFAULT_PROFILE,
     catalogue: AssetCatalogue = EMPTY_CATALOGUE,
     namespace: str | None = None,
-    evaluated: bool = False,
 ) -> Rendering:
     """Render an effective workload (as :func:`~podwright.core.evaluation.evaluate` returns it,
-    or a workload as written), without the instances it excludes. ``evaluated``: ``workload``
-    is an evaluation's, every value of which was checked already (the submission's as it came,
-    the policies' as they loaded, what ``defaultFrom`` computes as it is computed), so it is not
-    checked again.
+    or a workload as written), without the instances it excludes.
 
     Raises :class:`~podwright.core.workloads.WorkloadInputError` when ``workload`` is not a valid
     workload of its type or cannot run as it is (a limit below its request: the checks of
@@ -104,17 +100,10 @@ def render(
     too), and :class:`~podwright.core.render.fields.RenderError` with every field the profile
     cannot honour.
     """
-    checked = dict(workload) if evaluated else check_spec(workload, workload_type, (), running=True)
-    check_runnable(workload_type, checked)
-    problems = Problems()
-    if problem := workload_name_problem(name, workload_type, checked):
-        problems.add("name", f"{name!r} {problem}")
-    if namespace is not None and (problem := dns1123_label_problem(namespace)):
-        problems.add("namespace", f"{namespace!r} {problem}")
-    problems.raise_if_any()  # every object's name and labels derive from these
-    renderer = _KINDS[workload_type]
-    manifests, templates = renderer(Values(checked), _Job(name, profile, catalogue, problems))
-    problems.raise_if_any()
+    checked = check_spec(workload, workload_type, (), running=True)
+    manifests, templates = _rendered(
+        workload_type, name, checked, profile=profile, catalogue=catalogue, namespace=namespace
+    )
     if namespace is not None:
         for manifest in manifests:
             metadata = manifest["metadata"]
@@ -123,12 +112,65 @@ def render(
     return Rendering(workload_type, name, templates, tuple(manifests))
 
 
+def check_renders(
+    workload_type: WorkloadType,
+    name: str,
+    workload: Mapping[str, object],
+    *,
+    profile: ClusterProfile,
+    catalogue: AssetCatalogue,
+    namespace: str | None,
+) -> None:
+    """Raise what :func:`render` raises for an evaluation's workload (``workload``, every value of
+    which was checked already: the submission's as it came, the policies' as they loaded, what
+    ``defaultFrom`` computes as it is computed), without building what it would render: the
+    validating webhook's question, asked of every Workload created. The same code decides; only
+    the pod templates' validation, which refuses nothing a user gives, and the manifests are
+    left out."""
+    _rendered(
+        workload_type,
+        name,
+        dict(workload),
+        profile=profile,
+        catalogue=catalogue,
+        namespace=namespace,
+        packaged=False,
+    )
+
+
+def _rendered(
+    workload_type: WorkloadType,
+    name: str,
+    checked: dict[str, object],
+    *,
+    profile: ClusterProfile,
+    catalogue: AssetCatalogue,
+    namespace: str | None,
+    packaged: bool = True,
+) -> tuple[list[Manifest], dict[str, PodTemplate]]:
+    check_runnable(workload_type, checked)
+    problems = Problems()
+    if problem := workload_name_problem(name, workload_type, checked):
+        problems.add("name", f"{name!r} {problem}")
+    if namespace is not None and (problem := dns1123_label_problem(namespace)):
+        problems.add("namespace", f"{namespace!r} {problem}")
+    problems.raise_if_any()  # every object's name and labels derive from these
+    renderer = _KINDS[workload_type]
+    job = _Job(name, profile, catalogue, problems, packaged)
+    manifests, templates = renderer(Values(checked), job)
+    problems.raise_if_any()
+    return manifests, templates
+
+
 @dataclasses.dataclass(frozen=True)
 class _Job:
     name: str
     profile: ClusterProfile
     catalogue: AssetCatalogue
     problems: Problems
+    packaged: bool = True
+    """False: only checked (:func:`check_renders`): each kind stops where nothing is left that
+    could refuse the workload, before it builds its templates and manifests."""
 
     def role(
         self, values: Values, workload_type: WorkloadType, role: str | None, container: str
@@ -136,7 +178,7 @@ class _Job:
         context = RoleContext(
             workload_type, self.name, role, container, self.profile, self.catalogue
         )
-        return render_role(values, context, self.problems)
+        return render_role(values, context, self.problems, packaged=self.packaged)
 
     def metadata(
         self, workload_type: WorkloadType, labels: Mapping[str, str], **annotations: str
@@ -183,7 +225,7 @@ def _with_restart_policy(template: PodTemplate, policy: str) -> PodTemplate:
 
 def _render_workspace(values: Values, job: _Job) -> tuple[list[Manifest], dict[str, PodTemplate]]:
     role = job.role(values, WorkloadType.WORKSPACE, None, "main")
-    if role is None:
+    if role is None or role.template is None:
         return [], {}
     template = role.template
     policy = values.text("restartPolicy")
@@ -211,7 +253,6 @@ def _render_training(values: Values, job: _Job) -> tuple[list[Manifest], dict[st
             values.path("restartPolicy"), "a Job's pods restart Never or OnFailure, not Always"
         )
         return [], {}
-    template = _with_restart_policy(role.template, policy)
     spec: Manifest = {}
     for field, target in (
         ("completions", "completions"),
@@ -237,6 +278,9 @@ def _render_training(values: Values, job: _Job) -> tuple[list[Manifest], dict[st
                 }
             ]
         }
+    if role.template is None:
+        return [], {}
+    template = _with_restart_policy(role.template, policy)
     spec["template"] = _pod_template_spec(template)
     manifest: Manifest = {
         "apiVersion": "batch/v1",
@@ -283,6 +327,10 @@ def _render_distributed(values: Values, job: _Job) -> tuple[list[Manifest], dict
     labels = _job_labels(roles, {"master": master, "worker": worker}, job)
     if job.problems or workers is None:
         return [], {}
+    claims = [claim for role in roles.values() for claim in role.claims]
+    if not job.packaged:
+        _unique_claims(claims, job)
+        return [], {}
     replicas: Manifest = {}
     templates: dict[str, PodTemplate] = {}
     for name, role in roles.items():
@@ -292,6 +340,7 @@ def _render_distributed(values: Values, job: _Job) -> tuple[list[Manifest], dict
         replica: Manifest = {"replicas": 1 if name == "master" else workers}
         if section.has("restartPolicy"):
             replica["restartPolicy"] = section.text("restartPolicy")
+        assert role.template is not None
         replica["template"] = _pod_template_spec(role.template)
         replicas[replica_type] = replica
         templates[name] = role.template
@@ -305,7 +354,6 @@ def _render_distributed(values: Values, job: _Job) -> tuple[list[Manifest], dict
         "metadata": job.metadata(WorkloadType.DISTRIBUTED, labels, **annotations),
         "spec": spec,
     }
-    claims = [claim for role in roles.values() for claim in role.claims]
     services = [service for role in roles.values() for service in role.services]
     return [*_labelled(_unique_claims(claims, job), labels), manifest, *services], templates
 
@@ -444,22 +492,27 @@ def _render_inference(values: Values, job: _Job) -> tuple[list[Manifest], dict[s
             )
     for field, reason in role.knative_refusals.items():
         job.problems.add(field, reason)
+    port = serving.count("container")
+    containers = role.pod_spec["containers"]  # as built: checked before they are packaged
+    assert isinstance(containers, list)
+    built = next(c for c in containers if c["name"] == "main")
+    probe_port = built.get("readinessProbe", {}).get("httpGet", {}).get("port")
+    if probe_port is not None and probe_port != (port or 8080):
+        job.problems.add(
+            values.path("probes.readiness.handler.httpGet.port"),
+            f"Knative probes the serving port ({port or 8080}), not {probe_port}",
+        )
+    if role.template is None:
+        return [], {}
     pod = _pod_template_spec(role.template)
     pod_spec = pod["spec"]
     pod_metadata = pod["metadata"]
     assert isinstance(pod_spec, dict)
     assert isinstance(pod_metadata, dict)
     container = next(c for c in pod_spec["containers"] if c["name"] == "main")
-    port = serving.count("container")
     if port is not None:
         name = "h2c" if serving.text("protocol") == "grpc" else "http1"
         container["ports"] = [{"name": name, "containerPort": port}]
-    probe_port = container.get("readinessProbe", {}).get("httpGet", {}).get("port")
-    if probe_port is not None and probe_port != (port or 8080):
-        job.problems.add(
-            values.path("probes.readiness.handler.httpGet.port"),
-            f"Knative probes the serving port ({port or 8080}), not {probe_port}",
-        )
     autoscaling = values.section("autoscaling")
     if autoscaling.has("concurrencyHardLimit"):
         pod_spec["containerConcurrency"] = autoscaling.count("concurrencyHardLimit")

@@ -79,7 +79,10 @@ class RoleContext:
 class RolePod:
     """A role's pod template and what goes beside it."""
 
-    template: PodTemplate
+    pod_spec: Manifest
+    """The pod spec as built (a manifest), which the template validates."""
+    template: PodTemplate | None
+    """None when only checked (:func:`render_role` with ``packaged=False``)."""
     services: tuple[Manifest, ...]
     claims: tuple[Manifest, ...]
     knative_features: Mapping[str, str]
@@ -106,13 +109,27 @@ def selector_labels(context: RoleContext) -> dict[str, str]:
     return labels
 
 
-def render_role(values: Values, context: RoleContext, problems: Problems) -> RolePod | None:
-    """The pod template of one role, or None when ``problems`` got a reason it cannot render."""
+def render_role(
+    values: Values, context: RoleContext, problems: Problems, *, packaged: bool = True
+) -> RolePod | None:
+    """The pod template of one role, or None when ``problems`` got a reason it cannot render.
+    Not ``packaged``: its spec only, as built, for a caller that only checks that it renders
+    (the template's validation refuses nothing a user gives: only a bug in the renderer)."""
     before = problems.count
     pod = _PodBuilder(values, context, problems)
     pod.build()
     if problems.count > before:
         return None
+    if not packaged:
+        return RolePod(
+            pod_spec=pod.spec,
+            template=None,
+            services=tuple(pod.services()),
+            claims=tuple(pod.storage.claims),
+            knative_features=pod.knative_features,
+            knative_refusals=pod.storage.knative_refusals,
+            user_labels=pod.user_labels,
+        )
     try:
         template = PodTemplate.from_manifest(
             pod.spec,
@@ -126,6 +143,7 @@ def render_role(values: Values, context: RoleContext, problems: Problems) -> Rol
     if grace is not None:
         template = template.with_termination_grace_period(grace)
     return RolePod(
+        pod_spec=pod.spec,
         template=template,
         services=tuple(pod.services()),
         claims=tuple(pod.storage.claims),
