@@ -120,16 +120,19 @@ def render_role(
     pod.build()
     if problems.count > before:
         return None
-    if not packaged:
-        return RolePod(
-            pod_spec=pod.spec,
-            template=None,
-            services=tuple(pod.services()),
-            claims=tuple(pod.storage.claims),
-            knative_features=pod.knative_features,
-            knative_refusals=pod.storage.knative_refusals,
-            user_labels=pod.user_labels,
-        )
+    return RolePod(
+        pod_spec=pod.spec,
+        template=_packaged(pod, values, context) if packaged else None,
+        services=tuple(pod.services()),
+        claims=tuple(pod.storage.claims),
+        knative_features=pod.knative_features,
+        knative_refusals=pod.storage.knative_refusals,
+        user_labels=pod.user_labels,
+    )
+
+
+def _packaged(pod: _PodBuilder, values: Values, context: RoleContext) -> PodTemplate:
+    """The pod template of what ``pod`` built."""
     try:
         template = PodTemplate.from_manifest(
             pod.spec,
@@ -142,15 +145,7 @@ def render_role(
     grace = values.count("terminationGracePeriodSeconds")
     if grace is not None:
         template = template.with_termination_grace_period(grace)
-    return RolePod(
-        pod_spec=pod.spec,
-        template=template,
-        services=tuple(pod.services()),
-        claims=tuple(pod.storage.claims),
-        knative_features=pod.knative_features,
-        knative_refusals=pod.storage.knative_refusals,
-        user_labels=pod.user_labels,
-    )
+    return template
 
 
 @functools.lru_cache(maxsize=1024)
