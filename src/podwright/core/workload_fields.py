@@ -128,6 +128,8 @@ _STRING = Leaf(ValueType.STRING)
 _NUMBER = Leaf(ValueType.NUMBER, minimum=Decimal(0))
 _QUANTITY = Leaf(ValueType.QUANTITY, minimum=Decimal(0))
 _COUNT = Leaf(ValueType.INTEGER, minimum=Decimal(0))
+_GRACE_SECONDS = dataclasses.replace(_COUNT, maximum=Decimal(2**63 - 1))
+"""A pod's ``terminationGracePeriodSeconds``, an int64."""
 _PORT = Leaf(ValueType.INTEGER, minimum=Decimal(1), maximum=Decimal(65535))
 _ID = Leaf(ValueType.INTEGER, minimum=Decimal(0), maximum=Decimal(2**31 - 1))
 _STRINGS = Leaf(ValueType.ARRAY, item=ValueType.STRING)
@@ -257,7 +259,7 @@ _CONTAINER_FIELDS: dict[str, Field] = {
     "labels": _items("name", value=_STRING),
     "terminateAfterPreemption": _restricted(_BOOLEAN, NOT_INFERENCE),
     "autoDeletionTimeAfterCompletionSeconds": _restricted(_COUNT, NOT_INFERENCE),
-    "terminationGracePeriodSeconds": _restricted(_COUNT, NOT_INFERENCE),
+    "terminationGracePeriodSeconds": _restricted(_GRACE_SECONDS, NOT_INFERENCE),
     "backoffLimit": _restricted(_COUNT, NOT_INFERENCE),
     "restartPolicy": _enum("Always", "Never", "OnFailure", workload_types=NOT_INFERENCE),
     "completions": _restricted(_COUNT, frozenset({WorkloadType.TRAINING})),

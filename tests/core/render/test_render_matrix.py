@@ -1647,6 +1647,10 @@ def test_namespace_goes_on_every_manifest() -> None:
 def test_an_invalid_workload_is_refused_before_rendering() -> None:
     with pytest.raises(WorkloadInputError, match=r"compute\.gpuDevicesRequest"):
         render(WorkloadType.TRAINING, "t", spec(compute={"gpuDevicesRequest": "two"}))
+    # A pod's grace period is an int64: beyond it, the field is named (it was a ValueError of
+    # the pod template's, which only a full rendering met).
+    with pytest.raises(WorkloadInputError, match=r"terminationGracePeriodSeconds: must be at most"):
+        render(WorkloadType.TRAINING, "t", spec(terminationGracePeriodSeconds=2**63))
 
 
 def test_every_problem_is_reported() -> None:
