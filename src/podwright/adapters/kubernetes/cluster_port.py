@@ -34,7 +34,7 @@ from podwright.adapters.kubernetes.reflector import (
     Reflector,
     WatchCache,
 )
-from podwright.core.lifecycle.objects import section, text
+from podwright.core.lifecycle.objects import controller_of, section, text
 from podwright.core.lifecycle.resource_status import pod_progress_fields
 from podwright.engine.config import MANAGED_BY, MANAGED_BY_LABEL
 from podwright.engine.event_index import EventIndex
@@ -168,14 +168,13 @@ class ClusterPort:
 
     def _owner(self, pod: JsonObject) -> JsonObject | None:
         """The resource of a plugin's kind that controls ``pod``, as its watch cache holds it."""
+        owner = controller_of(pod)
+        if owner is None:
+            return None
+        with self._lock:
+            cache = self._caches.get((text(owner, "apiVersion"), text(owner, "kind")))
         namespace = text(section(pod, "metadata"), "namespace")
-        for owner in section(pod, "metadata").get("ownerReferences") or []:
-            if not isinstance(owner, Mapping) or owner.get("controller") is not True:
-                continue
-            with self._lock:
-                cache = self._caches.get((text(owner, "apiVersion"), text(owner, "kind")))
-            return None if cache is None else cache.get(namespace, text(owner, "name"))
-        return None
+        return None if cache is None else cache.get(namespace, text(owner, "name"))
 
     def synced(self) -> bool:
         """Whether every started watch has listed at least once."""

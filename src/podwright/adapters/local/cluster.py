@@ -59,6 +59,7 @@ from podwright.core.json_patch import (
     apply_json_patch,
     apply_merge_patch,
 )
+from podwright.core.lifecycle.objects import controller_of
 from podwright.core.local_jobs import DEFAULT_BACKOFF_LIMIT, job_spec_problems, sync_job
 from podwright.core.local_runtime import (
     CRASH_LOOP_BACKOFF,
@@ -513,10 +514,7 @@ class LocalCluster:
             for (kind, namespace, _), obj in self._objects.items()
             if kind == "Pod"
             and namespace == job["metadata"]["namespace"]
-            and any(
-                owner.get("uid") == uid and owner.get("controller")
-                for owner in obj["metadata"].get("ownerReferences") or []
-            )
+            and (controller_of(obj) or {}).get("uid") == uid
         ]
 
     def _run_job(self, ref: ObjectRef) -> None:

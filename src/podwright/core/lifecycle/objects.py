@@ -33,6 +33,13 @@ def items(obj: JsonObject, key: str) -> Sequence[JsonObject]:
     return [entry for entry in value if isinstance(entry, Mapping)]
 
 
+def controller_of(obj: JsonObject) -> JsonObject | None:
+    """The owner reference of ``obj`` that is its controller (an object has at most one:
+    apimachinery's ``metav1.GetControllerOf``), or None."""
+    owners = items(section(obj, "metadata"), "ownerReferences")
+    return next((owner for owner in owners if owner.get("controller") is True), None)
+
+
 def text(obj: JsonObject, key: str) -> str:
     value = obj.get(key)
     return value if isinstance(value, str) else ""

@@ -38,6 +38,7 @@ from podwright.core.lifecycle.objects import (
     JsonObject,
     condition,
     condition_is,
+    controller_of,
     describe,
     integer,
     section,
@@ -106,7 +107,7 @@ def _runs_uncounted(job: JsonObject, pods: Sequence[JsonObject]) -> bool:
     own = [
         pod
         for pod in pods
-        if _controlled_by(section(pod, "metadata"), uid)
+        if (controller_of(pod) or {}).get("uid") == uid
         and not section(pod, "metadata").get("deletionTimestamp")
     ]
     succeeded = sum(1 for pod in own if text(section(pod, "status"), "phase") == "Succeeded")
@@ -133,14 +134,6 @@ def pod_progress_fields(pod: JsonObject) -> dict[str, Any]:
     conditions = [] if ready is None else [{"type": "Ready", "status": ready.get("status")}]
     phase = text(section(pod, "status"), "phase")
     return {"metadata": kept, "status": {"phase": phase, "conditions": conditions}}
-
-
-def _controlled_by(metadata: JsonObject, uid: str) -> bool:
-    owners = metadata.get("ownerReferences")
-    return isinstance(owners, list) and any(
-        isinstance(owner, Mapping) and owner.get("uid") == uid and owner.get("controller") is True
-        for owner in owners
-    )
 
 
 def _failed_pods(job: JsonObject) -> int:
