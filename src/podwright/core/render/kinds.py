@@ -130,7 +130,7 @@ def check_renders(
     _rendered(
         workload_type,
         name,
-        dict(workload),
+        workload,
         profile=profile,
         catalogue=catalogue,
         namespace=namespace,
@@ -141,7 +141,7 @@ def check_renders(
 def _rendered(
     workload_type: WorkloadType,
     name: str,
-    checked: dict[str, object],
+    checked: Mapping[str, object],
     *,
     profile: ClusterProfile,
     catalogue: AssetCatalogue,
