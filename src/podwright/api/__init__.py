@@ -39,8 +39,10 @@ if TYPE_CHECKING:
         Client,
         SubmittedTask,
         TaskChange,
+        TaskFeed,
         TaskOutcome,
         TaskStatus,
+        select_tasks,
     )
     from podwright.api.loading import (
         Policies,
@@ -73,8 +75,10 @@ _LAZY = {
         "Client",
         "SubmittedTask",
         "TaskChange",
+        "TaskFeed",
         "TaskOutcome",
         "TaskStatus",
+        "select_tasks",
     ),
     "podwright.api.loading": (
         "Policies",
@@ -123,6 +127,7 @@ __all__ = [
     "SortKey",
     "SubmittedTask",
     "TaskChange",
+    "TaskFeed",
     "TaskNotFoundError",
     "TaskOutcome",
     "TaskRecord",
@@ -141,6 +146,7 @@ __all__ = [
     "load_workloads",
     "prepare",
     "render",
+    "select_tasks",
     "to_yaml",
 ]
 

@@ -78,6 +78,7 @@ from podwright.api.operator_tasks import (
     WAITING,
     NoExecutor,
     OperatorTarget,
+    WatchedTasks,
     WorkloadLogTail,
     WorkloadView,
     create_workload,
@@ -666,37 +667,56 @@ class Client:
         changes = _StoreChanges(self.store)
         yield from _list_changes(lambda: _stored(self.store.list_tasks), changes, selection, shown)
 
+    @contextlib.contextmanager
+    def feed(self) -> Iterator[TaskFeed]:
+        """Every task of the client, kept current until the block ends: for a process that
+        shows them to many readers (the console), so that one watch (the operator's
+        Workloads) or one reader of the store serves them all. Read it from one thread."""
+        if self._target is not None:
+            with workload_tasks(self._target) as tasks, tasks.watching() as watched:
+                yield _WorkloadFeed(watched, self._target.backend())
+            return
+        yield _StoreFeed(self.store)
+
     # Output -------------------------------------------------------------------------------------
 
-    def logs(self, task_id: str, *, follow: bool = False) -> Iterator[str]:
+    def logs(
+        self, task_id: str, *, follow: bool = False, stop: Callable[[], bool] | None = None
+    ) -> Iterator[str]:
         """The task's output, line by line: every container of a local task's pods, in order;
         the primary container of a cluster task's primary pod. With ``follow``, until the task
-        is finalized. An unknown task is refused here, before iterating;
+        is finalized, or until ``stop()`` says so (asked between reads). An unknown task is
+        refused here, before iterating;
         :class:`~podwright.api.errors.BackendUnreachableError` when its API server does not
         answer (following: for ``LOST_SERVER_AFTER``)."""
+        stopped = stop or _never
         if self._target is not None:
-            return self._workload_logs(self.get(task_id).record, follow=follow)
+            return self._workload_logs(self.get(task_id).record, follow=follow, stop=stopped)
         record = self._find(task_id)
         tail = self._log_tail(record, every_container=True)
-        return self._store_logs(tail, record.task_id, follow=follow)
+        return self._store_logs(tail, record.task_id, follow=follow, stop=stopped)
 
-    def _store_logs(self, tail: LogTail, task_id: str, *, follow: bool) -> Iterator[str]:
+    def _store_logs(
+        self, tail: LogTail, task_id: str, *, follow: bool, stop: Callable[[], bool]
+    ) -> Iterator[str]:
         with contextlib.closing(tail):
             current = _StoreReader(self.store).get
-            yield from _output(tail, lambda: current(task_id), task_id, follow=follow)
+            yield from _output(tail, lambda: current(task_id), task_id, follow, stop)
 
-    def _workload_logs(self, record: TaskRecord, *, follow: bool) -> Iterator[str]:
+    def _workload_logs(
+        self, record: TaskRecord, *, follow: bool, stop: Callable[[], bool]
+    ) -> Iterator[str]:
         access = self._require_target().access
         if not follow:
             tail = WorkloadLogTail(access, lambda: record)
             with contextlib.closing(tail):
-                yield from _output(tail, lambda: record, record.task_id, follow=False)
+                yield from _output(tail, lambda: record, record.task_id, False, stop)
             return
         with self._workload_view(record) as view:
             task_id = record.task_id
             tail = WorkloadLogTail(access, lambda: view.get(task_id))
             with contextlib.closing(tail):
-                yield from _output(tail, lambda: view.get(task_id), task_id, follow=True)
+                yield from _output(tail, lambda: view.get(task_id), task_id, True, stop)
 
     # Aborting and deleting ----------------------------------------------------------------------
 
@@ -977,6 +997,65 @@ class _StoreReader:
         return _stored(lambda: self._store.request_abort(task_id, now))
 
 
+class TaskFeed(Protocol):
+    """Every task of a client, kept current (:meth:`Client.feed`)."""
+
+    def records(self) -> list[TaskRecord]:
+        """Every task now, the oldest submission first."""
+
+    def status(self, record: TaskRecord) -> TaskStatus:
+        """``record``'s task with its history and events, as last read."""
+
+    def wait(self, timeout: float) -> None:
+        """Return once the tasks may have changed since the last return (at first: since the
+        feed was opened), or after ``timeout`` seconds."""
+
+
+class _StoreFeed:
+    """This machine's store as a feed: read again when another process wrote it."""
+
+    def __init__(self, store: SQLiteTaskStore) -> None:
+        self._store = store
+        self._version = _stored(store.data_version)
+
+    def records(self) -> list[TaskRecord]:
+        return _stored(self._store.list_tasks)
+
+    def status(self, record: TaskRecord) -> TaskStatus:
+        return _read_status(_StoreReader(self._store), record.task_id)
+
+    def wait(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            version = _stored(self._store.data_version)
+            if version != self._version:
+                self._version = version
+                return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(POLL_SECONDS, left))
+
+
+class _WorkloadFeed:
+    """The operator's Workloads as a feed, from one watch of them."""
+
+    def __init__(self, watched: WatchedTasks, backend: str) -> None:
+        self._watched, self._backend = watched, backend
+
+    def records(self) -> list[TaskRecord]:
+        records = self._watched.records()
+        records.sort(key=lambda record: (record.task.submitted_at, record.task_id))
+        return records
+
+    def status(self, record: TaskRecord) -> TaskStatus:
+        watched = self._watched
+        return TaskStatus(record, watched.history(record), watched.events(record), self._backend)
+
+    def wait(self, timeout: float) -> None:
+        self._watched.changes.wait(timeout)
+
+
 class _Changes(Protocol):
     def wait(self) -> None:
         """Return once something may have changed since the last return (at first: since the
@@ -1092,6 +1171,21 @@ class Selection:
         )
 
 
+def select_tasks(
+    records: Iterable[TaskRecord],
+    *,
+    phases: Iterable[Phase | str] = (),
+    types: Iterable[str] = (),
+    selector: LabelSelector | str = "",
+    active: bool = False,
+    sort_by: SortKey | str = SortKey.SUBMITTED,
+) -> list[TaskRecord]:
+    """The tasks of ``records`` that :meth:`Client.list`'s filters select, in its order: for
+    tasks held already (a :meth:`Client.feed`'s). Each argument that cannot be used is
+    :class:`InvalidInputError` naming it and what is allowed."""
+    return Selection.of(phases, types, selector, active, sort_by).select(records)
+
+
 _PHASES = {phase.value.lower(): phase for phase in Phase}
 
 
@@ -1154,18 +1248,26 @@ def _list_changes(
 
 
 def _output(
-    tail: LogTail, current: Callable[[], TaskRecord], task_id: str, follow: bool
+    tail: LogTail,
+    current: Callable[[], TaskRecord],
+    task_id: str,
+    follow: bool,
+    stop: Callable[[], bool] = lambda: False,
 ) -> Iterator[str]:
     """What ``tail`` reads: what there is, or with ``follow`` until the task (``current``) is
-    finalized."""
+    finalized or ``stop()``."""
     while True:
         ended = current().finalized
         for line in tail.rest() if ended or not follow else tail.read():
             yield line.text
         _unless_silent(tail, task_id, patience=LOST_SERVER_AFTER if follow else None)
-        if ended or not follow:
+        if ended or not follow or stop():
             return
         time.sleep(POLL_SECONDS)
+
+
+def _never() -> bool:
+    return False
 
 
 def _unless_silent(tail: LogTail, task_id: str, *, patience: timedelta | None) -> None:

@@ -556,10 +556,10 @@ class ChangeWaiter:
         self._watch = watch
         self._seen = watch.change_count()
 
-    def wait(self) -> None:
+    def wait(self, timeout: float = WAKE_SECONDS) -> None:
         """Return at the next change (at once if one came since the last wait), or after
-        :data:`WAKE_SECONDS`."""
-        self._seen = self._watch.wait_for_change(self._seen, WAKE_SECONDS)
+        ``timeout`` seconds."""
+        self._seen = self._watch.wait_for_change(self._seen, timeout)
 
 
 class WatchedTasks:
@@ -577,6 +577,18 @@ class WatchedTasks:
             for workload in self._watch.cache.workloads()
             if not self._watch.is_gone(_uid(workload))
         ]
+
+    def history(self, record: TaskRecord) -> list[HistoryEntry]:
+        """The phases of ``record``'s task, from its Workload as the watch last saw it."""
+        if record.revision == 0:
+            return []
+        return _read(lambda: self._store.history(record.task_id))
+
+    def events(self, record: TaskRecord) -> list[AttachedEvent]:
+        """The events attached to ``record``'s task, from its Workload as last seen."""
+        if record.revision == 0:
+            return []
+        return _read(lambda: self._store.events(record.task_id))
 
 
 class WorkloadView:
