@@ -1,5 +1,5 @@
 """podwright's public Python API: load documents, evaluate them under policies, render them,
-and run them as tasks.
+and run them as tasks; read the policies a cluster holds, and which Workloads they would refuse.
 
 The command line is built on this package (an import-linter contract keeps its workload and
 task commands to it), so a notebook, a pipeline or a portal gets exactly what ``podwright``
@@ -35,6 +35,7 @@ from podwright.api.errors import (
 )
 
 if TYPE_CHECKING:
+    from podwright.api.backends import ClusterAccess
     from podwright.api.client import (
         Client,
         SubmittedTask,
@@ -43,6 +44,13 @@ if TYPE_CHECKING:
         TaskOutcome,
         TaskStatus,
         select_tasks,
+    )
+    from podwright.api.cluster_policies import (
+        ClusterPolicies,
+        ComplianceReport,
+        ReportEntry,
+        compliance_report,
+        read_cluster_policies,
     )
     from podwright.api.loading import (
         Policies,
@@ -63,6 +71,7 @@ if TYPE_CHECKING:
         prepare,
         render,
     )
+    from podwright.core.assets import AssetCatalogue
     from podwright.core.evaluation import Violation
     from podwright.core.lifecycle.phases import Phase
     from podwright.core.policies import Scope
@@ -71,6 +80,7 @@ if TYPE_CHECKING:
     from podwright.engine.task_views import SortKey
 
 _LAZY = {
+    "podwright.api.backends": ("ClusterAccess",),
     "podwright.api.client": (
         "Client",
         "SubmittedTask",
@@ -79,6 +89,13 @@ _LAZY = {
         "TaskOutcome",
         "TaskStatus",
         "select_tasks",
+    ),
+    "podwright.api.cluster_policies": (
+        "ClusterPolicies",
+        "ComplianceReport",
+        "ReportEntry",
+        "compliance_report",
+        "read_cluster_policies",
     ),
     "podwright.api.loading": (
         "Policies",
@@ -99,6 +116,7 @@ _LAZY = {
         "prepare",
         "render",
     ),
+    "podwright.core.assets": ("AssetCatalogue",),
     "podwright.core.evaluation": ("Violation",),
     "podwright.core.policies": ("Scope",),
     "podwright.core.lifecycle.phases": ("Phase",),
@@ -111,10 +129,14 @@ imports them without the policy engine."""
 
 __all__ = [
     "AdmissionDeniedError",
+    "AssetCatalogue",
     "AttachedEvent",
     "BackendError",
     "BackendUnreachableError",
     "Client",
+    "ClusterAccess",
+    "ClusterPolicies",
+    "ComplianceReport",
     "Evaluation",
     "HistoryEntry",
     "InvalidInputError",
@@ -123,6 +145,7 @@ __all__ = [
     "Policies",
     "PolicyViolationError",
     "Prepared",
+    "ReportEntry",
     "Scope",
     "SortKey",
     "SubmittedTask",
@@ -137,6 +160,7 @@ __all__ = [
     "Workload",
     "WorkloadType",
     "check_policies",
+    "compliance_report",
     "effective",
     "evaluate",
     "load",
@@ -145,6 +169,7 @@ __all__ = [
     "load_profile",
     "load_workloads",
     "prepare",
+    "read_cluster_policies",
     "render",
     "select_tasks",
     "to_yaml",

@@ -1,8 +1,8 @@
-"""The ``policy`` commands that read and write the cluster: ``apply``, ``effective --namespace``
-and ``report``.
+"""The ``policy`` command that writes the cluster: ``apply`` (``effective --namespace`` and
+``report`` read it through :mod:`podwright.api.cluster_policies`).
 
-Their click definitions live with the other ``policy`` commands; their work is here, loaded only
-when they run, so the commands that read files (``policy check``, ``evaluate``) never load the
+Its click definition lives with the other ``policy`` commands; its work is here, loaded only
+when it runs, so the commands that read files (``policy check``, ``evaluate``) never load the
 Kubernetes client. Every policy reaches the cluster through the same checks as a file: a
 document is read with the policy loader first (problems at ``file:line:column``), then every
 resource is applied as a server-side dry run (so the admission webhook's refusals, conflicts
@@ -19,28 +19,23 @@ import click
 
 from podwright.adapters.documents import Document, DocumentError, document_files, read_documents
 from podwright.adapters.kubernetes import KubernetesClient
-from podwright.adapters.kubernetes.policy_state import ClusterPolicyState
 from podwright.api.backends import ClusterAccess, cluster_client, cluster_name
 from podwright.api.loading import located
 from podwright.cli.common import BadInput
-from podwright.core.admission import problem_lines
 from podwright.core.cluster_resources import (
     API_VERSION,
     NAMESPACE_KIND,
     POLICY_KIND,
-    WORKLOAD_KIND,
     ClusterScopes,
     policy_objects,
     project_namespaces,
     resource_source,
 )
 from podwright.core.lifecycle.objects import section, text
-from podwright.core.policies import Policy, Scope
+from podwright.core.policies import Scope
 from podwright.core.policy_documents import deprecation, is_policy_file, policy_from_document
 from podwright.core.problems import FieldProblem, ProblemsError
 from podwright.core.workload_fields import WorkloadType
-from podwright.engine.admission_service import AdmissionService
-from podwright.engine.compliance_monitor import assess_in_namespace
 from podwright.engine.kubernetes_port import (
     ApiConnectionError,
     KubernetesError,
@@ -287,69 +282,3 @@ def _placed(
     if errors:
         raise BadInput("\n".join([*errors, "nothing was applied"]))
     return placed
-
-
-# policy effective --namespace, policy report --------------------------------------------------
-
-
-def cluster_policies(options: ClusterOptions, namespace: str) -> tuple[Scope, list[Policy]]:
-    """The scope of ``namespace`` and every readable policy of the cluster; bad input when a
-    policy of its branch cannot be read."""
-    with cluster_client(options.access) as client:
-        state = ClusterPolicyState(client, options.scopes).read_once()
-        try:
-            scope = state.namespace_scope(namespace)
-        except LookupError:
-            raise BadInput(
-                f"--namespace {namespace}: no such namespace in {client.server}"
-            ) from None
-        snapshot = state.snapshot()
-        unreadable = snapshot.unreadable_in(scope)
-        if unreadable:
-            raise BadInput(f"the policies of {scope} cannot be read: {problem_lines(unreadable)}")
-        return scope, list(snapshot.policies)
-
-
-# policy report ----------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class ReportEntry:
-    """A Workload the current policies would not admit as it is."""
-
-    namespace: str
-    name: str
-    reason: str
-    issues: tuple[str, ...]
-
-    def to_data(self) -> dict[str, object]:
-        return {
-            "namespace": self.namespace,
-            "name": self.name,
-            "reason": self.reason,
-            "issues": list(self.issues),
-        }
-
-
-def compliance_report(
-    options: ClusterOptions, namespace: str | None
-) -> tuple[list[ReportEntry], int]:
-    """The Workloads (of ``namespace``, or every namespace) that the cluster's current
-    policies would refuse, each with every issue, judged as the status writer judges them;
-    and how many Workloads were judged."""
-    with cluster_client(options.access) as client:
-        scopes = options.scopes
-        state = ClusterPolicyState(client, scopes).read_once()
-        service = AdmissionService(state, scopes)
-        workloads, _version = client.list_objects(API_VERSION, WORKLOAD_KIND, namespace=namespace)
-        entries = []
-        for obj in workloads:
-            metadata = section(obj, "metadata")
-            where, name = text(metadata, "namespace"), text(metadata, "name")
-            try:
-                assessment = assess_in_namespace(state, service, obj, where)
-            except LookupError:
-                continue  # its namespace is being deleted, and the Workload with it
-            if not assessment.compliant:
-                entries.append(ReportEntry(where, name, assessment.reason.value, assessment.issues))
-        return entries, len(workloads)

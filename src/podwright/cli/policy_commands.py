@@ -13,7 +13,6 @@ from collections.abc import Sequence
 import click
 
 from podwright.api import Scope
-from podwright.api.loading import Policies
 from podwright.api.pipeline import (
     Evaluation,
     check_policies,
@@ -174,11 +173,13 @@ def effective_command(
                 "-n without POLICY files reads the policies and the namespace from the "
                 "cluster: give no --scope, --department or --project"
             )
-        from podwright.cli.cluster_policies import ClusterOptions, cluster_policies  # noqa: PLC0415
+        from podwright.api.backends import ClusterAccess  # noqa: PLC0415
+        from podwright.api.cluster_policies import read_cluster_policies  # noqa: PLC0415
 
-        options = ClusterOptions(kubeconfig, context, cluster_name)
-        scope, found = cluster_policies(options, namespace)
-        policies = Policies(tuple(found), {})
+        in_cluster = read_cluster_policies(
+            ClusterAccess(kubeconfig, context), namespace, cluster_name=cluster_name
+        )
+        scope, policies = in_cluster.scope, in_cluster.policies
     else:
         if kubeconfig is not None or context is not None:
             raise click.UsageError("--kubeconfig and --context go with -n without POLICY files")
@@ -310,11 +311,13 @@ def report_command(
     A policy change never changes a Workload already admitted; this says which ones the
     policies now disagree with (each Workload's PolicyCompliant condition says the same).
     """
-    from podwright.cli.cluster_policies import ClusterOptions, compliance_report  # noqa: PLC0415
+    from podwright.api.backends import ClusterAccess  # noqa: PLC0415
+    from podwright.api.cluster_policies import compliance_report  # noqa: PLC0415
 
-    entries, judged = compliance_report(
-        ClusterOptions(kubeconfig, context, cluster_name), namespace
+    report = compliance_report(
+        ClusterAccess(kubeconfig, context), namespace, cluster_name=cluster_name
     )
+    entries, judged = report.entries, report.judged
     if output != "table":
         emit([entry.to_data() for entry in entries], output)
     elif entries:
