@@ -11,8 +11,9 @@ STAMP := $(VENV)/.installed
 # Debian packages the FUSE proxy's real tests and benchmark use: fusermount3 (the baseline),
 # squashfuse and fuse-zip (real FUSE file systems, libfuse3 and libfuse2), mksquashfs. And those
 # `make image` and its test use: mmdebstrap (the base image), podman (import), buildah (build, run).
-DEBIAN_PACKAGES := fuse3 squashfuse squashfs-tools fuse-zip mmdebstrap podman buildah
-DEBIAN_COMMANDS := fusermount3 squashfuse mksquashfs fuse-zip mmdebstrap podman buildah
+# And the browser tests' (marked browser): chromium, which Playwright drives (no browser download).
+DEBIAN_PACKAGES := fuse3 squashfuse squashfs-tools fuse-zip mmdebstrap podman buildah chromium
+DEBIAN_COMMANDS := fusermount3 squashfuse mksquashfs fuse-zip mmdebstrap podman buildah chromium
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "podwright needs Python >= 3.11; set PYTHON=python3.11")'
