@@ -20,7 +20,11 @@ if TYPE_CHECKING:
         BackendUnreachableError,
         Client,
         Evaluation,
+        FormField,
+        FormInstance,
+        FormPolicy,
         HistoryEntry,
+        ImposedAsset,
         InvalidInputError,
         Phase,
         PodwrightError,
@@ -29,6 +33,7 @@ if TYPE_CHECKING:
         Prepared,
         Scope,
         SortKey,
+        SubmissionForm,
         SubmittedTask,
         TaskChange,
         TaskNotFoundError,
@@ -49,7 +54,9 @@ if TYPE_CHECKING:
         load_workloads,
         prepare,
         render,
+        submission_form,
         to_yaml,
+        workload_from_form,
     )
     from podwright.core.pod_template import PodTemplate, PodTemplateError
 
@@ -62,7 +69,11 @@ __all__ = [
     "BackendUnreachableError",
     "Client",
     "Evaluation",
+    "FormField",
+    "FormInstance",
+    "FormPolicy",
     "HistoryEntry",
+    "ImposedAsset",
     "InvalidInputError",
     "Phase",
     "PodTemplate",
@@ -73,6 +84,7 @@ __all__ = [
     "Prepared",
     "Scope",
     "SortKey",
+    "SubmissionForm",
     "SubmittedTask",
     "TaskChange",
     "TaskNotFoundError",
@@ -94,7 +106,9 @@ __all__ = [
     "load_workloads",
     "prepare",
     "render",
+    "submission_form",
     "to_yaml",
+    "workload_from_form",
 ]
 
 _API = frozenset(__all__) - {"PodTemplate", "PodTemplateError", "__version__"}

@@ -42,6 +42,11 @@ if TYPE_CHECKING:
         TaskOutcome,
         TaskStatus,
     )
+    from podwright.api.forms import (
+        SubmissionForm,
+        submission_form,
+        workload_from_form,
+    )
     from podwright.api.loading import (
         Policies,
         Workload,
@@ -64,6 +69,7 @@ if TYPE_CHECKING:
     from podwright.core.evaluation import Violation
     from podwright.core.lifecycle.phases import Phase
     from podwright.core.policies import Scope
+    from podwright.core.submission_form import FormField, FormInstance, FormPolicy, ImposedAsset
     from podwright.core.workload_fields import WorkloadType
     from podwright.engine.task_store import AttachedEvent, HistoryEntry, TaskRecord
     from podwright.engine.task_views import SortKey
@@ -76,6 +82,7 @@ _LAZY = {
         "TaskOutcome",
         "TaskStatus",
     ),
+    "podwright.api.forms": ("SubmissionForm", "submission_form", "workload_from_form"),
     "podwright.api.loading": (
         "Policies",
         "Workload",
@@ -97,6 +104,7 @@ _LAZY = {
     ),
     "podwright.core.evaluation": ("Violation",),
     "podwright.core.policies": ("Scope",),
+    "podwright.core.submission_form": ("FormField", "FormInstance", "FormPolicy", "ImposedAsset"),
     "podwright.core.lifecycle.phases": ("Phase",),
     "podwright.core.workload_fields": ("WorkloadType",),
     "podwright.engine.task_store": ("AttachedEvent", "HistoryEntry", "TaskRecord"),
@@ -112,7 +120,11 @@ __all__ = [
     "BackendUnreachableError",
     "Client",
     "Evaluation",
+    "FormField",
+    "FormInstance",
+    "FormPolicy",
     "HistoryEntry",
+    "ImposedAsset",
     "InvalidInputError",
     "Phase",
     "PodwrightError",
@@ -121,6 +133,7 @@ __all__ = [
     "Prepared",
     "Scope",
     "SortKey",
+    "SubmissionForm",
     "SubmittedTask",
     "TaskChange",
     "TaskNotFoundError",
@@ -141,7 +154,9 @@ __all__ = [
     "load_workloads",
     "prepare",
     "render",
+    "submission_form",
     "to_yaml",
+    "workload_from_form",
 ]
 
 
