@@ -24,7 +24,11 @@ if TYPE_CHECKING:
         ClusterPolicies,
         ComplianceReport,
         Evaluation,
+        FormField,
+        FormInstance,
+        FormPolicy,
         HistoryEntry,
+        ImposedAsset,
         InvalidInputError,
         Phase,
         PodwrightError,
@@ -34,6 +38,7 @@ if TYPE_CHECKING:
         ReportEntry,
         Scope,
         SortKey,
+        SubmissionForm,
         SubmittedTask,
         TaskChange,
         TaskNotFoundError,
@@ -56,7 +61,9 @@ if TYPE_CHECKING:
         prepare,
         read_cluster_policies,
         render,
+        submission_form,
         to_yaml,
+        workload_from_form,
     )
     from podwright.core.pod_template import PodTemplate, PodTemplateError
 
@@ -73,7 +80,11 @@ __all__ = [
     "ClusterPolicies",
     "ComplianceReport",
     "Evaluation",
+    "FormField",
+    "FormInstance",
+    "FormPolicy",
     "HistoryEntry",
+    "ImposedAsset",
     "InvalidInputError",
     "Phase",
     "PodTemplate",
@@ -85,6 +96,7 @@ __all__ = [
     "ReportEntry",
     "Scope",
     "SortKey",
+    "SubmissionForm",
     "SubmittedTask",
     "TaskChange",
     "TaskNotFoundError",
@@ -108,7 +120,9 @@ __all__ = [
     "prepare",
     "read_cluster_policies",
     "render",
+    "submission_form",
     "to_yaml",
+    "workload_from_form",
 ]
 
 _API = frozenset(__all__) - {"PodTemplate", "PodTemplateError", "__version__"}

@@ -52,6 +52,11 @@ if TYPE_CHECKING:
         compliance_report,
         read_cluster_policies,
     )
+    from podwright.api.forms import (
+        SubmissionForm,
+        submission_form,
+        workload_from_form,
+    )
     from podwright.api.loading import (
         Policies,
         Workload,
@@ -75,6 +80,7 @@ if TYPE_CHECKING:
     from podwright.core.evaluation import Violation
     from podwright.core.lifecycle.phases import Phase
     from podwright.core.policies import Scope
+    from podwright.core.submission_form import FormField, FormInstance, FormPolicy, ImposedAsset
     from podwright.core.workload_fields import WorkloadType
     from podwright.engine.task_store import AttachedEvent, HistoryEntry, TaskRecord
     from podwright.engine.task_views import SortKey
@@ -97,6 +103,7 @@ _LAZY = {
         "compliance_report",
         "read_cluster_policies",
     ),
+    "podwright.api.forms": ("SubmissionForm", "submission_form", "workload_from_form"),
     "podwright.api.loading": (
         "Policies",
         "Workload",
@@ -119,6 +126,7 @@ _LAZY = {
     "podwright.core.assets": ("AssetCatalogue",),
     "podwright.core.evaluation": ("Violation",),
     "podwright.core.policies": ("Scope",),
+    "podwright.core.submission_form": ("FormField", "FormInstance", "FormPolicy", "ImposedAsset"),
     "podwright.core.lifecycle.phases": ("Phase",),
     "podwright.core.workload_fields": ("WorkloadType",),
     "podwright.engine.task_store": ("AttachedEvent", "HistoryEntry", "TaskRecord"),
@@ -138,7 +146,11 @@ __all__ = [
     "ClusterPolicies",
     "ComplianceReport",
     "Evaluation",
+    "FormField",
+    "FormInstance",
+    "FormPolicy",
     "HistoryEntry",
+    "ImposedAsset",
     "InvalidInputError",
     "Phase",
     "PodwrightError",
@@ -148,6 +160,7 @@ __all__ = [
     "ReportEntry",
     "Scope",
     "SortKey",
+    "SubmissionForm",
     "SubmittedTask",
     "TaskChange",
     "TaskFeed",
@@ -172,7 +185,9 @@ __all__ = [
     "read_cluster_policies",
     "render",
     "select_tasks",
+    "submission_form",
     "to_yaml",
+    "workload_from_form",
 ]
 
 

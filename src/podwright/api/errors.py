@@ -31,12 +31,18 @@ class PodwrightError(Exception):
 
 class InvalidInputError(PodwrightError, ValueError):
     """Input that cannot be used: ``problems`` lists each problem on a line of its own, as
-    ``file:line:column: path: message`` when it lies in a document."""
+    ``file:line:column: path: message`` when it lies in a document. Input that is a form's
+    fields (:func:`~podwright.api.forms.workload_from_form`) has its problems in
+    ``field_problems`` too, as (dotted field path, message) pairs, for a form to show each
+    beside its input; other input leaves it empty."""
 
-    def __init__(self, problems: str | Sequence[str]) -> None:
+    def __init__(
+        self, problems: str | Sequence[str], *, field_problems: Sequence[tuple[str, str]] = ()
+    ) -> None:
         self.problems: tuple[str, ...] = (
             (problems,) if isinstance(problems, str) else tuple(problems)
         )
+        self.field_problems: tuple[tuple[str, str], ...] = tuple(field_problems)
         super().__init__("\n".join(self.problems))
 
 
