@@ -31,8 +31,11 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+import yaml
+
 from podwright.api.errors import InvalidInputError
 from podwright.api.loading import (
+    DATA_SOURCE,
     Policies,
     Workload,
     guard,
@@ -109,16 +112,28 @@ def submission_form(
     )
 
 
+EXTRA_FIELD = "extra"
+"""The name :func:`workload_from_form` gives, in ``field_problems``, to its ``extra`` YAML."""
+
+
 def workload_from_form(
-    workload_type: str, values: Mapping[str, str], *, name: str, namespace: str
+    workload_type: str,
+    values: Mapping[str, str],
+    *,
+    name: str,
+    namespace: str,
+    extra: str = "",
 ) -> Workload:
     """The workload a submission form gives: ``values`` are the form's strings by field path
     (:attr:`~podwright.core.submission_form.FormField.path`; empty: not given, so the policy's
-    default applies), and ``name`` and ``namespace`` its metadata.
+    default applies), ``name`` and ``namespace`` its metadata, and ``extra`` the fields the
+    form does not show (itemized ones: environment variables, storage, ports) as YAML of the
+    spec, under the form's values (a field in both takes the form's value).
 
     Raises :class:`InvalidInputError` with every problem, each on a line that starts with its
     field's path; its ``field_problems`` pair each with that path (``metadata.name`` and
-    ``metadata.namespace`` for those two), for a console to show beside its input.
+    ``metadata.namespace`` for those two, :data:`EXTRA_FIELD` for the YAML), for a console to
+    show beside its input.
     """
     kind = workload_type_of(workload_type)
     problems: list[tuple[str, str]] = []
@@ -130,6 +145,7 @@ def workload_from_form(
             (".".join(str(part) for part in problem.path), problem.message)
             for problem in error.problems
         )
+    more = _extra_spec(extra, problems)
     if problem := workload_name_problem(name, kind, spec):
         problems.append(("metadata.name", f"{name!r} {problem}"))
     if problem := dns1123_label_problem(namespace):
@@ -138,11 +154,52 @@ def workload_from_form(
         raise InvalidInputError(
             [f"{path}: {message}" for path, message in problems], field_problems=problems
         )
-    return load(
-        {
-            "apiVersion": API_VERSION,
-            "kind": WORKLOAD_KIND,
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": spec,
-        }
-    )
+    document = {
+        "apiVersion": API_VERSION,
+        "kind": WORKLOAD_KIND,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": _merged(more, spec),
+    }
+    if not more:
+        return load(document)
+    try:
+        return load(document)
+    except InvalidInputError as error:  # the form's own values were read already
+        lines = [line.removeprefix(f"{DATA_SOURCE}: ") for line in str(error).splitlines()]
+        raise InvalidInputError(
+            [f"{EXTRA_FIELD}: {line}" for line in lines],
+            field_problems=tuple((EXTRA_FIELD, line) for line in lines),
+        ) from None
+
+
+def _extra_spec(text: str, problems: list[tuple[str, str]]) -> dict[str, object]:
+    """The spec fields of ``extra``'s YAML (a mapping); what is wrong with it, in
+    ``problems``."""
+    if not text.strip():
+        return {}
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        problems.append((EXTRA_FIELD, f"not YAML: {' '.join(str(error).split())}"))
+        return {}
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        problems.append((EXTRA_FIELD, f"a mapping of spec fields, not {type(data).__name__}"))
+        return {}
+    if "type" in data:
+        problems.append((EXTRA_FIELD, "type: the form chooses the type; leave it out here"))
+        return {}
+    return data
+
+
+def _merged(under: Mapping[str, object], over: Mapping[str, object]) -> dict[str, object]:
+    """``over``'s fields on ``under``'s, sections merged field by field."""
+    merged = dict(under)
+    for key, value in over.items():
+        below = merged.get(key)
+        if isinstance(value, Mapping) and isinstance(below, Mapping):
+            merged[key] = _merged(below, value)
+        else:
+            merged[key] = value
+    return merged

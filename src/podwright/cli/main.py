@@ -57,6 +57,12 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Delete tasks from the store: an active one is aborted first; its history, events and "
         "local log files go with it.",
     ),
+    "console": (
+        "podwright.cli.console_command",
+        "console_command",
+        "Serve the web console: the workloads, updated live; each workload's timeline, events "
+        "and output; a submission form built from the policies; the policies at work.",
+    ),
     "executor": (
         "podwright.cli.executor_command",
         "executor_command",
