@@ -65,8 +65,8 @@ ROWS_EVERY_SECONDS = 0.2
 """The least time between two renderings of a table for one page (changes in between are
 shown together)."""
 SUBMITTED_SECONDS = 5.0
-"""How long a workload's page waits for the feed to show a task it does not know yet (one
-submitted a moment ago)."""
+"""How long a submission waits for the feed to show its task before it sends the browser to
+the task's page."""
 DELETE_SECONDS = 30.0
 """How long a delete from this machine's store waits for an active task's abort to end (the
 operator's Workloads are deleted at once, their finalizer holding them until then)."""
@@ -296,9 +296,6 @@ class _Pages:
     async def workload(self, request: Request) -> Response:
         namespace, task_id = request.path_params["namespace"], request.path_params["task_id"]
         record = self._record(namespace, task_id)
-        if record is None:  # one submitted a moment ago, from here or elsewhere
-            await run_in_threadpool(self.hub.wait_for, task_id, SUBMITTED_SECONDS)
-            record = self._record(namespace, task_id)
         if record is None:
             return self.problem(
                 404, f"no workload {task_id!r} in namespace {namespace!r} (it may be deleted)"
@@ -583,7 +580,8 @@ class _Pages:
                 general.append(str(denied))
             except api.PodwrightError as error:
                 general.append(str(error))
-            else:
+            else:  # its page shows it once the feed has
+                await run_in_threadpool(self.hub.wait_for, submitted.task_id, SUBMITTED_SECONDS)
                 return RedirectResponse(
                     f"/workloads/{namespace}/{submitted.task_id}", status_code=303
                 )

@@ -27,7 +27,7 @@ from podwright.api import Client, PodwrightError, TaskFeed, TaskRecord, TaskStat
 
 LOG = logging.getLogger("podwright.console")
 
-WAKE_SECONDS = 1.0
+WAKE_SECONDS = 0.25
 """The longest the reader waits for a change before it looks whether it should stop."""
 QUEUE_LIMIT = 64
 """How many changes a slow listener may have pending; past that it is told to read afresh."""
