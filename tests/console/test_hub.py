@@ -106,8 +106,7 @@ def test_each_listener_is_told_what_appeared_changed_and_went() -> None:
         async def listen() -> list[object]:
             with hub.listening() as first, hub.listening() as second:
                 feed.set(record("a", Phase.SUCCESS, 2), record("c"))
-                told = [await next_change(first), await next_change(second)]
-                return told
+                return [await next_change(first), await next_change(second)]
 
         told = asyncio.run(listen())
     expected = Change(frozenset({"a", "c"}), frozenset({"b"}))
