@@ -35,7 +35,7 @@ from podwright.api.errors import (
 )
 
 if TYPE_CHECKING:
-    from podwright.api.backends import ClusterAccess
+    from podwright.api.backends import ClusterAccess, Identity
     from podwright.api.client import (
         Client,
         SubmittedTask,
@@ -86,7 +86,7 @@ if TYPE_CHECKING:
     from podwright.engine.task_views import SortKey
 
 _LAZY = {
-    "podwright.api.backends": ("ClusterAccess",),
+    "podwright.api.backends": ("ClusterAccess", "Identity"),
     "podwright.api.client": (
         "Client",
         "SubmittedTask",
@@ -150,6 +150,7 @@ __all__ = [
     "FormInstance",
     "FormPolicy",
     "HistoryEntry",
+    "Identity",
     "ImposedAsset",
     "InvalidInputError",
     "Phase",

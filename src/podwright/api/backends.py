@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import yaml
+from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
 
@@ -75,11 +76,30 @@ class LocalBackendBusyError(Exception):
 
 
 @dataclasses.dataclass(frozen=True)
+class Identity:
+    """A person, as an authenticating proxy in front of a portal names them: what the portal
+    acts as when it reaches the cluster for them (Kubernetes impersonation), so that their RBAC,
+    not the portal's, decides."""
+
+    user: str
+    groups: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
 class ClusterAccess:
-    """How to reach a cluster (all None: the defaults)."""
+    """How to reach a cluster (all None: the defaults); ``identity``: as whom, through
+    impersonation (the kubeconfig's credentials must be allowed to impersonate them)."""
 
     kubeconfig: str | None = None
     context: str | None = None
+    identity: Identity | None = None
+
+    def connect(self, *, pool_size: int | None = None) -> k8s_client.ApiClient:
+        """An API client of this access (:func:`~podwright.adapters.kubernetes.connect`)."""
+        impersonate = None if self.identity is None else (self.identity.user, self.identity.groups)
+        if pool_size is None:
+            return connect(self.kubeconfig, self.context, impersonate=impersonate)
+        return connect(self.kubeconfig, self.context, pool_size=pool_size, impersonate=impersonate)
 
 
 def choose_backend(requested: str | None, access: ClusterAccess) -> str:
@@ -175,7 +195,7 @@ def _context_problem(access: ClusterAccess, contexts: list[str]) -> str | None:
             f"(it has: {known})"
         )
     try:
-        connect(access.kubeconfig, access.context).close()
+        access.connect().close()
     except (KubernetesConfigError, yaml.YAMLError) as error:
         return f"--context {access.context}: {error}"
     return None
@@ -200,7 +220,7 @@ def check_reachable(key: str, kubeconfig: str | None) -> None:
         return
     access = access_for(key, kubeconfig)
     try:
-        client = KubernetesClient(connect(access.kubeconfig, access.context, pool_size=1))
+        client = KubernetesClient(access.connect(pool_size=1))
     except (KubernetesConfigError, yaml.YAMLError) as error:
         raise InvalidInputError(str(error)) from error
     try:
@@ -226,7 +246,7 @@ def cluster_client(access: ClusterAccess) -> Iterator[KubernetesClient]:
     failures in the block end the command: no answer is :class:`BackendUnreachableError`
     (exit 6), any other refusal :class:`BackendError` (exit 5), naming the server."""
     try:
-        client = KubernetesClient(connect(access.kubeconfig, access.context))
+        client = KubernetesClient(access.connect())
     except KubernetesConfigError as error:
         raise InvalidInputError(str(error)) from error
     try:
@@ -382,7 +402,7 @@ def open_backend(
     plugins = default_plugins()
     pool_size = connection_pool_size(concurrency, plugins)
     try:
-        api = connect(access.kubeconfig, access.context, pool_size=pool_size)
+        api = access.connect(pool_size=pool_size)
     except (KubernetesConfigError, yaml.YAMLError) as error:
         raise InvalidInputError(str(error)) from error
     client = KubernetesClient(api, observer=observer)

@@ -52,6 +52,7 @@ from podwright.api.backends import (
     LOCAL,
     OPERATOR,
     ClusterAccess,
+    Identity,
     access_for,
     check_reachable,
     cluster_client,
@@ -81,6 +82,7 @@ from podwright.api.operator_tasks import (
     WatchedTasks,
     WorkloadLogTail,
     WorkloadView,
+    allowed,
     create_workload,
     following,
     operator_target,
@@ -301,6 +303,7 @@ class Client:
         all_namespaces: bool = False,
         home: str | Path | None = None,
         lifecycle_config: str | None = None,
+        identity: Identity | None = None,
     ) -> None:
         if backend is not None and backend not in BACKENDS:
             raise InvalidInputError(f"backend {backend!r}: one of {', '.join(BACKENDS)}, or None")
@@ -322,7 +325,12 @@ class Client:
         self._target: OperatorTarget | None = None
         if backend == OPERATOR:
             self._target = operator_target(
-                kubeconfig, context, namespace, all_namespaces=all_namespaces
+                kubeconfig, context, namespace, all_namespaces=all_namespaces, identity=identity
+            )
+        elif identity is not None:
+            raise InvalidInputError(
+                "identity: goes with the operator's Workloads, read and written as that user "
+                "(this machine's store is this machine's user's)"
             )
         elif all_namespaces:
             raise InvalidInputError(
@@ -345,6 +353,14 @@ class Client:
     @property
     def is_operator(self) -> bool:
         return self._target is not None
+
+    def allowed(self, verb: str, namespace: str) -> bool:
+        """Whether this client's user may ``verb`` (get, list, watch, create, patch, delete) the
+        operator's Workloads in ``namespace``, as the cluster's RBAC answers (``kubectl auth
+        can-i``); on this machine's store, always."""
+        if self._target is None:
+            return True
+        return allowed(self._target, verb, namespace)
 
     @property
     def store(self) -> SQLiteTaskStore:

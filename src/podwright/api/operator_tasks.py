@@ -34,7 +34,6 @@ from podwright.adapters.kubernetes import (
     KubernetesClient,
     KubernetesConfigError,
     Reflector,
-    connect,
 )
 from podwright.adapters.kubernetes.workload_store import (
     WorkloadCache,
@@ -44,6 +43,7 @@ from podwright.adapters.kubernetes.workload_store import (
 from podwright.api.backends import (
     OPERATOR,
     ClusterAccess,
+    Identity,
     cluster_client,
     context_namespace,
     context_of,
@@ -138,12 +138,14 @@ def operator_target(
     namespace: str | None,
     *,
     all_namespaces: bool = False,
+    identity: Identity | None = None,
 ) -> OperatorTarget:
     """The cluster and namespace of ``--kubeconfig``, ``--context``, ``-n`` and
-    ``--all-namespaces``; :class:`InvalidInputError` naming the argument that cannot be used."""
+    ``--all-namespaces``, reached as ``identity`` (None: as the kubeconfig's own user);
+    :class:`InvalidInputError` naming the argument that cannot be used."""
     if all_namespaces and namespace is not None:
         raise InvalidInputError("--all-namespaces: give it or --namespace, not both")
-    access = ClusterAccess(kubeconfig, context)
+    access = ClusterAccess(kubeconfig, context, identity)
     cluster = context_of(resolve_backend(OPERATOR, access))
     default_namespace = context_namespace(access)
     return OperatorTarget(
@@ -152,6 +154,28 @@ def operator_target(
         None if all_namespaces else (namespace or default_namespace),
         default_namespace,
     )
+
+
+def allowed(target: OperatorTarget, verb: str, namespace: str) -> bool:
+    """Whether the target's user (its identity, else the kubeconfig's) may ``verb`` Workloads
+    in ``namespace``, as the API server answers a SelfSubjectAccessReview (``kubectl auth
+    can-i``)."""
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {
+            "resourceAttributes": {
+                "namespace": namespace,
+                "verb": verb,
+                "group": API_VERSION.split("/")[0],
+                "resource": "workloads",
+            }
+        },
+    }
+    with cluster_client(target.access) as client:
+        answer = client.create(review)
+    status = answer.get("status")
+    return isinstance(status, dict) and status.get("allowed") is True
 
 
 def not_served(target: OperatorTarget) -> InvalidInputError:
@@ -683,7 +707,7 @@ class WorkloadLogTail:
             except PluginError:
                 return None
             try:
-                api = connect(self._access.kubeconfig, self._access.context)
+                api = self._access.connect()
             except KubernetesConfigError as error:  # it loaded a moment ago
                 raise BackendError(str(error)) from error
             self._tail = ClusterLogTail(KubernetesClient(api), ref)

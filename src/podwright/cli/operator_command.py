@@ -19,6 +19,7 @@ import sys
 import threading
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -40,6 +41,7 @@ from podwright.adapters.operator_runtime import (
 )
 from podwright.api.backends import ClusterAccess
 from podwright.api.backends import cluster_name as default_cluster_name
+from podwright.api.errors import PodwrightError
 from podwright.api.executors import load_lifecycle_config
 from podwright.api.state import utc_now
 from podwright.cli.common import BadInput, Unavailable, Unreachable, cluster_access_options
@@ -58,9 +60,13 @@ from podwright.engine.config import LifecycleConfig
 from podwright.engine.kubernetes_port import ApiConnectionError, KubernetesError
 from podwright.engine.plugins import default_plugins
 
+if TYPE_CHECKING:
+    from podwright.console.server import ConsoleThread
+
 logger = logging.getLogger("podwright.operator")
 
 DEFAULT_NAMESPACE = "podwright-system"
+CONSOLE_LISTEN = "127.0.0.1:8080"
 
 
 class _JsonLogs(logging.Formatter):
@@ -184,6 +190,36 @@ def _label(value: str, option: str) -> str:
     default=None,
     help="text, or one JSON object a line (default: json in a pod, text elsewhere).",
 )
+@click.option(
+    "--console",
+    "console",
+    is_flag=True,
+    help="Also serve the web console, on --console-listen: read-only for the holder of its "
+    "token (--console-token-file), or as the person an authenticating proxy names "
+    "(--console-auth-proxy).",
+)
+@click.option(
+    "--console-listen",
+    default=CONSOLE_LISTEN,
+    show_default=True,
+    metavar="HOST:PORT",
+    help="Where the console listens: loopback, reached through 'kubectl port-forward' or the "
+    "authenticating proxy beside the operator in its pod.",
+)
+@click.option(
+    "--console-token-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="The file holding the console's token (a Secret's key, mounted): its holder reads "
+    "every Workload the operator reads and changes nothing (absent: no token is accepted).",
+)
+@click.option(
+    "--console-auth-proxy",
+    is_flag=True,
+    help="Trust the X-Forwarded-User and X-Forwarded-Groups headers of an authenticating proxy "
+    "(oauth2-proxy) in front of the console: it acts as that person through impersonation, "
+    "so their RBAC decides what they see and may do. Only where the proxy alone reaches it.",
+)
 @lifecycle_option
 def operator_command(
     *,
@@ -213,6 +249,10 @@ def operator_command(
     metrics_address: tuple[str, int] | None,
     log_format: str | None,
     lifecycle_config: str | None,
+    console: bool,
+    console_listen: str,
+    console_token_file: str | None,
+    console_auth_proxy: bool,
 ) -> None:
     """Run the lifecycle engine in the cluster: every Workload to its end, one leader at a time.
 
@@ -236,6 +276,18 @@ def operator_command(
         watch_namespace = _label(watch_namespace, "--watch-namespace")
     lifecycle = load_lifecycle_config(lifecycle_config)
     access = ClusterAccess(kubeconfig, context)
+    console_thread = (
+        _console(
+            kubeconfig,
+            context,
+            watch_namespace,
+            listen=console_listen,
+            token_file=console_token_file,
+            auth_proxy=console_auth_proxy,
+        )
+        if console
+        else None
+    )
     try:
         api = connect(
             kubeconfig,
@@ -280,6 +332,9 @@ def operator_command(
             round_interval=round_interval,
             webhooks=webhooks,
         )
+        if console_thread is not None:
+            console_thread.start()
+            logger.info("console on %s", console_thread.url)
         _serve(
             client,
             settings,
@@ -289,7 +344,54 @@ def operator_command(
             round_interval=round_interval,
         )
     finally:
+        if console_thread is not None:
+            console_thread.stop()
         client.close()
+
+
+def _console(
+    kubeconfig: str | None,
+    context: str | None,
+    watch_namespace: str | None,
+    *,
+    listen: str,
+    token_file: str | None,
+    auth_proxy: bool,
+) -> ConsoleThread:
+    """The console the operator serves beside its work (``--console``): the Workloads it
+    runs, read with its own credentials; read-only for its token's holder, or as the person
+    its trusted proxy names."""
+    from podwright.console.app import ConsoleSettings  # noqa: PLC0415 (only with --console)
+    from podwright.console.server import ConsoleThread, ServeOptions  # noqa: PLC0415
+    from podwright.console.sources import ConsoleSources  # noqa: PLC0415
+
+    token = None
+    if token_file is not None:
+        try:
+            token = Path(token_file).read_text().strip() or None
+        except FileNotFoundError:
+            token = None  # the Secret is optional: then only the proxy's requests are served
+        except OSError as error:
+            raise BadInput(f"--console-token-file {token_file}: {error.strerror}") from None
+    if token is None and not auth_proxy:
+        raise BadInput(
+            "--console: give --console-token-file (a file holding the token), "
+            "--console-auth-proxy, or both: otherwise nobody could open it"
+        )
+    if token is None:
+        logger.info("console: no token (%s): only the proxy's requests are served", token_file)
+    sources = ConsoleSources(
+        backend="operator",
+        kubeconfig=kubeconfig,
+        context=context,
+        namespace=watch_namespace,
+        all_namespaces=watch_namespace is None,
+    )
+    settings = ConsoleSettings(token, read_only=True, auth_proxy=auth_proxy)
+    try:
+        return ConsoleThread(sources, ServeOptions(listen=listen), settings)
+    except PodwrightError as error:
+        raise BadInput(str(error).replace("--listen", "--console-listen")) from error
 
 
 def _election(

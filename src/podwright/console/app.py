@@ -19,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hmac
+import threading
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -76,11 +78,23 @@ STATIC = Path(__file__).parent / "static"
 
 @dataclasses.dataclass(frozen=True)
 class ConsoleSettings:
-    """How the console serves: its token, whether it may change anything, and a clock."""
+    """How the console serves: its token; whether a request with the token may change anything
+    (``read_only``); whether the identity an authenticating proxy sends is trusted
+    (``auth_proxy``: only where nothing but the proxy reaches the console); a clock."""
 
-    token: str
+    token: str | None
+    """None: only the proxy's requests are served."""
     read_only: bool = False
+    auth_proxy: bool = False
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+
+
+USER_HEADER = "x-forwarded-user"
+GROUPS_HEADER = "x-forwarded-groups"
+"""The identity an authenticating proxy sends (oauth2-proxy's ``--pass-user-headers``): the user
+as the cluster's authenticator names them, and their groups, comma-separated."""
+PERMISSION_SECONDS = 30.0
+"""How long the console trusts what the cluster said a person may do in a namespace."""
 
 
 def console_app(sources: ConsoleSources, hub: TaskHub, settings: ConsoleSettings) -> Starlette:
@@ -102,23 +116,31 @@ def console_app(sources: ConsoleSources, hub: TaskHub, settings: ConsoleSettings
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     app = Starlette(routes=routes)
-    app.add_middleware(_TokenGate, token=settings.token)
+    app.add_middleware(_TokenGate, token=settings.token, auth_proxy=settings.auth_proxy)
     return app
 
 
 class _TokenGate:
     """Lets a request through when it carries the console's token (see the module's
     docstring); a first visit with ``?token=`` is answered with the cookie and sent on to the
-    same page without it, as Jupyter does."""
+    same page without it, as Jupyter does. Behind a trusted authenticating proxy, a request
+    that names its user is let through as that user (``scope["state"]["identity"]``)."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        self._app, self._token = app, token
+    def __init__(self, app: ASGIApp, token: str | None, auth_proxy: bool) -> None:
+        self._app, self._token, self._auth_proxy = app, token, auth_proxy
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] == "/healthz":
             await self._app(scope, receive, send)
             return
         request = Request(scope)
+        user = request.headers.get(USER_HEADER, "").strip()
+        if self._auth_proxy and user:
+            groups = request.headers.get(GROUPS_HEADER, "")
+            named = tuple(group.strip() for group in groups.split(",") if group.strip())
+            scope.setdefault("state", {})["identity"] = api.Identity(user, named)
+            await self._app(scope, receive, send)
+            return
         given = request.query_params.get("token")
         if given is not None and self._matches(given):
             rest = [(key, value) for key, value in request.query_params.multi_items()]
@@ -143,7 +165,7 @@ class _TokenGate:
         await response(scope, receive, send)
 
     def _matches(self, given: str) -> bool:
-        return hmac.compare_digest(given.encode(), self._token.encode())
+        return self._token is not None and hmac.compare_digest(given.encode(), self._token.encode())
 
 
 def _templates() -> Environment:
@@ -157,12 +179,74 @@ def _templates() -> Environment:
     return environment
 
 
+@dataclasses.dataclass(frozen=True)
+class _Viewer:
+    """Who a request is for: a person the proxy named (``identity``), whose RBAC decides which
+    namespaces they see (``readable``) and what they may change; or the holder of the token,
+    who sees every namespace the console reads, and changes nothing when it is read-only."""
+
+    identity: api.Identity | None
+    read_only: bool
+    readable: frozenset[str] | None = None
+    """None: every namespace."""
+
+    def sees(self, namespace: str) -> bool:
+        return self.readable is None or namespace in self.readable
+
+
+class _Permissions:
+    """What the cluster says each person may do with Workloads in a namespace, asked as them
+    (a SelfSubjectAccessReview through impersonation) and remembered for
+    :data:`PERMISSION_SECONDS`."""
+
+    def __init__(self, sources: ConsoleSources) -> None:
+        self._sources = sources
+        self._lock = threading.Lock()
+        self._answers: dict[tuple[api.Identity, str, str], tuple[bool, float]] = {}
+
+    def may(self, identity: api.Identity, verb: str, namespace: str) -> bool:
+        key = (identity, verb, namespace)
+        with self._lock:
+            known = self._answers.get(key)
+        if known is not None and time.monotonic() - known[1] < PERMISSION_SECONDS:
+            return known[0]
+        try:
+            with self._sources.client(identity) as client:
+                answer = client.allowed(verb, namespace)
+        except api.PodwrightError:
+            answer = False  # not known to be allowed: not shown
+        with self._lock:
+            self._answers[key] = (answer, time.monotonic())
+        return answer
+
+    def readable(self, identity: api.Identity, namespaces: set[str]) -> frozenset[str]:
+        return frozenset(ns for ns in namespaces if self.may(identity, "list", ns))
+
+
 class _Pages:
     """The handlers of :func:`console_app`'s routes."""
 
     def __init__(self, sources: ConsoleSources, hub: TaskHub, settings: ConsoleSettings) -> None:
         self.sources, self.hub, self.settings = sources, hub, settings
         self.templates = _templates()
+        self.permissions = _Permissions(sources)
+
+    async def viewer(self, request: Request, *namespaces: str) -> _Viewer:
+        """Who ``request`` is for, with the namespaces they may read among those of the tasks
+        and ``namespaces``."""
+        identity = request.scope.get("state", {}).get("identity")
+        if identity is None:
+            return _Viewer(None, self.settings.read_only)
+        present = {record.task.namespace for record in self.hub.records.values()}
+        readable = await run_in_threadpool(
+            self.permissions.readable, identity, present | set(namespaces)
+        )
+        return _Viewer(identity, False, readable)
+
+    def offered(self, viewer: _Viewer) -> list[str]:
+        """The namespaces a page offers to choose from: those ``viewer`` may read."""
+        seen = sorted({record.task.namespace for record in self.hub.records.values()})
+        return [name for name in self.sources.known_namespaces(seen) if viewer.sees(name)]
 
     def render(self, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
         context.setdefault("read_only", self.settings.read_only)
@@ -188,8 +272,9 @@ class _Pages:
         multi = {key: params.getlist(key) for key in params}
         return TableQuery.parse(dict(params), multi)
 
-    def rows_html(self, query: TableQuery) -> str:
-        chosen = query.select(self.hub.records.values())
+    def rows_html(self, query: TableQuery, viewer: _Viewer) -> str:
+        records = self.hub.records.values()
+        chosen = query.select(record for record in records if viewer.sees(record.task.namespace))
         page = Page.of(chosen, query.page)
         now = self.settings.clock()
         return self.templates.get_template("rows.html").render(
@@ -221,13 +306,13 @@ class _Pages:
             query = self._query(request)
         except QueryError as error:
             return self.problem(400, str(error))
-        namespaces = self.sources.known_namespaces(
-            sorted({record.task.namespace for record in self.hub.records.values()})
-        )
+        viewer = await self.viewer(request)
+        namespaces = self.offered(viewer)
         return self.render(
             "workloads.html",
+            read_only=viewer.read_only,
             query=query,
-            rows_html=Markup(self.rows_html(query)),
+            rows_html=Markup(self.rows_html(query, viewer)),
             namespaces=namespaces,
             phases=[phase.value for phase in api.Phase],
             types=TYPES,
@@ -241,7 +326,8 @@ class _Pages:
             return self.problem(400, str(error))
 
         async def rows() -> AsyncIterator[str]:
-            shown = self.rows_html(query)
+            viewer = await self.viewer(request)
+            shown = self.rows_html(query, viewer)
             with self.hub.listening() as changes:
                 while True:
                     try:
@@ -252,7 +338,8 @@ class _Pages:
                     await asyncio.sleep(ROWS_EVERY_SECONDS)  # what comes meanwhile, together
                     while not changes.empty():
                         changes.get_nowait()
-                    html = self.rows_html(query)
+                    viewer = await self.viewer(request)  # new namespaces, checked
+                    html = self.rows_html(query, viewer)
                     if html != shown:
                         shown = html
                         yield _event("rows", html)
@@ -261,13 +348,13 @@ class _Pages:
 
     # A workload ----------------------------------------------------------------------------------
 
-    def _record(self, namespace: str, task_id: str) -> api.TaskRecord | None:
+    def _record(self, namespace: str, task_id: str, viewer: _Viewer) -> api.TaskRecord | None:
         record = self.hub.records.get(task_id)
-        if record is None or record.task.namespace != namespace:
+        if record is None or record.task.namespace != namespace or not viewer.sees(namespace):
             return None
         return record
 
-    def status_html(self, record: api.TaskRecord) -> str:
+    def status_html(self, record: api.TaskRecord, read_only: bool) -> str:
         status = self.hub.status(record)
         return self.templates.get_template("status.html").render(
             record=record,
@@ -289,19 +376,20 @@ class _Pages:
                 }
                 for event in status.events
             ],
-            read_only=self.settings.read_only,
+            read_only=read_only,
             actions=f"/workloads/{record.task.namespace}/{record.task_id}",
         )
 
     async def workload(self, request: Request) -> Response:
         namespace, task_id = request.path_params["namespace"], request.path_params["task_id"]
-        record = self._record(namespace, task_id)
+        viewer = await self.viewer(request, namespace)
+        record = self._record(namespace, task_id, viewer)
         if record is None:
             return self.problem(
                 404, f"no workload {task_id!r} in namespace {namespace!r} (it may be deleted)"
             )
         try:
-            status_html = await run_in_threadpool(self.status_html, record)
+            status_html = await run_in_threadpool(self.status_html, record, viewer.read_only)
         except api.PodwrightError as error:
             return self.problem(503, str(error))
         task = record.task
@@ -317,6 +405,7 @@ class _Pages:
         ]
         return self.render(
             "workload.html",
+            read_only=viewer.read_only,
             record=record,
             task=task,
             status_html=Markup(status_html),
@@ -368,11 +457,12 @@ class _Pages:
 
     async def workload_stream(self, request: Request) -> Response:
         namespace, task_id = request.path_params["namespace"], request.path_params["task_id"]
-        if self._record(namespace, task_id) is None:
+        viewer = await self.viewer(request, namespace)
+        if self._record(namespace, task_id, viewer) is None:
             return self.problem(404, f"no workload {task_id!r} in namespace {namespace!r}")
-        return _stream(self._workload_events(task_id))
+        return _stream(self._workload_events(task_id, viewer.read_only))
 
-    async def _workload_events(self, task_id: str) -> AsyncIterator[str]:
+    async def _workload_events(self, task_id: str, read_only: bool) -> AsyncIterator[str]:
         """The task's status when it changes (``status``), its output as it comes (``log``,
         then ``log-end``), and ``gone`` when it is deleted."""
         follower = self.hub.logs(task_id)
@@ -386,7 +476,7 @@ class _Pages:
                 try:
                     if lines:
                         yield _event("log", _log_html(lines))
-                    async for event in self._events_of(task_id, merged):
+                    async for event in self._events_of(task_id, read_only, merged):
                         yield event
                 finally:
                     for forwarder in forwarders:
@@ -395,7 +485,7 @@ class _Pages:
             self.hub.left(follower)
 
     async def _events_of(
-        self, task_id: str, merged: asyncio.Queue[tuple[str, object]]
+        self, task_id: str, read_only: bool, merged: asyncio.Queue[tuple[str, object]]
     ) -> AsyncIterator[str]:
         while True:
             try:
@@ -410,7 +500,8 @@ class _Pages:
                 if current is None:
                     yield _event("gone", "deleted")
                     return
-                yield _event("status", await run_in_threadpool(self.status_html, current))
+                html = await run_in_threadpool(self.status_html, current, read_only)
+                yield _event("status", html)
             elif isinstance(item, list):
                 yield _event("log", _log_html(item))
             else:
@@ -423,14 +514,15 @@ class _Pages:
         return await self._act(request, "delete")
 
     async def _act(self, request: Request, action: str) -> Response:
-        if self.settings.read_only:
-            return self.problem(403, f"{action}: this console is read-only")
         namespace, task_id = request.path_params["namespace"], request.path_params["task_id"]
-        if self._record(namespace, task_id) is None:
+        viewer = await self.viewer(request, namespace)
+        if viewer.read_only:
+            return self.problem(403, f"{action}: this console is read-only")
+        if self._record(namespace, task_id, viewer) is None:
             return self.problem(404, f"no workload {task_id!r} in namespace {namespace!r}")
 
         def act() -> str:
-            with self.sources.client() as client:
+            with self.sources.client(viewer.identity) as client:
                 if action == "abort":
                     return client.abort(task_id).message
                 outcomes = client.delete(task_id, timeout=DELETE_SECONDS)
@@ -461,7 +553,9 @@ class _Pages:
 
     def _form_context(
         self,
+        viewer: _Viewer,
         namespace: str,
+        *,
         workload_type: str,
         values: Mapping[str, str],
         issues: Mapping[str, list[str]],
@@ -473,9 +567,7 @@ class _Pages:
             "namespace": namespace,
             "workload_type": workload_type,
             "types": TYPES,
-            "namespaces": self.sources.known_namespaces(
-                sorted({record.task.namespace for record in self.hub.records.values()})
-            ),
+            "namespaces": self.offered(viewer),
             "form": form,
             "groups": _groups(form),
             "values": values,
@@ -486,12 +578,15 @@ class _Pages:
         }
 
     async def submit_form(self, request: Request) -> Response:
-        if self.settings.read_only:
+        viewer = await self.viewer(request)
+        if viewer.read_only:
             return self.problem(403, "submitting: this console is read-only")
         try:
             namespace, workload_type = self._submit_scope(dict(request.query_params))
             context = await run_in_threadpool(
-                self._form_context, namespace, workload_type, {}, {}, []
+                lambda: self._form_context(
+                    viewer, namespace, workload_type=workload_type, values={}, issues={}, general=[]
+                )
             )
         except (QueryError, api.PodwrightError) as error:
             return self.problem(400, str(error))
@@ -559,7 +654,8 @@ class _Pages:
         return HTMLResponse(html)
 
     async def submit(self, request: Request) -> Response:
-        if self.settings.read_only:
+        viewer = await self.viewer(request)
+        if viewer.read_only:
             return self.problem(403, "submitting: this console is read-only")
         params = {key: str(value) for key, value in (await request.form()).items()}
         try:
@@ -575,7 +671,9 @@ class _Pages:
             return self.problem(400, str(error))
         if workload is not None and not issues and not general:
             try:
-                submitted = await run_in_threadpool(self._submit, workload, evaluation, namespace)
+                submitted = await run_in_threadpool(
+                    self._submit, workload, evaluation, namespace, viewer.identity
+                )
             except api.AdmissionDeniedError as denied:
                 general.append(str(denied))
             except api.PodwrightError as error:
@@ -586,14 +684,25 @@ class _Pages:
                     f"/workloads/{namespace}/{submitted.task_id}", status_code=303
                 )
         context = await run_in_threadpool(
-            self._form_context, namespace, workload_type, params, issues, general
+            lambda: self._form_context(
+                viewer,
+                namespace,
+                workload_type=workload_type,
+                values=params,
+                issues=issues,
+                general=general,
+            )
         )
         return self.render("submit.html", 422, **context)
 
     def _submit(
-        self, workload: api.Workload, evaluation: api.Evaluation | None, namespace: str
+        self,
+        workload: api.Workload,
+        evaluation: api.Evaluation | None,
+        namespace: str,
+        identity: api.Identity | None,
     ) -> api.SubmittedTask:
-        with self.sources.client() as client:
+        with self.sources.client(identity) as client:
             if self.sources.is_operator:
                 return client.submit(workload)  # the cluster's webhooks judge it again
             judges = self.sources.judges(namespace)
@@ -610,12 +719,19 @@ class _Pages:
         params = dict(request.query_params)
         try:
             namespace, workload_type = self._submit_scope(params)
-            context = await run_in_threadpool(self._policies_context, namespace, workload_type)
+            viewer = await self.viewer(request, namespace)
+            if not viewer.sees(namespace):
+                return self.problem(403, f"namespace {namespace!r}: you may not read it")
+            context = await run_in_threadpool(
+                self._policies_context, viewer, namespace, workload_type
+            )
         except (QueryError, api.PodwrightError) as error:
             return self.problem(400, str(error))
         return self.render("policies.html", **context)
 
-    def _policies_context(self, namespace: str, workload_type: str) -> dict[str, Any]:
+    def _policies_context(
+        self, viewer: _Viewer, namespace: str, workload_type: str
+    ) -> dict[str, Any]:
         judges = self.sources.judges(namespace)
         entries: list[dict[str, str]] = []
         if judges.scope is not None:
@@ -630,9 +746,7 @@ class _Pages:
             "namespace": namespace,
             "workload_type": workload_type,
             "types": TYPES,
-            "namespaces": self.sources.known_namespaces(
-                sorted({record.task.namespace for record in self.hub.records.values()})
-            ),
+            "namespaces": self.offered(viewer),
             "scope": str(judges.scope) if judges.scope is not None else "",
             "entries": entries,
             "report": report,

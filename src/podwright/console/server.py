@@ -8,14 +8,17 @@ and the URL that carries it is printed once the socket listens (``port`` 0: any 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import ipaddress
 import secrets
 import socket
+import threading
 import webbrowser
 from collections.abc import Callable
 
 import uvicorn
+from starlette.types import ASGIApp
 
 from podwright import api
 from podwright.console.app import ConsoleSettings, console_app
@@ -86,6 +89,53 @@ def serve(sources: ConsoleSources, options: ServeOptions, announce: Callable[[st
     address = options.address()
     sources.check()
     token = options.token or secrets.token_urlsafe(32)
+    listener = _listen(address, options.listen)
+    hub = TaskHub(sources.client)
+    hub.start()
+    try:
+        settings = ConsoleSettings(token, read_only=options.read_only)
+        server = uvicorn.Server(_config(console_app(sources, hub, settings), options))
+        announce(f"{_base_url(listener, options)}/?token={token}")
+        if options.open_browser:
+            webbrowser.open(f"{_base_url(listener, options)}/?token={token}")
+        server.run(sockets=[listener])
+    finally:
+        hub.stop()
+        listener.close()
+
+
+class ConsoleThread:
+    """The console served from a thread of another program (``podwright operator
+    --console``), until :meth:`stop`: the same application, hub and server as ``podwright
+    console``, without its signal handling (its host program has its own)."""
+
+    def __init__(
+        self, sources: ConsoleSources, options: ServeOptions, settings: ConsoleSettings
+    ) -> None:
+        address = options.address()
+        sources.check()
+        self._listener = _listen(address, options.listen)
+        self._hub = TaskHub(sources.client)
+        self._server = uvicorn.Server(_config(console_app(sources, self._hub, settings), options))
+        self.url = _base_url(self._listener, options)
+        self._thread = threading.Thread(
+            target=lambda: asyncio.run(self._server.serve(sockets=[self._listener])),
+            name="podwright-console-server",
+            daemon=True,
+        )
+
+    def start(self) -> None:
+        self._hub.start()
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(SHUTDOWN_SECONDS + 5)
+        self._hub.stop()
+        self._listener.close()
+
+
+def _listen(address: Address, given: str) -> socket.socket:
     family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
     listener = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -93,29 +143,24 @@ def serve(sources: ConsoleSources, options: ServeOptions, announce: Callable[[st
         listener.bind((address.host, address.port))
     except OSError as error:
         listener.close()
-        raise api.InvalidInputError(f"--listen {options.listen}: {error.strerror}") from None
-    hub = TaskHub(sources.client)
-    hub.start()
-    try:
-        app = console_app(sources, hub, ConsoleSettings(token, read_only=options.read_only))
-        config = uvicorn.Config(
-            app,
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            timeout_graceful_shutdown=SHUTDOWN_SECONDS,
-            ssl_certfile=options.tls_cert,
-            ssl_keyfile=options.tls_key,
-        )
-        server = uvicorn.Server(config)
-        port = listener.getsockname()[1]
-        scheme = "https" if options.tls_cert else "http"
-        host = f"[{address.host}]" if family == socket.AF_INET6 else address.host
-        url = f"{scheme}://{host}:{port}/?token={token}"
-        announce(url)
-        if options.open_browser:
-            webbrowser.open(url)
-        server.run(sockets=[listener])
-    finally:
-        hub.stop()
-        listener.close()
+        raise api.InvalidInputError(f"--listen {given}: {error.strerror}") from None
+    return listener
+
+
+def _config(app: ASGIApp, options: ServeOptions) -> uvicorn.Config:
+    return uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=SHUTDOWN_SECONDS,
+        ssl_certfile=options.tls_cert,
+        ssl_keyfile=options.tls_key,
+    )
+
+
+def _base_url(listener: socket.socket, options: ServeOptions) -> str:
+    host, port = listener.getsockname()[:2]
+    scheme = "https" if options.tls_cert else "http"
+    shown = f"[{host}]" if listener.family == socket.AF_INET6 else host
+    return f"{scheme}://{shown}:{port}"

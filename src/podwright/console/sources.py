@@ -61,8 +61,9 @@ class ConsoleSources:
     def is_operator(self) -> bool:
         return self.backend == OPERATOR
 
-    def client(self) -> api.Client:
-        """A new client of the console's backend (close it after use)."""
+    def client(self, identity: api.Identity | None = None) -> api.Client:
+        """A new client of the console's backend (close it after use); with ``identity``, one
+        that acts as that person (the operator's Workloads, through impersonation)."""
         return api.Client(
             self.backend,
             kubeconfig=self.kubeconfig,
@@ -70,6 +71,7 @@ class ConsoleSources:
             namespace=self.namespace if self.is_operator else None,
             all_namespaces=self.all_namespaces,
             home=self.home,
+            identity=identity,
         )
 
     def check(self) -> None:

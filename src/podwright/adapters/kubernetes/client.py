@@ -71,11 +71,15 @@ def connect(
     *,
     in_cluster: bool | None = None,
     pool_size: int = DEFAULT_POOL_SIZE,
+    impersonate: tuple[str, tuple[str, ...]] | None = None,
 ) -> k8s_client.ApiClient:
     """An API client from a kubeconfig (``kubeconfig``, else ``$KUBECONFIG``, else
     ``~/.kube/config``) or, in a pod, from its service account. ``in_cluster=None`` picks the
     service account when running in a pod and no kubeconfig is named. ``pool_size`` is the
-    number of connections kept for reuse: the most requests (watches included) made at once."""
+    number of connections kept for reuse: the most requests (watches included) made at once.
+    ``impersonate`` (a user and their groups) makes every request as that user, as ``kubectl
+    --as USER --as-group GROUP`` does: the API server authorizes each as the user's, once it
+    has allowed these credentials to impersonate them."""
     if pool_size < 1:
         raise ValueError(f"pool_size: must be at least 1, got {pool_size}")
     configuration = k8s_client.Configuration()
@@ -98,7 +102,28 @@ def connect(
             f"cannot configure a Kubernetes client from {source}: {exc}"
         ) from exc
     throttle_credential_refresh(configuration)
-    return _api_client(configuration, pool_size)
+    api = _api_client(configuration, pool_size)
+    if impersonate is not None:
+        _impersonating(api, *impersonate)
+    return api
+
+
+def _impersonating(api: k8s_client.ApiClient, user: str, groups: tuple[str, ...]) -> None:
+    """Every request of ``api`` with the impersonation headers of ``user`` and ``groups``
+    (k8s.io/apiserver/pkg/endpoints/filters/impersonation.go). ``Impersonate-Group`` is repeated
+    once per group, which the client's default headers (a dict) cannot do: they are added to
+    each request as it is sent."""
+    rest: Any = api.rest_client
+    send: Callable[..., Any] = rest.request
+
+    def request(method: str, url: str, **kwargs: Any) -> Any:
+        headers = urllib3.HTTPHeaderDict(kwargs.pop("headers", None) or {})
+        headers["Impersonate-User"] = user
+        for group in groups:
+            headers.add("Impersonate-Group", group)
+        return send(method, url, headers=headers, **kwargs)
+
+    rest.request = request
 
 
 CREDENTIAL_CHECK_SECONDS = 10.0

@@ -4,10 +4,10 @@ The engine addresses objects by apiVersion and kind; the REST API by group, vers
 resource name. The kinds are those the renderer produces and the engine watches, and the
 PriorityClasses ``podwright priority-classes --apply`` creates, the webhook configurations
 the webhooks install and whose CA bundle the certificate keeper updates, the podwright
-CustomResourceDefinitions they check for, the Lease operator replicas elect a leader with, and
-the operator's Deployment, RBAC objects and FUSE proxy DaemonSet ``podwright install`` applies,
-so a static table replaces API discovery (one request fewer per start, and nothing to go
-stale).
+CustomResourceDefinitions they check for, the Lease operator replicas elect a leader with, the
+operator's Deployment, RBAC objects and FUSE proxy DaemonSet ``podwright install`` applies, and
+the SelfSubjectAccessReviews the console asks what its user may do with, so a static table
+replaces API discovery (one request fewer per start, and nothing to go stale).
 """
 
 from __future__ import annotations
@@ -80,6 +80,12 @@ _RESOURCES = [
         "apiextensions.k8s.io/v1",
         "CustomResourceDefinition",
         "customresourcedefinitions",
+        namespaced=False,
+    ),
+    RestResource(
+        "authorization.k8s.io/v1",
+        "SelfSubjectAccessReview",
+        "selfsubjectaccessreviews",
         namespaced=False,
     ),
 ]
