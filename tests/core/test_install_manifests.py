@@ -30,6 +30,7 @@ from tests.manifests import CORE_API_VERSIONS, assert_accepted_as_printed, schem
 
 DEFAULT = InstallSettings()
 WITH_FUSE_PROXY = InstallSettings(with_fuse_proxy=True)
+WITH_CONSOLE = InstallSettings(console=True, console_auth_proxy=True)
 OPERATOR_LABELS = {"app.kubernetes.io/name": "podwright", "app.kubernetes.io/component": "operator"}
 
 
@@ -50,7 +51,9 @@ def container(settings: InstallSettings = DEFAULT) -> dict[str, Any]:
 # Valid, and in an order a server accepts ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("settings", [DEFAULT, WITH_FUSE_PROXY], ids=["default", "fuse-proxy"])
+@pytest.mark.parametrize(
+    "settings", [DEFAULT, WITH_FUSE_PROXY, WITH_CONSOLE], ids=["default", "fuse-proxy", "console"]
+)
 def test_every_object_is_valid_for_every_kubernetes_version(settings: InstallSettings) -> None:
     """Built-in kinds with pods (Deployment, DaemonSet) are checked as ``kubectl apply`` takes
     them (schemas, the API server's cross-field rules, required values); the others by the
@@ -446,6 +449,47 @@ def test_a_single_webhook_install_configures_the_webhooks_and_the_operator_alike
     assert configurations == expected
     assert container(settings)["args"][-1] == "--single-webhook"
     assert "--single-webhook" not in container()["args"]
+
+
+def test_the_console_is_served_on_loopback_with_an_optional_token_and_nothing_more() -> None:
+    """The operator's console is off by default; on, its token comes from a Secret the
+    administrator creates (optional: without it only an authenticating proxy opens it), and the
+    operator may read pods' output, and impersonate people only behind the proxy."""
+    assert "--console" not in container()["args"]
+    read_only = InstallSettings(console=True)
+    args = container(read_only)["args"]
+    assert args[-3:] == ["--console", "--console-token-file", "/var/run/podwright/console/token"]
+    assert {
+        "name": "console-token",
+        "mountPath": "/var/run/podwright/console",
+        "readOnly": True,
+    } in container(read_only)["volumeMounts"]
+    volumes = deployment(read_only)["spec"]["template"]["spec"]["volumes"]
+    assert {
+        "name": "console-token",
+        "secret": {"secretName": "podwright-console", "optional": True},
+    } in volumes
+    assert not [port for port in container(read_only)["ports"] if port["containerPort"] == 8090]
+
+    def cluster_rules(settings: InstallSettings) -> list[dict[str, Any]]:
+        rules: list[dict[str, Any]] = find(
+            install_manifests(settings), "ClusterRole", "podwright-operator"
+        )["rules"]
+        return rules
+
+    added = [rule for rule in cluster_rules(read_only) if rule not in cluster_rules(DEFAULT)]
+    assert added == [{"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]}]
+    proxied = [rule for rule in cluster_rules(WITH_CONSOLE) if rule not in cluster_rules(read_only)]
+    assert proxied == [
+        {"apiGroups": [""], "resources": ["users", "groups"], "verbs": ["impersonate"]}
+    ]
+    assert container(WITH_CONSOLE)["args"][-1] == "--console-auth-proxy"
+    with pytest.raises(InstallSettingsError) as refused:
+        InstallSettings(console_auth_proxy=True)
+    assert (refused.value.field, refused.value.problem) == (
+        "console_auth_proxy",
+        "goes with the console: install it with the console too",
+    )
 
 
 # The FUSE proxy ---------------------------------------------------------------------------------

@@ -354,13 +354,14 @@ class Client:
     def is_operator(self) -> bool:
         return self._target is not None
 
-    def allowed(self, verb: str, namespace: str) -> bool:
+    def allowed(self, verb: str, namespace: str, resource: str = "workloads") -> bool:
         """Whether this client's user may ``verb`` (get, list, watch, create, patch, delete) the
-        operator's Workloads in ``namespace``, as the cluster's RBAC answers (``kubectl auth
-        can-i``); on this machine's store, always."""
+        operator's Workloads (``resource`` ``pods/log``: their pods' output) in ``namespace``,
+        as the cluster's RBAC answers (``kubectl auth can-i``); on this machine's store,
+        always."""
         if self._target is None:
             return True
-        return allowed(self._target, verb, namespace)
+        return allowed(self._target, verb, namespace, resource)
 
     @property
     def store(self) -> SQLiteTaskStore:

@@ -156,21 +156,27 @@ def operator_target(
     )
 
 
-def allowed(target: OperatorTarget, verb: str, namespace: str) -> bool:
-    """Whether the target's user (its identity, else the kubeconfig's) may ``verb`` Workloads
-    in ``namespace``, as the API server answers a SelfSubjectAccessReview (``kubectl auth
-    can-i``)."""
+ACCESS_CHECKED = {
+    "workloads": (API_VERSION.split("/")[0], "workloads", ""),
+    "pods/log": ("", "pods", "log"),
+}
+"""What :func:`allowed` asks about: the operator's Workloads, and their pods' output."""
+
+
+def allowed(target: OperatorTarget, verb: str, namespace: str, resource: str) -> bool:
+    """Whether the target's user (its identity, else the kubeconfig's) may ``verb`` the
+    ``resource`` (one of :data:`ACCESS_CHECKED`) in ``namespace``, as the API server answers a
+    SelfSubjectAccessReview (``kubectl auth can-i``)."""
+    if resource not in ACCESS_CHECKED:
+        raise InvalidInputError(f"resource {resource!r}: one of {', '.join(ACCESS_CHECKED)}")
+    group, plural, subresource = ACCESS_CHECKED[resource]
+    attributes = {"namespace": namespace, "verb": verb, "group": group, "resource": plural}
+    if subresource:
+        attributes["subresource"] = subresource
     review = {
         "apiVersion": "authorization.k8s.io/v1",
         "kind": "SelfSubjectAccessReview",
-        "spec": {
-            "resourceAttributes": {
-                "namespace": namespace,
-                "verb": verb,
-                "group": API_VERSION.split("/")[0],
-                "resource": "workloads",
-            }
-        },
+        "spec": {"resourceAttributes": attributes},
     }
     with cluster_client(target.access) as client:
         answer = client.create(review)

@@ -83,6 +83,7 @@ _OPTIONS = {
     "fuse_proxy_namespace": "--namespace",
     "image_pull_policy": "--image-pull-policy",
     "single_webhook": "--single-webhook",
+    "console_auth_proxy": "--console-auth-proxy",
 }
 """The option that gives each setting."""
 _CRD_API_VERSION = "apiextensions.k8s.io/v1"
@@ -161,6 +162,18 @@ def _timeout_option(
     help="Operator replicas: each serves the webhooks, the leader reconciles.",
 )
 @click.option("--single-webhook", is_flag=True, help=SINGLE_WEBHOOK_HELP)
+@click.option(
+    "--console",
+    is_flag=True,
+    help="The operator serves the web console on its pods' loopback (kubectl port-forward "
+    "deploy/podwright-operator 8090), read-only for the token of the Secret podwright-console.",
+)
+@click.option(
+    "--console-auth-proxy",
+    is_flag=True,
+    help="With --console: trust the identity an authenticating proxy in the operator's pods "
+    "sends (add oauth2-proxy beside it: see the README), acting as that person.",
+)
 @_namespace_option("The operator's namespace, podwright's own (uninstall deletes it).")
 @_timeout_option("5m", "How long to wait for the CRDs, then for the operator, to be ready")
 @click.option(
@@ -188,6 +201,8 @@ def install_command(
     image_pull_policy: str,
     replicas: int,
     single_webhook: bool,
+    console: bool,
+    console_auth_proxy: bool,
     namespace: str,
     timeout: timedelta,
     wait: bool,
@@ -210,6 +225,8 @@ def install_command(
         with_fuse_proxy=with_fuse_proxy,
         image_pull_policy=image_pull_policy,
         single_webhook=single_webhook,
+        console=console,
+        console_auth_proxy=console_auth_proxy,
     )
     manifests = install_manifests(settings)
     if output is not None:

@@ -66,7 +66,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("podwright.operator")
 
 DEFAULT_NAMESPACE = "podwright-system"
-CONSOLE_LISTEN = "127.0.0.1:8080"
+CONSOLE_LISTEN = "127.0.0.1:8090"
+"""The console's address in the operator's pod: loopback (its metrics have port 8080)."""
 
 
 class _JsonLogs(logging.Formatter):

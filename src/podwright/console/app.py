@@ -204,15 +204,17 @@ class _Permissions:
         self._lock = threading.Lock()
         self._answers: dict[tuple[api.Identity, str, str], tuple[bool, float]] = {}
 
-    def may(self, identity: api.Identity, verb: str, namespace: str) -> bool:
-        key = (identity, verb, namespace)
+    def may(
+        self, identity: api.Identity, verb: str, namespace: str, resource: str = "workloads"
+    ) -> bool:
+        key = (identity, f"{verb} {resource}", namespace)
         with self._lock:
             known = self._answers.get(key)
         if known is not None and time.monotonic() - known[1] < PERMISSION_SECONDS:
             return known[0]
         try:
             with self._sources.client(identity) as client:
-                answer = client.allowed(verb, namespace)
+                answer = client.allowed(verb, namespace, resource)
         except api.PodwrightError:
             answer = False  # not known to be allowed: not shown
         with self._lock:
@@ -460,29 +462,39 @@ class _Pages:
         viewer = await self.viewer(request, namespace)
         if self._record(namespace, task_id, viewer) is None:
             return self.problem(404, f"no workload {task_id!r} in namespace {namespace!r}")
-        return _stream(self._workload_events(task_id, viewer.read_only))
+        with_output = viewer.identity is None or await run_in_threadpool(
+            self.permissions.may, viewer.identity, "get", namespace, "pods/log"
+        )
+        return _stream(self._workload_events(task_id, viewer.read_only, with_output))
 
-    async def _workload_events(self, task_id: str, read_only: bool) -> AsyncIterator[str]:
+    async def _workload_events(
+        self, task_id: str, read_only: bool, with_output: bool
+    ) -> AsyncIterator[str]:
         """The task's status when it changes (``status``), its output as it comes (``log``,
-        then ``log-end``), and ``gone`` when it is deleted."""
-        follower = self.hub.logs(task_id)
+        then ``log-end``; only the end for a person who may not read its pods' output), and
+        ``gone`` when it is deleted."""
         merged: asyncio.Queue[tuple[str, object]] = asyncio.Queue()
-        try:
-            with self.hub.listening() as changes, follower.listening() as (lines, output):
-                forwarders = [
-                    asyncio.ensure_future(_forward("change", changes, merged)),
-                    asyncio.ensure_future(_forward_lines(output, merged)),
-                ]
-                try:
-                    if lines:
-                        yield _event("log", _log_html(lines))
+        with self.hub.listening() as changes:
+            forwarders = [asyncio.ensure_future(_forward("change", changes, merged))]
+            try:
+                if not with_output:
+                    yield _event("log-end", "(your RBAC does not let you read its pods' output)")
                     async for event in self._events_of(task_id, read_only, merged):
                         yield event
+                    return
+                follower = self.hub.logs(task_id)
+                try:
+                    with follower.listening() as (lines, output):
+                        forwarders.append(asyncio.ensure_future(_forward_lines(output, merged)))
+                        if lines:
+                            yield _event("log", _log_html(lines))
+                        async for event in self._events_of(task_id, read_only, merged):
+                            yield event
                 finally:
-                    for forwarder in forwarders:
-                        forwarder.cancel()
-        finally:
-            self.hub.left(follower)
+                    self.hub.left(follower)
+            finally:
+                for forwarder in forwarders:
+                    forwarder.cancel()
 
     async def _events_of(
         self, task_id: str, read_only: bool, merged: asyncio.Queue[tuple[str, object]]

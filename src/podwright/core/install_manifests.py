@@ -57,6 +57,10 @@ OPERATOR = "podwright-operator"
 of its leader-election Lease."""
 WEBHOOK_SERVICE = "podwright-webhook"
 CA_SECRET = "podwright-webhook-ca"
+CONSOLE_SECRET = "podwright-console"
+"""The Secret whose ``token`` opens the operator's console (read-only); the administrator
+creates it."""
+CONSOLE_TOKEN_DIRECTORY = "/var/run/podwright/console"
 """The Secret the operator keeps its webhook CA in."""
 VIEWER_ROLE, EDITOR_ROLE, ADMIN_ROLE = "podwright-viewer", "podwright-editor", "podwright-admin"
 WEBHOOK_PORT = 9443
@@ -122,6 +126,14 @@ class InstallSettings:
     """Workloads judged in the mutating webhook's one call, with no validating webhook of their
     own (the configurations and the operator's ``--single-webhook`` alike:
     ``podwright.core.webhook_configurations``)."""
+    console: bool = False
+    """Whether the operator serves the web console (``--console``) on its pods' loopback:
+    reached with ``kubectl port-forward``, read-only for the holder of the token in the Secret
+    :data:`CONSOLE_SECRET` (which the administrator creates), or through an authenticating
+    proxy beside it (``console_auth_proxy``)."""
+    console_auth_proxy: bool = False
+    """Whether the console trusts the identity an authenticating proxy in the operator's pods
+    sends, and acts as that person: the operator may then impersonate users and groups."""
 
     def __post_init__(self) -> None:
         for field in ("namespace", "fuse_proxy_namespace"):
@@ -153,6 +165,10 @@ class InstallSettings:
         if self.replicas < 1:
             raise InstallSettingsError(
                 "replicas", f"at least 1 is needed (the webhooks), got {self.replicas}"
+            )
+        if self.console_auth_proxy and not self.console:
+            raise InstallSettingsError(
+                "console_auth_proxy", "goes with the console: install it with the console too"
             )
         if self.image_pull_policy not in IMAGE_PULL_POLICIES:
             raise InstallSettingsError(
@@ -247,11 +263,25 @@ def _rule(
     return rule
 
 
-def operator_cluster_rules() -> list[Manifest]:
+def operator_cluster_rules(settings: InstallSettings | None = None) -> list[Manifest]:
     """What the operator may do cluster-wide: read and finalize Workloads and write their status,
     read policies, assets and profiles (and, as it starts, that their CRDs are installed), launch
     and delete the resources of Workloads, record events, and keep its own webhook
-    configurations' CA bundle current."""
+    configurations' CA bundle current. Serving the console (``settings.console``), read the
+    output of Workloads' pods too, and behind an authenticating proxy impersonate the people it
+    names."""
+    console = (
+        []
+        if settings is None or not settings.console
+        else [
+            _rule([""], ["pods/log"], ["get"]),
+            *(
+                [_rule([""], ["users", "groups"], ["impersonate"])]
+                if settings.console_auth_proxy
+                else []
+            ),
+        ]
+    )
     webhooks = ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"]
     crds = [str(crd["metadata"]["name"]) for crd in _custom_resource_definitions()]
     return [
@@ -288,6 +318,7 @@ def operator_cluster_rules() -> list[Manifest]:
         ),
         # A create cannot be restricted by name: the object has none until it exists.
         _rule(["admissionregistration.k8s.io"], webhooks, ["create"]),
+        *console,
     ]
 
 
@@ -339,7 +370,7 @@ def rbac_manifests(settings: InstallSettings) -> list[Manifest]:
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
             "metadata": _metadata(OPERATOR, component="operator"),
-            "rules": operator_cluster_rules(),
+            "rules": operator_cluster_rules(settings),
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -405,6 +436,12 @@ def operator_arguments(settings: InstallSettings) -> list[str]:
         *("--metrics-address", f"0.0.0.0:{METRICS_PORT}"),
         *("--port", str(WEBHOOK_PORT)),
         *(["--single-webhook"] if settings.single_webhook else []),
+        *(
+            ["--console", "--console-token-file", f"{CONSOLE_TOKEN_DIRECTORY}/token"]
+            if settings.console
+            else []
+        ),
+        *(["--console-auth-proxy"] if settings.console_auth_proxy else []),
     ]
 
 
@@ -455,7 +492,14 @@ def operator_deployment(settings: InstallSettings) -> Manifest:
             "capabilities": {"drop": ["ALL"]},
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+        "volumeMounts": [
+            {"name": "tmp", "mountPath": "/tmp"},
+            *(
+                [{"name": "console-token", "mountPath": CONSOLE_TOKEN_DIRECTORY, "readOnly": True}]
+                if settings.console
+                else []
+            ),
+        ],
     }
     return {
         "apiVersion": "apps/v1",
@@ -496,7 +540,21 @@ def operator_deployment(settings: InstallSettings) -> Manifest:
                     "nodeSelector": {"kubernetes.io/os": "linux"},
                     "terminationGracePeriodSeconds": 60,
                     "containers": [container],
-                    "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}],
+                    "volumes": [
+                        {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
+                        *(
+                            [
+                                {
+                                    "name": "console-token",
+                                    # The administrator's to create: without it, no token opens
+                                    # the console.
+                                    "secret": {"secretName": CONSOLE_SECRET, "optional": True},
+                                }
+                            ]
+                            if settings.console
+                            else []
+                        ),
+                    ],
                 },
             },
         },
