@@ -33,7 +33,7 @@ debian-packages:
 		command -v $$command >/dev/null 2>&1 || missing="$$missing $$command"; done; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ]; then sudo=""; elif command -v sudo >/dev/null; then sudo=sudo; \
-		else echo "missing:$$missing; install $(DEBIAN_PACKAGES) (the real FUSE and image tests skip without them, and fail under CI=true)"; exit 0; fi; \
+		else echo "missing:$$missing; install $(DEBIAN_PACKAGES) (the real FUSE, image and browser tests skip without them, and fail under CI=true)"; exit 0; fi; \
 		echo "installing $(DEBIAN_PACKAGES) for:$$missing"; \
 		$$sudo apt-get install -y -qq --no-install-recommends $(DEBIAN_PACKAGES) >/dev/null 2>&1 || \
 		{ $$sudo apt-get update -qq && $$sudo apt-get install -y -qq --no-install-recommends $(DEBIAN_PACKAGES); }; \
