@@ -124,6 +124,11 @@ def console_command(
         click.echo("(stop with Ctrl-C)", err=True)
 
     try:
-        serve(sources, options, announce)
+        serve(
+            sources,
+            options,
+            announce,
+            lambda note: click.echo(f"podwright console: note: {note}", err=True),
+        )
     except KeyboardInterrupt:  # Uvicorn stops at Ctrl-C, then raises it again: a normal end
         click.echo("podwright console: stopped", err=True)

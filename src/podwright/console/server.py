@@ -83,11 +83,20 @@ class ServeOptions:
         return address
 
 
-def serve(sources: ConsoleSources, options: ServeOptions, announce: Callable[[str], None]) -> None:
-    """Serve the console until interrupted (SIGINT, SIGTERM): check the inputs, read the
-    tasks once, listen, then ``announce`` the URL with the token."""
+def serve(
+    sources: ConsoleSources,
+    options: ServeOptions,
+    announce: Callable[[str], None],
+    announce_note: Callable[[str], None],
+) -> None:
+    """Serve the console until interrupted (SIGINT, SIGTERM): check the inputs (``announce_note``
+    tells what was narrowed), read the tasks once, listen, then ``announce`` the URL with the
+    token."""
     address = options.address()
     sources.check()
+    sources, note = sources.narrowed()
+    if note is not None:
+        announce_note(note)
     token = options.token or secrets.token_urlsafe(32)
     listener = _listen(address, options.listen)
     hub = TaskHub(sources.client)

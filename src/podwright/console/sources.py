@@ -87,6 +87,25 @@ class ConsoleSources:
         self.file_policies()
         self.file_assets()
 
+    def narrowed(self) -> tuple[ConsoleSources, str | None]:
+        """These sources, reading only the kubeconfig context's namespace when they were to
+        read every namespace and the user may not list Workloads in all of them (their RBAC
+        decides what they see); and a note saying so (None: nothing narrowed)."""
+        if not (self.is_operator and self.all_namespaces):
+            return self, None
+        try:
+            with self.client() as client:
+                if client.allowed("list", ""):
+                    return self, None
+        except api.PodwrightError:
+            return self, None  # not known: the feed tells what the API server says
+        narrowed = dataclasses.replace(self, all_namespaces=False)
+        with narrowed.client() as client:
+            where = client.where
+        return narrowed, (
+            f"you may not list Workloads in every namespace: showing {where} (-n for another)"
+        )
+
     @functools.cache  # noqa: B019 - one per console, read once
     def file_policies(self) -> Policies:
         if not self.policy_files:
