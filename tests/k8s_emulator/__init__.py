@@ -17,6 +17,11 @@ ServiceAccount, namespace deletion); a bare :class:`ApiStore` has none. Per-kind
 (Job defaulting, each kind's default propagation, the namespace lifecycle) are in
 ``strategies.py``.
 
+Opt-in (``Emulator(rbac=True)``, ``rbac.py``), it authenticates bearer tokens (``add_user``,
+a ServiceAccount's TokenRequest), honours impersonation headers, authorizes every request by the
+RBAC objects it stores as a real server's RBAC authorizer does (403 with the real messages), and
+answers SelfSubjectAccessReviews and SubjectAccessReviews; without it every request is allowed.
+
 For benchmarks, a cost model (``cost_model.py``, off unless given) makes it charge what a real
 server and control plane charge: a latency per write, a bounded number of writes at once, and
 the controllers' client rate limits.

@@ -9,6 +9,7 @@ import re
 import socket
 import threading
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,6 +32,16 @@ from tests.k8s_emulator.openapi_v2 import (
     swagger_document,
 )
 from tests.k8s_emulator.openapi_v3 import INDEX_PATH, openapi_document, openapi_index
+from tests.k8s_emulator.rbac import (
+    ADMIN,
+    RBAC_GROUP,
+    SELF_SUBJECT_ACCESS_REVIEWS,
+    SUBJECT_ACCESS_REVIEWS,
+    Access,
+    Authorizer,
+    User,
+    request_attributes,
+)
 from tests.k8s_emulator.store import ApiStore, ResourceType, resource_type
 from tests.k8s_emulator.strategies import delete_warnings
 from tests.k8s_emulator.tables import table_version, to_table
@@ -91,6 +102,8 @@ class Controls:
     connections: int = 0
     write_gate: WriteGate | None = None
     """Under a cost model, what every write waits for (``cost_model.py``); None: no wait."""
+    access: Access | None = None
+    """Users, impersonation and RBAC (``rbac.py``); checked only when ``access.enabled``."""
 
     def take_fault(self, method: str, path: str) -> Fault | None:
         with self.lock:
@@ -143,11 +156,26 @@ class Emulator:
     """An API-server emulator listening on 127.0.0.1 (a free port), for ``with`` blocks, with the
     controllers of a control plane (``controllers.py``) running against its store. A
     ``cost_model`` (for benchmarks; off by default) makes it charge what a real server and
-    control plane charge (``cost_model.py``)."""
+    control plane charge (``cost_model.py``).
+
+    ``rbac=True`` (off by default: every request is then allowed, whoever sends it) makes it
+    authenticate bearer tokens, honour impersonation headers and authorize every request by the
+    Roles, ClusterRoles and their bindings it stores, as a real server's RBAC does (``rbac.py``):
+    a request without an ``Authorization`` header is the admin (``system:masters``), one with a
+    token of :meth:`add_user` (or of a ServiceAccount's TokenRequest) is that user, one with an
+    unknown token is 401. ``users`` maps tokens to (name, groups), as :meth:`add_user` adds."""
 
     def __init__(
-        self, store: ApiStore | None = None, *, port: int = 0, cost_model: CostModel | None = None
+        self,
+        store: ApiStore | None = None,
+        *,
+        port: int = 0,
+        cost_model: CostModel | None = None,
+        rbac: bool = False,
+        users: Mapping[str, tuple[str, Iterable[str]]] | None = None,
     ) -> None:
+        if users and not rbac:
+            raise ValueError("users: tokens are checked only with rbac=True")
         self.store = store or ApiStore()
         gate = (
             None
@@ -155,7 +183,14 @@ class Emulator:
             else WriteGate(cost_model.write_latency, cost_model.max_writes_in_flight)
         )
         self.control_plane = ControlPlane(self.store, cost_model=cost_model, write_gate=gate)
-        self.controls = Controls(write_gate=gate)
+        store = self.store
+        self.access = Access(
+            Authorizer(lambda plural, ns: store.list(resource_type(RBAC_GROUP, plural), ns)[0]),
+            enabled=rbac,
+        )
+        for token, (name, groups) in (users or {}).items():
+            self.access.add_user(name, groups, token=token)
+        self.controls = Controls(write_gate=gate, access=self.access)
         handler = type("Handler", (_Handler,), {"store": self.store, "controls": self.controls})
         self._server = _Server(("127.0.0.1", port), handler)
         self._server.controls = self.controls
@@ -188,6 +223,14 @@ class Emulator:
         self.stop()
 
     # Test controls -------------------------------------------------------------------------
+
+    def add_user(self, name: str, groups: Iterable[str] = ()) -> str:
+        """A bearer token for the user ``name`` in ``groups`` (``system:authenticated`` added);
+        needs ``rbac=True`` (without it no token is checked). ``write_kubeconfig(path, url,
+        token=token)`` (tests/kube/support.py) writes a kubeconfig of that user."""
+        if not self.access.enabled:
+            raise ValueError("add_user: tokens are checked only with rbac=True")
+        return self.access.add_user(name, groups)
 
     def inject(self, fault: Fault) -> Fault:
         with self.controls.lock:
@@ -269,6 +312,14 @@ class _Handler(BaseHTTPRequestHandler):
                 with self.controls.lock:
                     self._send(200, {"connections": self.controls.connections})
                 return
+            user = self._authorized(method, url.path, query)
+            if method == "POST" and url.path in (
+                SELF_SUBJECT_ACCESS_REVIEWS,
+                SUBJECT_ACCESS_REVIEWS,
+            ):
+                assert self.controls.access is not None
+                self._send(201, self.controls.access.review(user, url.path, body))
+                return
             if url.path == "/version":
                 major, minor, _patch = GIT_VERSION.removeprefix("v").split(".", 2)
                 self._send(200, {"major": major, "minor": minor, "gitVersion": GIT_VERSION})
@@ -308,6 +359,14 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_log(namespace or "", name or "", query)
                 return
 
+            token = match["subresource"] == "token" and resource.kind == "ServiceAccount"
+            if token and method == "POST" and name and self.controls.access is not None:
+                self.store.get(resource, namespace or "", name)  # 404 for a missing account
+                answer = self.controls.access.token_request(
+                    namespace or "", name, body, self.store.now()
+                )
+                self._send(201, answer)
+                return
             if method in ("POST", "PUT", "PATCH"):
                 begin_request(self._write(method), query.get("fieldValidation"))
 
@@ -338,6 +397,18 @@ class _Handler(BaseHTTPRequestHandler):
         except ApiError as error:
             headers = {"Retry-After": str(error.retry_after)} if error.retry_after else {}
             self._send(error.code, error.status(), headers)
+
+    def _authorized(self, method: str, path: str, query: dict[str, str]) -> User:
+        """Who the request is, once authenticated, impersonated and allowed (``rbac.py``); the
+        admin, unchecked, without ``rbac=True``."""
+        access = self.controls.access
+        if access is None or not access.enabled:
+            return ADMIN
+        user = access.impersonate(
+            access.authenticate(self.headers.get("Authorization")), self.headers
+        )
+        access.require(request_attributes(user, method, path, query))
+        return user
 
     def _write(self, method: str) -> Write:
         if method == "POST":

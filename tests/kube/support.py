@@ -16,6 +16,7 @@ a real cluster's own) and a discovery cache of the test's own.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import shutil
@@ -23,7 +24,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -110,10 +111,12 @@ class ApiServer:
         content_type: str = "application/json",
         query: dict[str, str] | None = None,
         accept: str = "application/json",
+        headers: Sequence[tuple[str, str]] = (),
     ) -> RawAnswer:
         """One request through the official client's ApiClient (its authentication, no
         decoding into models), for what podwright's client does not do or surface: server-side
-        apply, dry run, discovery, ``Warning`` headers, Tables. Errors are answers too."""
+        apply, dry run, discovery, ``Warning`` headers, Tables. Errors are answers too.
+        ``headers`` go besides (:func:`impersonating`)."""
         return send(
             self.api_client,
             method,
@@ -122,6 +125,7 @@ class ApiServer:
             content_type=content_type,
             query=query,
             accept=accept,
+            headers=headers,
         )
 
     def request(
@@ -207,16 +211,20 @@ def emulator_with_namespace(namespace: str) -> Iterator[Emulator]:
         yield running
 
 
-def write_kubeconfig(path: Path, server: str, context: str = "emu") -> Path:
-    """A kubeconfig at ``path`` whose one context, current, names ``server`` (a token that no
-    emulator checks)."""
+def write_kubeconfig(
+    path: Path, server: str, context: str = "emu", *, token: str | None = None
+) -> Path:
+    """A kubeconfig at ``path`` whose one context, current, names ``server``, with ``token`` as
+    its user's bearer token: a user of an emulator with RBAC (``Emulator(rbac=True)``,
+    ``emulator.add_user``); without one, a token that no emulator checks (an emulator with RBAC
+    refuses it: 401)."""
     path.write_text(
         json.dumps(
             {
                 "apiVersion": "v1",
                 "kind": "Config",
                 "clusters": [{"name": "emu", "cluster": {"server": server}}],
-                "users": [{"name": "emu", "user": {"token": "unused"}}],
+                "users": [{"name": "emu", "user": {"token": token or "unused"}}],
                 "contexts": [{"name": context, "context": {"cluster": "emu", "user": "emu"}}],
                 "current-context": context,
             }
@@ -338,9 +346,27 @@ def delete_run_namespaces(client: KubernetesClient) -> None:
                 client.delete(ObjectRef("v1", "Namespace", "", namespace["metadata"]["name"]))
 
 
-def emulated() -> Iterator[ApiServer]:
-    """The emulator, with a namespace ``test`` and a node that is not the simulator's."""
-    with Emulator() as emulator, tempfile.TemporaryDirectory() as directory:
+def impersonating(user: str, *groups: str) -> list[tuple[str, str]]:
+    """The headers of a request made as ``user`` in ``groups`` (k8s.io/apiserver's
+    ``Impersonate-User`` and ``Impersonate-Group``, one line a group)."""
+    return [("Impersonate-User", user), *(("Impersonate-Group", group) for group in groups)]
+
+
+def with_token(api_client: k8s_client.ApiClient, token: str) -> k8s_client.ApiClient:
+    """A client of the same server (its address and CA) that authenticates with the bearer
+    ``token`` alone: no client certificate, no other credential of the kubeconfig."""
+    configuration = copy.deepcopy(api_client.configuration)
+    configuration.cert_file = configuration.key_file = None
+    configuration.refresh_api_key_hook = None
+    configuration.api_key = {"authorization": f"Bearer {token}"}
+    configuration.api_key_prefix = {}
+    return k8s_client.ApiClient(configuration)
+
+
+def emulated(**options: Any) -> Iterator[ApiServer]:
+    """The emulator (made with ``options``: ``rbac=True``), with a namespace ``test`` and a node
+    that is not the simulator's."""
+    with Emulator(**options) as emulator, tempfile.TemporaryDirectory() as directory:
         client = KubernetesClient.for_host(emulator.url)
         raw = k8s_client.ApiClient(k8s_client.Configuration(host=emulator.url))
         kubeconfig = write_kubeconfig(Path(directory) / "kubeconfig", emulator.url)

@@ -9,10 +9,12 @@ pool) and answer with the object as JSON, or raise podwright's errors for the st
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client as k8s_client
+from urllib3 import HTTPHeaderDict
 
 from podwright.adapters.kubernetes.errors import error_from_status
 
@@ -42,9 +44,12 @@ def send(
     content_type: str = "application/json",
     query: dict[str, str] | None = None,
     accept: str = "application/json",
+    headers: Sequence[tuple[str, str]] = (),
 ) -> RawAnswer:
-    """``method`` on ``path`` with a JSON ``body``: the whole answer, errors included."""
-    method, url, headers, serialized, _post = api.param_serialize(
+    """``method`` on ``path`` with a JSON ``body``: the whole answer, errors included.
+    ``headers`` are sent besides, each as a line of its own (a name may repeat:
+    ``Impersonate-Group``)."""
+    method, url, params, serialized, _post = api.param_serialize(
         method=method,
         resource_path=path,
         query_params=list((query or {}).items()),
@@ -52,7 +57,10 @@ def send(
         body=body,
         auth_settings=["BearerToken"],
     )
-    response = api.call_api(method, url, header_params=headers, body=serialized)
+    sent = HTTPHeaderDict(params)
+    for name, value in headers:
+        sent.add(name, value)
+    response = api.call_api(method, url, header_params=sent, body=serialized)
     raw = response.read()
     return RawAnswer(
         response.status,
