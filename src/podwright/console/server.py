@@ -27,6 +27,8 @@ from podwright.console.sources import ConsoleSources
 
 DEFAULT_LISTEN = "127.0.0.1:8080"
 SHUTDOWN_SECONDS = 3
+BACKLOG = 2048
+"""Connections the listening socket holds until the server takes them (Uvicorn's default)."""
 """How long open pages' streams are given to end when the console stops."""
 
 
@@ -150,6 +152,7 @@ def _listen(address: Address, given: str) -> socket.socket:
     try:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind((address.host, address.port))
+        listener.listen(BACKLOG)  # connections wait from the moment the URL is printed
     except OSError as error:
         listener.close()
         raise api.InvalidInputError(f"--listen {given}: {error.strerror}") from None
