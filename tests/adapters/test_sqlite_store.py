@@ -291,6 +291,37 @@ def test_a_store_written_before_labels_opens_its_tasks_unlabelled_and_takes_labe
         store.close()
 
 
+def test_a_store_written_before_submitters_opens_its_tasks_submitter_unknown_and_takes_them(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "tasks.db"
+    SQLiteTaskStore(path, migrations=MIGRATIONS[:2]).close()
+    with sqlite3.connect(path) as db:  # a task as the schema with labels recorded it
+        db.execute(
+            "INSERT INTO tasks VALUES ('old', 'training', 'resnet', 'research', 'local', '{}', "
+            "'{}', '[]', ?, ?, 1, '{}', 'Undefined', 0, '', 0, 0, '{\"team\":\"vision\"}')",
+            (T0.isoformat(), T0.isoformat()),
+        )
+    db.close()
+    store = SQLiteTaskStore(path)
+    try:
+        assert store.schema_version == len(MIGRATIONS)
+        old = store.get("old")
+        assert (old.task.name, old.task.labels, old.task.submitted_by) == (
+            "resnet",
+            {"team": "vision"},
+            "",
+        )
+        submitted = dataclasses.replace(new_task("new"), submitted_by="alice")
+        assert store.submit(submitted).task == submitted
+        assert {record.task_id: record.task.submitted_by for record in store.list_tasks()} == {
+            "old": "",
+            "new": "alice",
+        }
+    finally:
+        store.close()
+
+
 def test_labels_stored_malformed_are_reported(store: SQLiteTaskStore) -> None:
     store.submit(new_task())
     with sqlite3.connect(store.path) as db:

@@ -27,7 +27,12 @@ import pytest
 from podwright.adapters.kubernetes import KubernetesClient, connect
 from podwright.adapters.kubernetes.reflector import Reflector
 from podwright.adapters.kubernetes.workload_store import WorkloadCache, WorkloadTaskStore
-from podwright.core.cluster_resources import API_VERSION, WORKLOAD_FINALIZER, WORKLOAD_KIND
+from podwright.core.cluster_resources import (
+    API_VERSION,
+    SUBMITTED_BY_ANNOTATION,
+    WORKLOAD_FINALIZER,
+    WORKLOAD_KIND,
+)
 from podwright.core.crds import custom_resource_definitions
 from podwright.core.lifecycle.objects import JsonObject, condition, section, text
 from podwright.core.lifecycle.phases import (
@@ -236,6 +241,29 @@ def test_a_submitted_task_reads_back_whole(cluster: Cluster) -> None:
     assert replica.store.events(task.task_id) == []
     assert on_server(cluster, "resnet") == record
     assert replica.store.list_tasks() == [record]
+
+
+def test_who_submitted_a_task_is_its_workloads_annotation_through_every_write(
+    cluster: Cluster,
+) -> None:
+    """The annotation podwright's mutating webhook writes (written here as it would be: no
+    webhook serves this emulator) names who submitted the task, from the cache, from the writes'
+    answers and on the API server; a Workload created before submitters were recorded names
+    nobody."""
+    replica = cluster.replica()
+    created = cluster.create("resnet", annotations={SUBMITTED_BY_ANNOTATION: "alice"})
+    task = new_task(replica.sees("resnet", version_of(created)), MANIFESTS, T0)
+    assert task.submitted_by == "alice"
+    record = replica.store.submit(task)
+    advanced = replica.store.advance(record.task_id, 1, {}, PhaseInfo(Phase.QUEUED, 1), at(1))
+    assert advanced.task.submitted_by == "alice"
+    assert replica.store.get(task.task_id).task.submitted_by == "alice"
+    assert on_server(cluster, "resnet").task.submitted_by == "alice"
+    submit(cluster, replica, "older")
+    assert {found.task.name: found.task.submitted_by for found in replica.store.list_tasks()} == {
+        "resnet": "alice",
+        "older": "",
+    }
 
 
 def test_ids_are_unique_and_unknown_ids_are_reported(cluster: Cluster) -> None:

@@ -7,8 +7,10 @@ Workloads and the test plays the operator.
 
 from __future__ import annotations
 
+import getpass
 import json
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from podwright.api.errors import (
     PodwrightError,
     TaskNotFoundError,
 )
+from podwright.api.state import local_user
 from podwright.core.lifecycle.phases import PhaseInfo
 from podwright.engine.kubernetes_port import NotFoundError
 from podwright.engine.task_store import HistoryEntry
@@ -89,6 +92,7 @@ def test_a_task_is_submitted_watched_read_listed_and_deleted(tmp_path: Path, hom
             "Success",
             {"team": "vision"},
         )
+        assert submitted.record.task.submitted_by == data["submittedBy"] == local_user()
         assert [entry["phase"] for entry in data["history"]][-1] == "Success"
         # Watching a finalized task from its status: nothing more happens.
         assert list(client.watch(task_id, since=status)) == []
@@ -113,6 +117,33 @@ def test_a_task_is_submitted_watched_read_listed_and_deleted(tmp_path: Path, hom
         )
         with pytest.raises(TaskNotFoundError, match=task_id):
             client.get(task_id)
+
+
+def refusing_getuser(error: Exception) -> Callable[[], str]:
+    def getuser() -> str:
+        raise error
+
+    return getuser
+
+
+@pytest.mark.parametrize(
+    ("getuser", "user"),
+    [
+        pytest.param(lambda: "alice", "alice", id="login-name"),
+        pytest.param(refusing_getuser(OSError("no login name")), str(os.getuid()), id="oserror"),
+        pytest.param(
+            refusing_getuser(KeyError("getpwuid(): uid not found: 1000")),
+            str(os.getuid()),
+            id="not-in-the-password-database",
+        ),
+    ],
+)
+def test_who_submits_from_this_machine_is_its_user_else_the_uid(
+    monkeypatch: pytest.MonkeyPatch, getuser: Callable[[], str], user: str
+) -> None:
+    """A container may run under a uid that has no name: the task records the uid."""
+    monkeypatch.setattr(getpass, "getuser", getuser)
+    assert local_user() == user
 
 
 def test_watch_list_yields_each_task_that_appears_or_changes(tmp_path: Path, home: Path) -> None:

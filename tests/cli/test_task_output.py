@@ -89,6 +89,7 @@ def submit(
             manifests=(),
             submitted_at=at,
             labels=labels or {},
+            submitted_by="alice",
         )
     )
 
@@ -165,6 +166,7 @@ def test_list_as_json_is_a_task_list_of_every_tasks_item(home: Path, tasks: Any)
         "phase": "PermanentFailure",
         "reason": "OOMKilled",
         "submittedAt": "2026-11-27T15:09:05Z",
+        "submittedBy": "alice",
         "updatedAt": "2026-11-27T15:15:05Z",
         "active": False,
         "abortRequested": False,

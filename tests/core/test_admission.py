@@ -26,11 +26,13 @@ from podwright.core.admission import (
 from podwright.core.assets import EMPTY_CATALOGUE
 from podwright.core.cluster_resources import (
     API_VERSION,
+    SUBMITTED_BY_ANNOTATION,
     WORKLOAD_FINALIZER,
     ClusterScopes,
     policy_from_resource,
     submission_from_resource,
 )
+from podwright.core.json_patch import apply_json_patch
 from podwright.core.policies import Policy, PolicyError, Scope
 from podwright.core.render import DEFAULT_PROFILE, profile_from_data
 from podwright.core.workloads import WorkloadInputError
@@ -627,3 +629,142 @@ def test_a_refused_workload_is_not_held() -> None:
     )
     assert not refused.allowed
     assert refused.patch == ()
+
+
+# Who submitted a Workload -------------------------------------------------------------------------
+
+OTHER = {"example.com/note": "kept"}
+ALICE = {SUBMITTED_BY_ANNOTATION: "alice"}
+
+
+def annotated(annotations: dict[str, str] | None) -> dict[str, Any]:
+    """A Workload the policies admit, with these annotations (None: no annotations at all)."""
+    obj = workload({"image": "pytorch", "nodePools": ["a100"]})
+    if annotations is not None:
+        obj["metadata"]["annotations"] = annotations
+    return obj
+
+
+def annotations_admitted(given: Request) -> list[dict[str, str] | None]:
+    """The annotations of the object as the API server keeps it after the mutating webhook's
+    patch, by each path: the two-call mutate and the single webhook."""
+    admitted = []
+    for decision in (
+        mutate_workload(given, POLICY_FOR, EMPTY_CATALOGUE),
+        admit_workload(given, VISION_SCOPE, POLICY_FOR, EMPTY_CATALOGUE, DEFAULT_PROFILE),
+    ):
+        assert decision.allowed, decision.message
+        patched = apply_json_patch(given.obj, list(decision.patch))
+        admitted.append(patched["metadata"].get("annotations"))
+    return admitted
+
+
+@pytest.mark.parametrize(
+    ("user", "written", "recorded"),
+    [
+        pytest.param("alice", None, ALICE, id="no-annotations"),
+        pytest.param("alice", OTHER, {**OTHER, **ALICE}, id="others-kept"),
+        pytest.param(
+            "alice", {**OTHER, SUBMITTED_BY_ANNOTATION: "bob"}, {**OTHER, **ALICE}, id="a-claim"
+        ),
+        pytest.param(
+            "system:serviceaccount:ci:runner",
+            {},
+            {SUBMITTED_BY_ANNOTATION: "system:serviceaccount:ci:runner"},
+            id="empty-annotations",
+        ),
+        pytest.param("", {**OTHER, SUBMITTED_BY_ANNOTATION: "bob"}, OTHER, id="no-user-no-claim"),
+        pytest.param("", None, None, id="no-user-nothing-written"),
+    ],
+)
+def test_a_new_workload_records_its_requester_as_who_submitted_it(
+    user: str, written: dict[str, str] | None, recorded: dict[str, str] | None
+) -> None:
+    given = Request("CREATE", annotated(written), None, "vision", dry_run=False, user=user)
+    assert annotations_admitted(given) == [recorded, recorded]
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "kept"),
+    [
+        pytest.param(ALICE, {SUBMITTED_BY_ANNOTATION: "mallory"}, ALICE, id="changed"),
+        pytest.param(ALICE, OTHER, {**OTHER, **ALICE}, id="key-removed"),
+        pytest.param(ALICE, None, ALICE, id="annotations-removed"),
+        pytest.param(ALICE, {}, ALICE, id="annotations-emptied"),
+        pytest.param(ALICE, {**OTHER, **ALICE}, {**OTHER, **ALICE}, id="unchanged-others-added"),
+        pytest.param(OTHER, {**OTHER, "team": "a"}, {**OTHER, "team": "a"}, id="never-recorded"),
+        pytest.param(None, None, None, id="never-recorded-no-annotations"),
+        pytest.param(
+            OTHER, {**OTHER, SUBMITTED_BY_ANNOTATION: "mallory"}, OTHER, id="not-claimed-later"
+        ),
+    ],
+)
+def test_an_update_keeps_who_submitted_the_workload(
+    before: dict[str, str] | None, after: dict[str, str] | None, kept: dict[str, str] | None
+) -> None:
+    """Whoever updates the Workload (its submitter, a colleague, the operator), the annotation
+    says what it said before: a change or a removal is undone. A Workload admitted before
+    submitters were recorded is left without one: an update cannot claim it."""
+    given = Request(
+        "UPDATE", annotated(after), annotated(before), "vision", dry_run=False, user="mallory"
+    )
+    assert annotations_admitted(given) == [kept, kept]
+
+
+ESCAPED = "/metadata/annotations/podwright.dev~1submitted-by"
+
+
+@pytest.mark.parametrize(
+    ("user", "written", "patch"),
+    [
+        pytest.param(
+            "alice",
+            None,
+            [{"op": "add", "path": "/metadata/annotations", "value": ALICE}],
+            id="the-map-added",
+        ),
+        pytest.param(
+            "alice",
+            OTHER,
+            [{"op": "add", "path": ESCAPED, "value": "alice"}],
+            id="the-key-added-its-slash-escaped",
+        ),
+        pytest.param(
+            "", ALICE, [{"op": "remove", "path": ESCAPED}], id="a-claim-of-nobody-removed"
+        ),
+        pytest.param("alice", ALICE, [], id="recorded-already-as-when-called-again"),
+    ],
+)
+def test_the_submitter_is_patched_in_by_its_escaped_pointer(
+    user: str, written: dict[str, str] | None, patch: list[dict[str, Any]]
+) -> None:
+    """The JSON patch, as the API server reads it (RFC 6901: ``/`` in a key is ``~1``). Recorded
+    already, nothing: the API server calls the single webhook again after another mutating
+    webhook's change (``reinvocationPolicy: IfNeeded``)."""
+    given = Request("CREATE", annotated(written), None, "vision", dry_run=False, user=user)
+    for decision in (
+        mutate_workload(given, POLICY_FOR, EMPTY_CATALOGUE),
+        admit_workload(given, VISION_SCOPE, POLICY_FOR, EMPTY_CATALOGUE, DEFAULT_PROFILE),
+    ):
+        annotating = [op for op in decision.patch if op["path"].startswith("/metadata/annotations")]
+        assert annotating == patch
+
+
+@pytest.mark.parametrize(
+    ("user_info", "user"),
+    [
+        pytest.param({"username": "alice", "groups": ["dev"]}, "alice", id="named"),
+        pytest.param({"groups": ["system:unauthenticated"]}, "", id="unnamed"),
+        pytest.param(None, "", id="no-user-info"),
+    ],
+)
+def test_a_review_names_who_asks(user_info: dict[str, Any] | None, user: str) -> None:
+    request_data: dict[str, Any] = {"uid": "u", "operation": "CREATE", "object": workload({})}
+    if user_info is not None:
+        request_data["userInfo"] = user_info
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": request_data,
+    }
+    assert Request.of(review).user == user

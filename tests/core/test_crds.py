@@ -188,6 +188,7 @@ def test_names_scopes_columns_and_status() -> None:
     assert (version["name"], version["subresources"]) == ("v1alpha1", {"status": {}})
     assert [(c["name"], c["jsonPath"]) for c in version["additionalPrinterColumns"]] == [
         ("Type", ".spec.type"),
+        ("Submitter", r".metadata.annotations.podwright\.dev/submitted-by"),
         ("Phase", ".status.phase"),
         ("Reason", ".status.reason"),
         ("Age", ".metadata.creationTimestamp"),

@@ -11,6 +11,7 @@ from podwright.core.json_patch import (
     UnappliablePatchError,
     apply_json_patch,
     apply_merge_patch,
+    json_pointer,
 )
 
 DOC = {"metadata": {"name": "a", "finalizers": ["x", "y"], "labels": {"k": "v"}}, "spec": {"n": 1}}
@@ -113,3 +114,18 @@ def test_json_patches(operations: list[dict[str, Any]], result: list[str]) -> No
 def test_bad_json_patches(operations: Any, error: type[Exception], message: str) -> None:
     with pytest.raises(error, match=message):
         apply_json_patch(DOC, operations)
+
+
+@pytest.mark.parametrize(
+    ("key", "pointer"),
+    [
+        pytest.param("team", "/metadata/labels/team", id="plain"),
+        pytest.param("podwright.dev/x", "/metadata/labels/podwright.dev~1x", id="slash"),
+        pytest.param("a~b", "/metadata/labels/a~0b", id="tilde"),
+        pytest.param("~1/", "/metadata/labels/~01~1", id="tilde-before-one-not-a-slash"),
+    ],
+)
+def test_a_pointer_escapes_each_member_name_as_rfc_6901_says(key: str, pointer: str) -> None:
+    assert json_pointer("metadata", "labels", key) == pointer
+    added = apply_json_patch(DOC, [{"op": "add", "path": pointer, "value": "v"}])
+    assert added["metadata"]["labels"] == {"k": "v", key: "v"}

@@ -42,6 +42,7 @@ def record(
     updated_at: datetime = T0 + timedelta(minutes=1),
     finalized: bool = False,
     labels: dict[str, str] | None = None,
+    submitted_by: str = "alice",
 ) -> TaskRecord:
     task = NewTask(
         task_id=task_id,
@@ -54,6 +55,7 @@ def record(
         manifests=(),
         submitted_at=submitted_at,
         labels=labels if labels is not None else {"team": "vision", "env": "prod"},
+        submitted_by=submitted_by,
     )
     return TaskRecord(
         task=task,
@@ -79,11 +81,16 @@ def test_a_task_item_has_every_key_camel_cased_with_rfc3339_utc_times() -> None:
         "phase": "Running",
         "reason": "started",
         "submittedAt": "2026-11-27T15:08:05Z",
+        "submittedBy": "alice",
         "updatedAt": "2026-11-27T15:09:05Z",
         "active": True,
         "abortRequested": False,
         "labels": {"env": "prod", "team": "vision"},
     }
+
+
+def test_who_submitted_a_task_recorded_before_submitters_were_is_told_empty() -> None:
+    assert task_item(record(submitted_by=""))["submittedBy"] == ""
 
 
 def test_the_backend_shown_may_be_the_commands_and_a_finalized_task_is_not_active() -> None:

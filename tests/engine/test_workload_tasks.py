@@ -15,7 +15,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from podwright.core.cluster_resources import API_VERSION, WORKLOAD_FINALIZER
+from podwright.core.cluster_resources import (
+    API_VERSION,
+    SUBMITTED_BY_ANNOTATION,
+    WORKLOAD_FINALIZER,
+)
 from podwright.core.lifecycle.objects import condition
 from podwright.core.lifecycle.phases import (
     ErrorKind,
@@ -40,6 +44,7 @@ from podwright.engine.workload_tasks import (
     launched_workload,
     new_task,
     next_action,
+    pending_record,
     phase_event,
     record_of,
     refused_workload,
@@ -141,7 +146,7 @@ def transition_times(obj: Mapping[str, Any]) -> dict[str, str]:
 
 
 def test_a_submitted_workload_reads_back_as_its_task_at_revision_1() -> None:
-    read = workload()
+    read = workload(annotations={SUBMITTED_BY_ANNOTATION: "alice"})
     read["status"] = {"compliance": COMPLIANCE, "conditions": [POLICY_COMPLIANT]}
     task = new_task(read, MANIFESTS, T0)
     assert task == NewTask(
@@ -155,6 +160,7 @@ def test_a_submitted_workload_reads_back_as_its_task_at_revision_1() -> None:
         manifests=MANIFESTS,
         submitted_at=T0,
         owner=OwnerReference(API_VERSION, "Workload", "resnet", UID),
+        submitted_by="alice",
     )
     assert record_of(read) is None, "no record before the submission"
     body = submitted_workload(read, task, T0)
@@ -174,6 +180,24 @@ def test_a_submitted_workload_reads_back_as_its_task_at_revision_1() -> None:
     assert (found.plugin_state, found.abort_requested, found.finalized) == ({}, False, False)
     assert history_of(body) == []
     assert events_attached(body) == []
+
+
+@pytest.mark.parametrize(
+    ("annotations", "submitter"),
+    [
+        pytest.param({SUBMITTED_BY_ANNOTATION: "alice", "team": "a"}, "alice", id="recorded"),
+        pytest.param({"team": "a"}, "", id="created-before-submitters-were-recorded"),
+        pytest.param(None, "", id="no-annotations"),
+    ],
+)
+def test_who_submitted_the_task_is_who_the_workloads_annotation_names(
+    annotations: dict[str, str] | None, submitter: str
+) -> None:
+    """Pending, submitted and as recorded since: the task of a Workload is the annotation's."""
+    read = workload(**({"annotations": annotations} if annotations is not None else {}))
+    assert pending_record(read, "waiting", T0).task.submitted_by == submitter
+    assert new_task(read, MANIFESTS, T0).submitted_by == submitter
+    assert record(submitted(read)).task.submitted_by == submitter
 
 
 def test_a_launched_workload_is_recorded_with_what_its_launch_did_in_one_write() -> None:

@@ -17,7 +17,11 @@ of that type, and a ``date`` column is rendered by the server as an age (``5s``,
 ``ConvertToHumanReadableDateType`` in apimachinery ``pkg/api/meta/table/table.go``, i.e.
 ``duration.ShortHumanDuration``); anything else, or nothing found, is ``null`` (kubectl prints
 nothing). The JSONPath the emulator evaluates is the subset printer columns use: ``.field``,
-``[index]``, ``[*]`` and ``[?(@.path=="value")]`` (``==``, ``!=``); other syntax is refused.
+``[index]``, ``[*]`` and ``[?(@.path=="value")]`` (``==``, ``!=``); other syntax is refused. A
+field runs to the next unescaped terminator (space, ``.``, ``,``, ``[``, ``]``, ``$``, ``@``,
+``{``, ``}``), a backslash escaping the character after it and then dropped, as client-go's
+``util/jsonpath/parser.go`` reads one (``parseField``): ``.metadata.annotations.example\\.com/x``
+is the annotation ``example.com/x``.
 
 Built-in kinds are printed by kube-apiserver's printers (``pkg/printers/internalversion/
 printers.go``), whose columns differ by kind; the emulator prints ``Name``, its own columns for
@@ -283,7 +287,7 @@ def human_duration(elapsed: timedelta) -> str:
 # JSONPath -----------------------------------------------------------------------------------------
 
 _STEP = re.compile(
-    r"\.(?P<field>[A-Za-z0-9_\-]+)"
+    r"\.(?P<field>(?:\\.|[^\s.,\[\]$@{}\\])+)"
     r"|\[(?P<index>-?\d+)\]"
     r"|\[(?P<all>\*)\]"
     r"|\[\?\(@(?P<path>(?:\.[A-Za-z0-9_\-]+)+)\s*(?P<op>==|!=)\s*(?P<literal>\"[^\"]*\"|'[^']*'|-?\d+(?:\.\d+)?|true|false)\)\]"
@@ -309,7 +313,7 @@ def parse_json_path(path: str) -> tuple[tuple[str, Any], ...]:
                 "it evaluates .field, [index], [*] and [?(@.field==value)]",
             )
         if match["field"] is not None:
-            steps.append(("field", match["field"]))
+            steps.append(("field", match["field"].replace("\\", "")))
         elif match["index"] is not None:
             steps.append(("index", int(match["index"])))
         elif match["all"] is not None:

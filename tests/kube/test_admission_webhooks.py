@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import copy
 import json
 import socket
 import threading
@@ -231,6 +232,62 @@ def test_a_mutating_patch_is_applied_before_validating_webhooks_see_the_object(
     assert validating is not None
     assert "added" not in mutating["object"]["data"]
     assert validating["object"]["data"]["added"] == "by the webhook"
+
+
+def test_a_mutating_patch_writes_and_keeps_an_annotation_whose_key_has_a_slash(
+    api: ApiServer, marker: str
+) -> None:
+    """What podwright's webhook does with ``podwright.dev/submitted-by``, on ConfigMaps: a create
+    gets the requester the review names (``userInfo``, request/admissionreview.go), an update the
+    value its ``oldObject`` had. The patch names the key with ``/`` escaped as ``~1`` (RFC 6901,
+    as evanphx/json-patch reads a path); an ``add`` replaces a member that exists (RFC 6902) and
+    adds the map where there is none."""
+    key = "test.podwright.dev/submitted-by"
+    escaped = "/metadata/annotations/test.podwright.dev~1submitted-by"
+
+    def record(request: Review) -> Review:
+        if request["operation"] == "CREATE":
+            value = request["userInfo"]["username"]
+        else:
+            value = (request["oldObject"]["metadata"].get("annotations") or {})[key]
+        annotations = request["object"]["metadata"].get("annotations")
+        if annotations is None:
+            patch = [{"op": "add", "path": "/metadata/annotations", "value": {key: value}}]
+        else:
+            patch = [{"op": "add", "path": escaped, "value": value}]
+        encoded = base64.b64encode(json.dumps(patch).encode()).decode()
+        return {"allowed": True, "patchType": "JSONPatch", "patch": encoded}
+
+    with WebhookServer({"/record": record}) as server:
+        hook = webhook(
+            "record", server.url("/record"), server, marker, operations=("CREATE", "UPDATE")
+        )
+        with installed(
+            api,
+            "MutatingWebhookConfiguration",
+            [hook],
+            active=lambda: probed(api, server, "/record", {marker: "probe"}),
+        ):
+            claimed = config_map("claimed", api.namespace, **{marker: "x"})
+            claimed["metadata"]["annotations"] = {key: "someone-else", "note": "kept"}
+            created = api.client.create(claimed)
+            review = sent(server, "/record", "claimed")
+            assert review is not None
+            requester = review["userInfo"]["username"]
+            assert requester
+            assert created["metadata"]["annotations"] == {key: requester, "note": "kept"}
+            bare = api.client.create(config_map("bare", api.namespace, **{marker: "x"}))
+            assert bare["metadata"]["annotations"] == {key: requester}
+
+            ref = ObjectRef("v1", "ConfigMap", api.namespace, "claimed")
+            changed = copy.deepcopy(created)
+            changed["metadata"]["annotations"][key] = "mallory"
+            replaced = api.client.replace(ref, changed)
+            assert replaced["metadata"]["annotations"] == {key: requester, "note": "kept"}
+            removed = copy.deepcopy(replaced)
+            del removed["metadata"]["annotations"]
+            replaced = api.client.replace(ref, removed)
+            assert replaced["metadata"]["annotations"] == {key: requester}
 
 
 @pytest.mark.parametrize(("policy", "calls"), [("IfNeeded", 2), ("Never", 1)])

@@ -8,12 +8,13 @@ the kubectl binary.
 from __future__ import annotations
 
 import re
+import uuid
 from typing import Any
 
 import pytest
 
-from tests.kube.gadgets import PRINTER_COLUMNS, installed_gadgets
-from tests.kube.support import ApiServer, config_map, eventually
+from tests.kube.gadgets import PRINTER_COLUMNS, gadget_crd, installed_gadgets
+from tests.kube.support import ApiServer, config_map, eventually, installed_crd
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 AGE = re.compile(r"^\d+[smhdy]$")
@@ -255,6 +256,39 @@ def test_a_list_is_printed_as_a_table_of_the_crds_printer_columns(api: ApiServer
         ).body
         assert [r["cells"][0] for r in whole["rows"]] == ["g1"]
         assert whole["rows"][0]["object"]["spec"]["size"] == 3
+
+
+def test_a_printer_column_reads_an_annotation_whose_key_has_dots_and_a_slash(
+    api: ApiServer,
+) -> None:
+    """A column's ``jsonPath`` escapes the dots of an annotation's key, and a ``/`` needs no
+    escape (client-go's ``util/jsonpath/parser.go``: ``parseField`` reads a field up to an
+    unescaped terminator, and drops the backslashes), as podwright's Workload CRD shows who
+    submitted each Workload; an object without the annotation gets a null cell."""
+    suffix = uuid.uuid4().hex[:8]
+    group = f"o{suffix}.test.podwright.dev"
+    crd = gadget_crd(group, f"go{suffix}")
+    owner = {
+        "name": "Owner",
+        "type": "string",
+        "jsonPath": r".metadata.annotations.test\.podwright\.dev/owner",
+    }
+    crd["spec"]["versions"][0]["additionalPrinterColumns"] = [owner]
+    collection = f"/apis/{group}/v1/namespaces/{api.namespace}/gadgets"
+    with installed_crd(api, crd):
+        eventually(lambda: api.request("GET", collection)[0] == 200)
+        for name, annotations in (("owned", {"test.podwright.dev/owner": "alice"}), ("other", {})):
+            body = {
+                "apiVersion": f"{group}/v1",
+                "kind": "Gadget",
+                "metadata": {"name": name, "annotations": annotations},
+                "spec": {},
+            }
+            created = api.send("POST", collection, body)
+            assert created.status == 201, created.body
+        table = api.send("GET", collection, accept=TABLE).body
+    assert [column["name"] for column in table["columnDefinitions"]] == ["Name", "Owner"]
+    assert sorted(row["cells"] for row in table["rows"]) == [["other", None], ["owned", "alice"]]
 
 
 def test_a_built_in_kind_is_printed_with_its_name_first(api: ApiServer) -> None:

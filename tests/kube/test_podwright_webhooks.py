@@ -20,10 +20,13 @@ import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import pytest
+
 from podwright.adapters.admission_webhooks import AdmissionWebhooks, WebhookSettings
 from podwright.adapters.certificates import CertificateKeeper, CertificateSettings
 from podwright.adapters.kubernetes.webhook_configurations import publish_ca_bundle
 from podwright.adapters.webhook_server import WebhookServer
+from podwright.core.cluster_resources import SUBMITTED_BY_ANNOTATION
 from podwright.core.crds import custom_resource_definitions
 from podwright.core.webhook_configurations import (
     MUTATE_WORKLOADS,
@@ -33,7 +36,10 @@ from podwright.core.webhook_configurations import (
     encoded_ca_bundle,
     webhook_configurations,
 )
+from podwright.engine.kubernetes_port import ObjectRef, PatchType
+from tests.k8s_emulator.admission import TEST_USER
 from tests.kube.support import ApiServer, eventually, installed_crd
+from tests.kube.test_kubectl_api import TABLE
 from tests.webhook_server import ManualClock, PublishedBundles, utc_now, webhook_host
 
 CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1"
@@ -253,3 +259,50 @@ def test_podwrights_webhooks_refuse_what_the_operators_profile_cannot_render(
             }
         )
         eventually(lambda: api.send("POST", path, fraction).status == 201)
+
+
+@pytest.mark.parametrize("single_webhook", [False, True], ids=["two-calls", "single-webhook"])
+def test_podwrights_webhooks_record_who_submitted_a_workload_and_keep_it(
+    emulator_api: ApiServer, single_webhook: bool
+) -> None:
+    """Served as ``podwright webhook`` serves them, by both paths: a create records the user the
+    API server authenticated (the emulator's, for every request) over the name its creator wrote;
+    an update that changes or removes it gets it back; ``kubectl get workloads`` shows it."""
+    api = emulator_api
+    for crd in custom_resource_definitions():
+        api.client.apply(crd, field_manager="test")
+    settings = WebhookSettings(
+        cluster_name="test",
+        webhook_host=webhook_host(),
+        listen_host=webhook_host(),
+        port=0,
+        single_webhook=single_webhook,
+    )
+    path = f"/apis/podwright.dev/v1alpha1/namespaces/{api.namespace}/workloads"
+    ref = ObjectRef("podwright.dev/v1alpha1", "Workload", api.namespace, "resnet")
+    with AdmissionWebhooks(api.client, settings, clock=utc_now):
+        claimed = workload(api, "resnet", image="pytorch")
+        claimed["metadata"]["annotations"] = {SUBMITTED_BY_ANNOTATION: "someone-else"}
+        created = api.send("POST", path, claimed)
+        assert created.status == 201, created.body
+        requester = TEST_USER["username"]
+        assert created.body["metadata"]["annotations"] == {SUBMITTED_BY_ANNOTATION: requester}
+
+        # As `kubectl annotate --overwrite` and `kubectl annotate ...-` update it (merge patches:
+        # the compliance status writer may update the Workload meanwhile).
+        for annotations, kept in (
+            ({SUBMITTED_BY_ANNOTATION: "mallory", "note": "x"}, {"note": "x"}),
+            ({SUBMITTED_BY_ANNOTATION: None}, {"note": "x"}),
+            (None, {}),
+        ):
+            patch = {"metadata": {"annotations": annotations}}
+            updated = api.client.patch(ref, patch, PatchType.MERGE)
+            assert updated["metadata"]["annotations"] == {
+                SUBMITTED_BY_ANNOTATION: requester,
+                **kept,
+            }
+
+        table = api.send("GET", path, accept=TABLE).body
+    names = [column["name"] for column in table["columnDefinitions"]]
+    [row] = table["rows"]
+    assert row["cells"][names.index("Submitter")] == requester

@@ -53,6 +53,7 @@ def test_both_ages_agree_within_a_minute(seconds: int) -> None:
 
 
 OBJECT = {
+    "metadata": {"annotations": {"example.com/owner": "alice", "example": {"com/owner": "no"}}},
     "spec": {"size": 3, "tags": ["a", "b"]},
     "status": {
         "conditions": [
@@ -79,6 +80,10 @@ OBJECT = {
             '.status.conditions[?(@.type!="Ready")].type', ["PolicyCompliant"], id="filter-not"
         ),
         pytest.param("{.spec.size}", [3], id="braces"),
+        pytest.param(
+            r".metadata.annotations.example\.com/owner", ["alice"], id="escaped-dot-and-slash"
+        ),
+        pytest.param(".metadata.annotations.example.com/owner", ["no"], id="unescaped-dot"),
     ],
 )
 def test_printer_column_paths(path: str, found: list[object]) -> None:

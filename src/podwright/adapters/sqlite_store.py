@@ -84,6 +84,10 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE tasks ADD COLUMN labels TEXT NOT NULL DEFAULT '{}'
     """,
+    # 3: who submitted the task ('' for the tasks recorded before: not known).
+    """
+    ALTER TABLE tasks ADD COLUMN submitted_by TEXT NOT NULL DEFAULT ''
+    """,
 )
 """Schema migrations; migration N (1-based) brings ``user_version`` from N-1 to N. Statements are
 separated by semicolons, which therefore appear nowhere else in them."""
@@ -91,7 +95,7 @@ separated by semicolons, which therefore appear nowhere else in them."""
 _TASK_COLUMNS = (
     "task_id, workload_type, name, namespace, backend, workload, effective, manifests, "
     "submitted_at, updated_at, revision, plugin_state, phase, phase_version, reason, "
-    "abort_requested, finalized, labels"
+    "abort_requested, finalized, labels, submitted_by"
 )
 
 
@@ -186,7 +190,7 @@ class SQLiteTaskStore:
             with self._write() as db:
                 db.execute(
                     f"INSERT INTO tasks ({_TASK_COLUMNS}) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, 0, '', 0, 0, ?)",
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, 0, '', 0, 0, ?, ?)",
                     (
                         task.task_id,
                         task.workload_type,
@@ -201,6 +205,7 @@ class SQLiteTaskStore:
                         _json({}),
                         Phase.UNDEFINED.value,
                         _json(dict(task.labels)),
+                        task.submitted_by,
                     ),
                 )
         except sqlite3.IntegrityError as error:
@@ -388,6 +393,7 @@ def _record(row: tuple[Any, ...]) -> TaskRecord:
         abort_requested,
         finalized,
         labels,
+        submitted_by,
     ) = row
     try:
         task = NewTask(
@@ -401,6 +407,7 @@ def _record(row: tuple[Any, ...]) -> TaskRecord:
             manifests=tuple(json.loads(manifests)),
             submitted_at=datetime.fromisoformat(submitted_at),
             labels=_labels(json.loads(labels)),
+            submitted_by=submitted_by,
         )
         return TaskRecord(
             task=task,

@@ -91,7 +91,7 @@ from podwright.api.operator_tasks import (
     workload_tasks,
 )
 from podwright.api.pipeline import Prepared, prepare
-from podwright.api.state import default_home, open_store, utc_now
+from podwright.api.state import default_home, local_user, open_store, utc_now
 from podwright.api.task_logs import (
     LOST_SERVER_AFTER,
     ClusterLogTail,
@@ -452,6 +452,10 @@ class Client:
         directory). To the operator a Workload is submitted as it is: the cluster's policies,
         assets and profile apply there.
 
+        The task records who submitted it: this machine's user
+        (:func:`~podwright.api.state.local_user`); for the operator, the user the API server
+        authenticated, as podwright's mutating webhook records it on the Workload.
+
         Nothing is recorded unless the backend can run it: a manifest the local backend cannot
         run, or a cluster that does not answer, is refused first."""
         if self._target is not None:
@@ -489,6 +493,7 @@ class Client:
             manifests=tuple(_plain(manifest) for manifest in manifests),
             submitted_at=utc_now(),
             labels=dict(prepared.workload.labels if labels is None else labels),
+            submitted_by=local_user(),
         )
         keeper = ExecutorKeeper(self._launch(key))
         record = _stored(lambda: self.store.submit(task))

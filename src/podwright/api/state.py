@@ -1,7 +1,9 @@
-"""podwright's state directory (``--home``), and the task store in it, for every task command."""
+"""podwright's state directory (``--home``), the task store in it, and what a submission to it
+records of this machine (when, and by whom), for every task command."""
 
 from __future__ import annotations
 
+import getpass
 import os
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,3 +45,15 @@ def open_store(home: str | Path) -> SQLiteTaskStore:
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+def local_user() -> str:
+    """Who submits from this machine: the login name (``getpass.getuser``: ``$LOGNAME``,
+    ``$USER``…, else the password database), else the uid as text when there is none, as in a
+    container run under a uid the image does not know."""
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):
+        # No login name in the environment and no entry for the uid in the password database:
+        # Python 3.13 raises OSError, earlier ones pwd's KeyError.
+        return str(os.getuid())

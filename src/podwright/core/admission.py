@@ -7,7 +7,11 @@ cluster's policies and hands them here with the request; this module decides, an
 
 * **mutating, Workloads**: the effective workload (defaults, ``defaultFrom``, imposed assets) is
   written into ``spec`` by a JSON patch, so what ``kubectl get -o yaml`` shows is what runs, and a
-  later policy change never silently changes an admitted workload;
+  later policy change never silently changes an admitted workload; a new Workload is held with
+  podwright's finalizer, and who submitted it is recorded in the annotation
+  ``podwright.dev/submitted-by``: the user the API server authenticated for the create (the
+  request's ``userInfo.username``), over whatever the creator wrote, and put back when an update
+  changes or removes it, so that nobody may claim another's name;
 * **validating, Workloads**: in enforce mode a workload that breaks a rule is refused, the message
   listing *every* issue (field, what is wrong, the rule, and the policy and scope that own it),
   in the field catalogue's order; so is one that cannot run: the effective workload is rendered
@@ -34,6 +38,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from podwright.core.assets import AssetCatalogue
 from podwright.core.cluster_resources import (
+    SUBMITTED_BY_ANNOTATION,
     WORKLOAD_FINALIZER,
     policy_from_resource,
     resource_source,
@@ -47,6 +52,7 @@ from podwright.core.evaluation import (
     evaluate,
     without_exclusions,
 )
+from podwright.core.json_patch import json_pointer
 from podwright.core.policies import Policy, PolicyError, Scope
 from podwright.core.problems import FieldProblem, ProblemsError
 from podwright.core.render import (
@@ -123,6 +129,9 @@ class Request:
     old: Mapping[str, object] | None
     namespace: str
     dry_run: bool
+    user: str = ""
+    """Who asks: the user name the API server authenticated (``userInfo.username``; empty when
+    the review names none)."""
 
     @classmethod
     def of(cls, review: Mapping[str, object]) -> Request:
@@ -139,12 +148,15 @@ class Request:
         old = request.get("oldObject")
         if operation not in ("CREATE", "UPDATE") or not isinstance(obj, Mapping):
             raise BadReviewError("request: expected a CREATE or UPDATE with its object")
+        user_info = request.get("userInfo")
+        user = user_info.get("username") if isinstance(user_info, Mapping) else None
         return cls(
             str(operation),
             obj,
             old if isinstance(old, Mapping) else None,
             str(request.get("namespace") or ""),
             bool(request.get("dryRun")),
+            user if isinstance(user, str) else "",
         )
 
 
@@ -394,8 +406,13 @@ def finding(violation: Violation) -> dict[str, str]:
 def _mutation(
     request: Request, spec: Mapping[str, object] | None
 ) -> tuple[Mapping[str, object], ...]:
-    """The mutating webhook's patch: a new Workload held, and ``spec`` written (None: kept)."""
-    return _held(request) + (() if spec is None else _replace_spec(spec))
+    """The mutating webhook's patch: a new Workload held, who submitted it recorded (or kept),
+    and ``spec`` written (None: kept)."""
+    return (
+        _held(request)
+        + _submitter_recorded(request)
+        + (() if spec is None else _replace_spec(spec))
+    )
 
 
 def _held(request: Request) -> tuple[Mapping[str, object], ...]:
@@ -411,6 +428,37 @@ def _held(request: Request) -> tuple[Mapping[str, object], ...]:
     if WORKLOAD_FINALIZER in finalizers:
         return ()
     return ({"op": "add", "path": "/metadata/finalizers/-", "value": WORKLOAD_FINALIZER},)
+
+
+def _submitter_recorded(request: Request) -> tuple[Mapping[str, object], ...]:
+    """The patch that makes the Workload's :data:`SUBMITTED_BY_ANNOTATION` say who submitted it:
+    on a create, the requester, whatever the creator wrote (a requester the review does not name
+    claims nobody's name either: the annotation is taken out); on an update, what it said before
+    the update (a change or a removal undone; a Workload created before submitters were recorded
+    stays without one). Nothing when it says so already (as when the API server calls the webhook
+    again after another one's change)."""
+    if request.operation == "CREATE":
+        submitter = request.user or None
+    else:
+        submitter = _annotation(request.old, SUBMITTED_BY_ANNOTATION)
+    if _annotation(request.obj, SUBMITTED_BY_ANNOTATION) == submitter:
+        return ()
+    path = json_pointer("metadata", "annotations", SUBMITTED_BY_ANNOTATION)
+    if submitter is None:
+        return ({"op": "remove", "path": path},)
+    metadata = request.obj.get("metadata")
+    if not isinstance(metadata, Mapping) or not isinstance(metadata.get("annotations"), Mapping):
+        value = {SUBMITTED_BY_ANNOTATION: submitter}
+        return ({"op": "add", "path": json_pointer("metadata", "annotations"), "value": value},)
+    return ({"op": "add", "path": path, "value": submitter},)  # an add replaces a member
+
+
+def _annotation(obj: Mapping[str, object] | None, key: str) -> str | None:
+    """The annotation ``key`` of ``obj`` (None: it has none, or there is no object)."""
+    metadata = obj.get("metadata") if obj is not None else None
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    value = annotations.get(key) if isinstance(annotations, Mapping) else None
+    return value if isinstance(value, str) else None
 
 
 def _replace_spec(spec: Mapping[str, object]) -> tuple[Mapping[str, object], ...]:

@@ -35,6 +35,11 @@ WORKLOAD_FINALIZER = f"{GROUP}/workload"
 """Held on a Workload from its admission (the mutating webhook adds it; the operator, when no
 webhook did, before it submits the task) until its task is finalized: deleting the Workload
 aborts the task, and the Workload goes only once nothing of its task is left running."""
+SUBMITTED_BY_ANNOTATION = f"{GROUP}/submitted-by"
+"""Who submitted a Workload: the user the API server authenticated for its create, written by
+podwright's mutating webhook over whatever the creator wrote, and put back by it when an update
+changes or removes it (so nobody may claim another's name). A Workload created before the webhook
+recorded submitters has none, and an update cannot add one."""
 POLICY_KIND = "WorkloadPolicy"
 CLUSTER_POLICY_KIND = "ClusterWorkloadPolicy"
 ASSET_KIND = "Asset"

@@ -59,6 +59,7 @@ from podwright.core.cluster_resources import (
     CLUSTER_SCOPES,
     GROUP,
     POLICY_KIND,
+    SUBMITTED_BY_ANNOTATION,
     VERSION,
     WORKLOAD_KIND,
 )
@@ -156,6 +157,11 @@ def _workload() -> dict[str, object]:
         status=_workload_status(),
         columns=[
             _column("Type", ".spec.type"),
+            # Who submitted it, as the mutating webhook records it (JSONPath escapes the dot of
+            # the annotation's key).
+            _column(
+                "Submitter", ".metadata.annotations." + SUBMITTED_BY_ANNOTATION.replace(".", "\\.")
+            ),
             _column("Phase", ".status.phase"),
             _column("Reason", ".status.reason"),
         ],

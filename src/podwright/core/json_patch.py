@@ -60,6 +60,13 @@ def apply_json_patch(target: Any, operations: Any) -> Any:
     return document
 
 
+def json_pointer(*tokens: str) -> str:
+    """The JSON pointer (RFC 6901) through the members ``tokens``, each escaped: ``~`` as ``~0``,
+    then ``/`` as ``~1`` (``json_pointer("metadata", "annotations", "podwright.dev/x")`` is
+    ``/metadata/annotations/podwright.dev~1x``)."""
+    return "".join("/" + token.replace("~", "~0").replace("/", "~1") for token in tokens)
+
+
 def _pointer(path: str) -> list[str]:
     if path == "":
         return []

@@ -65,6 +65,10 @@ class NewTask:
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """The task's labels (a workload file's ``metadata.labels``, a Workload's), which
     ``podwright list -l`` selects tasks by."""
+    submitted_by: str = ""
+    """Who submitted it: this machine's user for a task of this machine's store, the user the
+    API server authenticated for a Workload (recorded by podwright's mutating webhook). Empty
+    when not known: a task recorded before podwright recorded submitters."""
 
 
 @dataclasses.dataclass(frozen=True)

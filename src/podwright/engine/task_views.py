@@ -4,9 +4,11 @@
 return the same data: this module is where a :class:`~podwright.engine.task_store.TaskRecord`
 (with its phase history and events) becomes that data, so both say the same thing. The keys are
 camelCase, times RFC 3339 in UTC to the second (``2026-11-27T15:08:05Z``), as Kubernetes writes
-them; every key is always there (None where a time is not known), except a history entry's
-``error``, there only when the phase failed with one. :class:`TaskFilter` and :func:`sort_tasks`
-are what ``list --phase/--type/-l/--active`` and ``--sort-by`` mean, for every backend.
+them; every key is always there (None where a time is not known; ``submittedBy`` ``""`` where
+who submitted the task is not, as for one recorded before podwright recorded submitters), except
+a history entry's ``error``, there only when the phase failed with one. :class:`TaskFilter` and
+:func:`sort_tasks` are what ``list --phase/--type/-l/--active`` and ``--sort-by`` mean, for every
+backend.
 
 No I/O and no clock: the records come in, plain data and decisions go out.
 """
@@ -59,6 +61,7 @@ def task_item(record: TaskRecord, *, backend: str | None = None) -> dict[str, An
         "phase": record.phase.value,
         "reason": record.reason,
         "submittedAt": utc_time(task.submitted_at),
+        "submittedBy": task.submitted_by,
         "updatedAt": utc_time(record.updated_at),
         "active": not record.finalized,
         "abortRequested": record.abort_requested,

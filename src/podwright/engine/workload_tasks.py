@@ -9,12 +9,15 @@ update that records it, with no I/O and no clock (``now`` is passed in), so the 
 sends them (``adapters.kubernetes.workload_store``) only reads and writes.
 
 The task id is the Workload's name and the start of its uid: stable across restarts and
-replicas, and new when a Workload is deleted and created again under the same name. A deleted
-Workload (a deletion timestamp) or one annotated ``podwright.dev/abort-requested`` asks for its
-task to be aborted. A finalized task's Workload is let go in the same write that records it
-finalized (:func:`finalized_patch`: the finalizer removed, the task named in an annotation), so
-finalizing costs one request, not a status update and then a patch. The events kept are the
-latest :data:`EVENTS_KEPT`, so a Workload's size stays bounded however long its task runs.
+replicas, and new when a Workload is deleted and created again under the same name. Who
+submitted the task is who the annotation ``podwright.dev/submitted-by`` names: podwright's
+mutating webhook writes it at the create and keeps it (without the webhook, it says what the
+creator wrote). A deleted Workload (a deletion timestamp) or one annotated
+``podwright.dev/abort-requested`` asks for its task to be aborted. A finalized task's Workload
+is let go in the same write that records it finalized (:func:`finalized_patch`: the finalizer
+removed, the task named in an annotation), so finalizing costs one request, not a status update
+and then a patch. The events kept are the latest :data:`EVENTS_KEPT`, so a Workload's size stays
+bounded however long its task runs.
 """
 
 from __future__ import annotations
@@ -25,7 +28,12 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from podwright.core.cluster_resources import API_VERSION, WORKLOAD_FINALIZER, WORKLOAD_KIND
+from podwright.core.cluster_resources import (
+    API_VERSION,
+    SUBMITTED_BY_ANNOTATION,
+    WORKLOAD_FINALIZER,
+    WORKLOAD_KIND,
+)
 from podwright.core.lifecycle.objects import (
     JsonObject,
     condition,
@@ -150,6 +158,7 @@ def _task(
         submitted_at=submitted_at,
         owner=owner_of(workload),
         labels={str(key): str(value) for key, value in section(metadata, "labels").items()},
+        submitted_by=text(section(metadata, "annotations"), SUBMITTED_BY_ANNOTATION),
     )
 
 
