@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from podwright.console.app import TOKEN_COOKIE, ConsoleSettings, console_app
+from podwright.console.app import ConsoleSettings, console_app
+from podwright.console.gate import TOKEN_COOKIE, Access, fixed
 from podwright.console.sources import ConsoleSources
 from tests.console.test_hub import FakeFeed, record, started
 
@@ -26,7 +27,8 @@ def feed() -> FakeFeed:
 def client_of(feed: FakeFeed, tmp_path: Path, *, read_only: bool = False) -> Iterator[TestClient]:
     sources = ConsoleSources(home=str(tmp_path / "home"))
     with started(feed) as hub:
-        app = console_app(sources, hub, ConsoleSettings(TOKEN, read_only=read_only))
+        settings = ConsoleSettings(Access(fixed(TOKEN)), read_only=read_only)
+        app = console_app(sources, hub, settings)
         with TestClient(app, base_url="http://127.0.0.1", follow_redirects=False) as client:
             yield client
 
@@ -56,9 +58,10 @@ def test_the_token_in_the_url_becomes_a_strict_http_only_cookie(client: TestClie
     assert first.status_code == 303
     assert first.headers["location"] == "/workloads?phase=Running"  # the token left the URL
     cookie = first.headers["set-cookie"]
-    assert cookie.startswith(f"{TOKEN_COOKIE}={TOKEN};")
+    assert cookie.startswith(f"{TOKEN_COOKIE}_80={TOKEN};")  # this console's port's own
     assert "HttpOnly" in cookie
     assert "SameSite=strict" in cookie
+    assert "Secure" not in cookie  # plain HTTP on loopback
     page = client.get("/workloads?phase=Running")
     assert page.is_success
     assert "train-1" in page.text

@@ -123,12 +123,14 @@ def test_a_submitted_workload_is_followed_live_then_aborted_and_deleted(
 
         page.once("dialog", lambda dialog: dialog.accept())
         page.get_by_role("button", name="Abort").click()
+        expect(page.locator("#outcome")).to_contain_text("abort requested")
         expect(page.locator("#phase")).to_have_text("Aborted", timeout=LIVE)
         expect(row.locator(".phase")).to_have_text("Aborted", timeout=LIVE)
 
         page.once("dialog", lambda dialog: dialog.accept())
         page.get_by_role("button", name="Delete").click()
-        expect(page).to_have_url(re.compile(r"/workloads$"))
+        expect(page).to_have_url(re.compile(r"/workloads\?outcome="))
+        expect(page.locator("#outcome")).to_contain_text("aborted and deleted")
         expect(table.locator("#rows")).not_to_contain_text("sleeper", timeout=LIVE)
 
 

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import dataclasses
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -171,3 +172,37 @@ def test_a_task_s_output_is_followed_once_for_all_its_pages_to_its_end() -> None
         assert hub.logs("a") is not follower  # forgotten once no page shows it
     assert lines == ["one", "two"]
     assert end is None
+
+
+def test_every_line_of_a_long_output_reaches_a_page_in_order() -> None:
+    """Output lines are never dropped for a page that is slow to read them (a page that
+    opens late is shown the last LOG_LINES_KEPT first)."""
+    feed = FakeFeed()
+    feed.set(record("a"))
+    lines = tuple(f"line {number}" for number in range(3000))
+    hub = TaskHub(lambda: SlowStartClient(feed, list(lines)))  # type: ignore[arg-type,return-value]
+    hub.start()
+    try:
+
+        async def read_all() -> list[object]:
+            follower = hub.logs("a")
+            with follower.listening() as (before, queue):
+                got: list[object] = list(before)
+                while True:
+                    item = await next_change(queue)
+                    if item is None:
+                        return got
+                    got.append(item)
+
+        got = asyncio.run(read_all())
+    finally:
+        hub.stop()
+    assert got == list(lines)
+
+
+class SlowStartClient(FakeClient):
+    """A client whose output starts once the page listens (as a cluster's log stream does)."""
+
+    def logs(self, task_id: str, *, follow: bool, stop: object) -> Iterator[str]:
+        time.sleep(0.2)
+        yield from self.output

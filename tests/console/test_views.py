@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -21,6 +23,7 @@ from podwright.console.views import (
     source_of,
 )
 
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "workload-distributed-pytorch.yaml"
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 
@@ -50,16 +53,24 @@ def test_age_is_printed_as_kubectl_prints_it(seconds: int, shown: str) -> None:
         (
             {
                 "type": "distributed",
-                "workers": 3,
                 "master": {"compute": {"gpuDevicesRequest": 1}},
-                "worker": {"compute": {"gpuDevicesRequest": 2}},
+                "worker": {"numWorkers": 4, "compute": {"gpuDevicesRequest": 2}},
             },
-            "7",
+            "9",
+        ),
+        (
+            {"type": "distributed", "worker": {"compute": {"gpuDevicesRequest": 8}}},
+            "8",  # one worker unless numWorkers says more
         ),
     ],
 )
 def test_gpus_add_up_every_role(effective: dict[str, object], shown: str) -> None:
     assert gpus(effective) == shown
+
+
+def test_the_example_distributed_workload_asks_for_its_masters_and_workers_gpus() -> None:
+    spec = yaml.safe_load(EXAMPLE.read_text())["spec"]
+    assert gpus(spec) == str(8 + 8 * 4)
 
 
 def test_leaves_name_instances_by_index_and_keep_arrays_of_strings_whole() -> None:

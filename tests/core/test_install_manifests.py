@@ -451,30 +451,41 @@ def test_a_single_webhook_install_configures_the_webhooks_and_the_operator_alike
     assert "--single-webhook" not in container()["args"]
 
 
-def test_the_console_is_served_on_loopback_with_an_optional_token_and_nothing_more() -> None:
-    """The operator's console is off by default; on, its token comes from a Secret the
-    administrator creates (optional: without it only an authenticating proxy opens it), and the
-    operator may read pods' output, and impersonate people only behind the proxy."""
+def test_the_console_is_served_behind_its_service_with_an_optional_token() -> None:
+    """The operator's console is off by default; on, it is served behind the Service
+    podwright-console, its token (and an authenticating proxy's secret) from a Secret the
+    administrator creates (optional: the operator starts without it), and the operator may read
+    pods' output, and impersonate people only behind the proxy."""
     assert "--console" not in container()["args"]
     read_only = InstallSettings(console=True)
     args = container(read_only)["args"]
-    assert args[-3:] == ["--console", "--console-token-file", "/var/run/podwright/console/token"]
-    assert {
-        "name": "console-token",
-        "mountPath": "/var/run/podwright/console",
-        "readOnly": True,
-    } in container(read_only)["volumeMounts"]
+    assert args[-6:] == [
+        "--console",
+        "--console-listen",
+        "0.0.0.0:8090",
+        "--console-insecure",
+        "--console-token-file",
+        "/var/run/podwright/console/token",
+    ]
+    mount = {"name": "console-token", "mountPath": "/var/run/podwright/console", "readOnly": True}
+    assert mount in container(read_only)["volumeMounts"]
     volumes = deployment(read_only)["spec"]["template"]["spec"]["volumes"]
-    assert {
-        "name": "console-token",
-        "secret": {"secretName": "podwright-console", "optional": True},
-    } in volumes
-    assert not [port for port in container(read_only)["ports"] if port["containerPort"] == 8090]
+    secret = {"secretName": "podwright-console", "optional": True}
+    assert {"name": "console-token", "secret": secret} in volumes
+    assert {"name": "console", "containerPort": 8090, "protocol": "TCP"} in container(read_only)[
+        "ports"
+    ]
+    service = find(install_manifests(read_only), "Service", "podwright-console")
+    assert service["spec"]["ports"] == [
+        {"name": "http", "port": 80, "targetPort": "console", "protocol": "TCP"}
+    ]
+    assert not [
+        m for m in install_manifests(DEFAULT) if m["metadata"]["name"] == "podwright-console"
+    ]
 
     def cluster_rules(settings: InstallSettings) -> list[dict[str, Any]]:
-        rules: list[dict[str, Any]] = find(
-            install_manifests(settings), "ClusterRole", "podwright-operator"
-        )["rules"]
+        role = find(install_manifests(settings), "ClusterRole", "podwright-operator")
+        rules: list[dict[str, Any]] = role["rules"]
         return rules
 
     added = [rule for rule in cluster_rules(read_only) if rule not in cluster_rules(DEFAULT)]
@@ -483,7 +494,10 @@ def test_the_console_is_served_on_loopback_with_an_optional_token_and_nothing_mo
     assert proxied == [
         {"apiGroups": [""], "resources": ["users", "groups"], "verbs": ["impersonate"]}
     ]
-    assert container(WITH_CONSOLE)["args"][-1] == "--console-auth-proxy"
+    assert container(WITH_CONSOLE)["args"][-2:] == [
+        "--console-auth-proxy",
+        "/var/run/podwright/console/proxy-secret",
+    ]
     with pytest.raises(InstallSettingsError) as refused:
         InstallSettings(console_auth_proxy=True)
     assert (refused.value.field, refused.value.problem) == (

@@ -46,6 +46,13 @@ _BACKEND_HELP = (
     "--assets", "assets_file", metavar="FILE", help="The asset catalogue imposed assets come from."
 )
 @click.option(
+    "--profile",
+    "profile_file",
+    metavar="FILE",
+    help="Without --backend operator: the cluster profile submissions are rendered with, as "
+    "'podwright run --profile'.",
+)
+@click.option(
     "--cluster-name",
     default=None,
     help="The cluster's name in the scope tree (default: the policies' or the kubeconfig's).",
@@ -76,6 +83,7 @@ def console_command(
     home: str,
     policy_files: Sequence[str],
     assets_file: str | None,
+    profile_file: str | None,
     cluster_name: str | None,
     listen: str,
     tls_cert: str | None,
@@ -93,6 +101,11 @@ def console_command(
     from podwright.console.server import ServeOptions, serve  # noqa: PLC0415
     from podwright.console.sources import ConsoleSources  # noqa: PLC0415
 
+    if profile_file is not None and backend == OPERATOR:
+        raise BadInput(
+            "--profile: with --backend operator the operator renders Workloads with its own "
+            "cluster profile; leave it out"
+        )
     if namespace is not None and backend != OPERATOR:
         raise BadInput(
             "--namespace: goes with --backend operator (this machine's store holds the "
@@ -116,6 +129,7 @@ def console_command(
         tls_key=tls_key,
         open_browser=open_browser,
         read_only=read_only,
+        profile=profile_file,
     )
 
     def announce(url: str) -> None:

@@ -165,14 +165,14 @@ def _timeout_option(
 @click.option(
     "--console",
     is_flag=True,
-    help="The operator serves the web console on its pods' loopback (kubectl port-forward "
-    "deploy/podwright-operator 8090), read-only for the token of the Secret podwright-console.",
+    help="The operator serves the web console behind the Service podwright-console, read-only "
+    "for the token of the Secret podwright-console (key token).",
 )
 @click.option(
     "--console-auth-proxy",
     is_flag=True,
-    help="With --console: trust the identity an authenticating proxy in the operator's pods "
-    "sends (add oauth2-proxy beside it: see the README), acting as that person.",
+    help="With --console: trust the identity an authenticating proxy sends with the Secret's "
+    "proxy-secret (oauth2-proxy: see the README), acting as that person.",
 )
 @_namespace_option("The operator's namespace, podwright's own (uninstall deletes it).")
 @_timeout_option("5m", "How long to wait for the CRDs, then for the operator, to be ready")

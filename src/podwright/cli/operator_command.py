@@ -204,22 +204,33 @@ def _label(value: str, option: str) -> str:
     default=CONSOLE_LISTEN,
     show_default=True,
     metavar="HOST:PORT",
-    help="Where the console listens: loopback, reached through 'kubectl port-forward' or the "
-    "authenticating proxy beside the operator in its pod.",
+    help="Where the console listens (loopback: reached with 'kubectl port-forward'; beyond it "
+    "with --console-insecure, behind a Service).",
+)
+@click.option(
+    "--console-insecure",
+    is_flag=True,
+    help="Serve the console in plain HTTP beyond loopback (inside the cluster, behind a "
+    "Service; put TLS in front of it, at an Ingress).",
 )
 @click.option(
     "--console-token-file",
     type=click.Path(dir_okay=False),
     default=None,
-    help="The file holding the console's token (a Secret's key, mounted): its holder reads "
-    "every Workload the operator reads and changes nothing (absent: no token is accepted).",
+    help="The file holding the console's token (a Secret's key, mounted; read again when it "
+    "changes): its holder reads every Workload the operator reads and changes nothing (while "
+    "the file is missing, no token opens it).",
 )
 @click.option(
     "--console-auth-proxy",
-    is_flag=True,
-    help="Trust the X-Forwarded-User and X-Forwarded-Groups headers of an authenticating proxy "
-    "(oauth2-proxy) in front of the console: it acts as that person through impersonation, "
-    "so their RBAC decides what they see and may do. Only where the proxy alone reaches it.",
+    "console_proxy_secret_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="SECRET_FILE",
+    help="Trust the X-Forwarded-User and X-Forwarded-Groups of an authenticating proxy "
+    "(oauth2-proxy) that sends the secret of this file in X-Podwright-Proxy-Secret: the "
+    "console acts as that person through impersonation, so their RBAC decides what they see "
+    "and may do.",
 )
 @lifecycle_option
 def operator_command(
@@ -252,8 +263,9 @@ def operator_command(
     lifecycle_config: str | None,
     console: bool,
     console_listen: str,
+    console_insecure: bool,
     console_token_file: str | None,
-    console_auth_proxy: bool,
+    console_proxy_secret_file: str | None,
 ) -> None:
     """Run the lifecycle engine in the cluster: every Workload to its end, one leader at a time.
 
@@ -283,8 +295,9 @@ def operator_command(
             context,
             watch_namespace,
             listen=console_listen,
+            insecure=console_insecure,
             token_file=console_token_file,
-            auth_proxy=console_auth_proxy,
+            proxy_secret_file=console_proxy_secret_file,
         )
         if console
         else None
@@ -356,31 +369,32 @@ def _console(
     watch_namespace: str | None,
     *,
     listen: str,
+    insecure: bool,
     token_file: str | None,
-    auth_proxy: bool,
+    proxy_secret_file: str | None,
 ) -> ConsoleThread:
     """The console the operator serves beside its work (``--console``): the Workloads it
     runs, read with its own credentials; read-only for its token's holder, or as the person
     its trusted proxy names."""
     from podwright.console.app import ConsoleSettings  # noqa: PLC0415 (only with --console)
+    from podwright.console.gate import Access, SecretFile, fixed  # noqa: PLC0415
     from podwright.console.server import ConsoleThread, ServeOptions  # noqa: PLC0415
     from podwright.console.sources import ConsoleSources  # noqa: PLC0415
 
-    token = None
-    if token_file is not None:
-        try:
-            token = Path(token_file).read_text().strip() or None
-        except FileNotFoundError:
-            token = None  # the Secret is optional: then only the proxy's requests are served
-        except OSError as error:
-            raise BadInput(f"--console-token-file {token_file}: {error.strerror}") from None
-    if token is None and not auth_proxy:
+    if token_file is None and proxy_secret_file is None:
         raise BadInput(
             "--console: give --console-token-file (a file holding the token), "
             "--console-auth-proxy, or both: otherwise nobody could open it"
         )
-    if token is None:
-        logger.info("console: no token (%s): only the proxy's requests are served", token_file)
+    token = SecretFile(token_file) if token_file is not None else fixed(None)
+    proxy_secret = SecretFile(proxy_secret_file) if proxy_secret_file is not None else None
+    for name, secret in (("--console-token-file", token), ("--console-auth-proxy", proxy_secret)):
+        if isinstance(secret, SecretFile) and secret() is None:
+            logger.warning(
+                "console: %s %s is missing or empty: until it is written, it opens nothing",
+                name,
+                secret.path,
+            )
     sources = ConsoleSources(
         backend="operator",
         kubeconfig=kubeconfig,
@@ -388,11 +402,12 @@ def _console(
         namespace=watch_namespace,
         all_namespaces=watch_namespace is None,
     )
-    settings = ConsoleSettings(token, read_only=True, auth_proxy=auth_proxy)
+    settings = ConsoleSettings(Access(token, proxy_secret), read_only=True)
     try:
-        return ConsoleThread(sources, ServeOptions(listen=listen), settings)
+        return ConsoleThread(sources, ServeOptions(listen=listen, insecure=insecure), settings)
     except PodwrightError as error:
-        raise BadInput(str(error).replace("--listen", "--console-listen")) from error
+        message = str(error).replace("--listen", "--console-listen")
+        raise BadInput(message.replace("--insecure", "--console-insecure")) from error
 
 
 def _election(

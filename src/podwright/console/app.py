@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hmac
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
@@ -40,10 +40,10 @@ from starlette.responses import (
 )
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from podwright import api
-from podwright.api.forms import SubmissionForm, workload_from_form
+from podwright.api.forms import EXTRA_FIELD, SubmissionForm, workload_from_form
+from podwright.console.gate import Access, Gate
 from podwright.console.hub import RESYNC, Change, TaskHub
 from podwright.console.sources import FALLBACK_NAMESPACE, ConsoleSources, Judges
 from podwright.console.views import (
@@ -60,9 +60,10 @@ from podwright.console.views import (
     value_text,
 )
 
-TOKEN_COOKIE = "podwright_console_token"
 KEEPALIVE_SECONDS = 15.0
 """How often a quiet stream sends a comment, so that proxies keep it open."""
+ROWS_KEPT = 256
+"""How many renderings of tables are kept for the streams that show them."""
 ROWS_EVERY_SECONDS = 0.2
 """The least time between two renderings of a table for one page (changes in between are
 shown together)."""
@@ -78,21 +79,16 @@ STATIC = Path(__file__).parent / "static"
 
 @dataclasses.dataclass(frozen=True)
 class ConsoleSettings:
-    """How the console serves: its token; whether a request with the token may change anything
-    (``read_only``); whether the identity an authenticating proxy sends is trusted
-    (``auth_proxy``: only where nothing but the proxy reaches the console); a clock."""
+    """How the console serves: who gets in (:class:`~podwright.console.gate.Access`); whether
+    the token's holder may change anything (``read_only``); the cluster profile submissions
+    are rendered with on this machine's backends (None: the default); a clock."""
 
-    token: str | None
-    """None: only the proxy's requests are served."""
+    access: Access
     read_only: bool = False
-    auth_proxy: bool = False
+    profile: str | None = None
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
 
-USER_HEADER = "x-forwarded-user"
-GROUPS_HEADER = "x-forwarded-groups"
-"""The identity an authenticating proxy sends (oauth2-proxy's ``--pass-user-headers``): the user
-as the cluster's authenticator names them, and their groups, comma-separated."""
 PERMISSION_SECONDS = 30.0
 """How long the console trusts what the cluster said a person may do in a namespace."""
 
@@ -116,56 +112,8 @@ def console_app(sources: ConsoleSources, hub: TaskHub, settings: ConsoleSettings
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     app = Starlette(routes=routes)
-    app.add_middleware(_TokenGate, token=settings.token, auth_proxy=settings.auth_proxy)
+    app.add_middleware(Gate, access=settings.access)
     return app
-
-
-class _TokenGate:
-    """Lets a request through when it carries the console's token (see the module's
-    docstring); a first visit with ``?token=`` is answered with the cookie and sent on to the
-    same page without it, as Jupyter does. Behind a trusted authenticating proxy, a request
-    that names its user is let through as that user (``scope["state"]["identity"]``)."""
-
-    def __init__(self, app: ASGIApp, token: str | None, auth_proxy: bool) -> None:
-        self._app, self._token, self._auth_proxy = app, token, auth_proxy
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] == "/healthz":
-            await self._app(scope, receive, send)
-            return
-        request = Request(scope)
-        user = request.headers.get(USER_HEADER, "").strip()
-        if self._auth_proxy and user:
-            groups = request.headers.get(GROUPS_HEADER, "")
-            named = tuple(group.strip() for group in groups.split(",") if group.strip())
-            scope.setdefault("state", {})["identity"] = api.Identity(user, named)
-            await self._app(scope, receive, send)
-            return
-        given = request.query_params.get("token")
-        if given is not None and self._matches(given):
-            rest = [(key, value) for key, value in request.query_params.multi_items()]
-            query = "&".join(f"{key}={value}" for key, value in rest if key != "token")
-            response: Response = RedirectResponse(
-                request.url.path + (f"?{query}" if query else ""), status_code=303
-            )
-            response.set_cookie(TOKEN_COOKIE, given, httponly=True, samesite="strict", path="/")
-            await response(scope, receive, send)
-            return
-        header = request.headers.get("authorization", "")
-        bearer = header[7:] if header.lower().startswith("bearer ") else None
-        for candidate in (request.cookies.get(TOKEN_COOKIE), bearer):
-            if candidate is not None and self._matches(candidate):
-                await self._app(scope, receive, send)
-                return
-        response = PlainTextResponse(
-            "401: this console needs its token: open the URL 'podwright console' printed "
-            "(it ends in ?token=...), or send 'Authorization: Bearer TOKEN'\n",
-            status_code=401,
-        )
-        await response(scope, receive, send)
-
-    def _matches(self, given: str) -> bool:
-        return self._token is not None and hmac.compare_digest(given.encode(), self._token.encode())
 
 
 def _templates() -> Environment:
@@ -221,7 +169,11 @@ class _Permissions:
             self._answers[key] = (answer, time.monotonic())
         return answer
 
-    def readable(self, identity: api.Identity, namespaces: set[str]) -> frozenset[str]:
+    def readable(self, identity: api.Identity, namespaces: set[str]) -> frozenset[str] | None:
+        """The namespaces among ``namespaces`` ``identity`` may list Workloads in; None when
+        they may list them in every namespace (asked first, once)."""
+        if self.may(identity, "list", ""):
+            return None
         return frozenset(ns for ns in namespaces if self.may(identity, "list", ns))
 
 
@@ -232,6 +184,9 @@ class _Pages:
         self.sources, self.hub, self.settings = sources, hub, settings
         self.templates = _templates()
         self.permissions = _Permissions(sources)
+        self._rows: dict[tuple[TableQuery, frozenset[str] | None, int], str] = {}
+        """The table's rows as last rendered for a query, a viewer's namespaces and the hub's
+        version: every stream showing the same table renders it once per change."""
 
     async def viewer(self, request: Request, *namespaces: str) -> _Viewer:
         """Who ``request`` is for, with the namespaces they may read among those of the tasks
@@ -250,14 +205,18 @@ class _Pages:
         seen = sorted({record.task.namespace for record in self.hub.records.values()})
         return [name for name in self.sources.known_namespaces(seen) if viewer.sees(name)]
 
-    def render(self, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
-        context.setdefault("read_only", self.settings.read_only)
+    def render(
+        self, name: str, viewer: _Viewer | None, status_code: int = 200, **context: Any
+    ) -> HTMLResponse:
+        context["read_only"] = self.settings.read_only if viewer is None else viewer.read_only
         context.setdefault("backend", self.sources.backend or "this machine's store")
         html = self.templates.get_template(name).render(**context)
         return HTMLResponse(html, status_code=status_code)
 
-    def problem(self, status_code: int, message: str) -> HTMLResponse:
-        return self.render("problem.html", status_code, message=message)
+    def problem(
+        self, status_code: int, message: str, viewer: _Viewer | None = None
+    ) -> HTMLResponse:
+        return self.render("problem.html", viewer, status_code, message=message)
 
     # Home and health -----------------------------------------------------------------------------
 
@@ -274,7 +233,20 @@ class _Pages:
         multi = {key: params.getlist(key) for key in params}
         return TableQuery.parse(dict(params), multi)
 
-    def rows_html(self, query: TableQuery, viewer: _Viewer) -> str:
+    def rows_html(self, query: TableQuery, viewer: _Viewer, *, shared: bool = False) -> str:
+        """The table's rows for ``query`` and ``viewer``; ``shared``: as rendered once for every
+        stream of the same table since the last change (their ages as of that change)."""
+        if not shared:
+            return self._render_rows(query, viewer)
+        key = (query, viewer.readable, self.hub.version)
+        html = self._rows.get(key)
+        if html is None:
+            if len(self._rows) > ROWS_KEPT:
+                self._rows.clear()
+            html = self._rows[key] = self._render_rows(query, viewer)
+        return html
+
+    def _render_rows(self, query: TableQuery, viewer: _Viewer) -> str:
         records = self.hub.records.values()
         chosen = query.select(record for record in records if viewer.sees(record.task.namespace))
         page = Page.of(chosen, query.page)
@@ -299,6 +271,7 @@ class _Pages:
             "gpus": gpus(task.effective if isinstance(task.effective, Mapping) else {}),
             "age": age(now, task.submitted_at),
             "submitted": task.submitted_at.isoformat(timespec="seconds"),
+            "submitted_by": task.submitted_by,
             "finalized": record.finalized,
             "abort_requested": record.abort_requested,
         }
@@ -312,7 +285,8 @@ class _Pages:
         namespaces = self.offered(viewer)
         return self.render(
             "workloads.html",
-            read_only=viewer.read_only,
+            viewer,
+            outcome=request.query_params.get("outcome", ""),
             query=query,
             rows_html=Markup(self.rows_html(query, viewer)),
             namespaces=namespaces,
@@ -329,8 +303,9 @@ class _Pages:
 
         async def rows() -> AsyncIterator[str]:
             viewer = await self.viewer(request)
-            shown = self.rows_html(query, viewer)
+            shown = self.rows_html(query, viewer, shared=True)
             with self.hub.listening() as changes:
+                yield _event("rows", shown)  # what changed since the page was rendered
                 while True:
                     try:
                         await asyncio.wait_for(changes.get(), KEEPALIVE_SECONDS)
@@ -341,7 +316,7 @@ class _Pages:
                     while not changes.empty():
                         changes.get_nowait()
                     viewer = await self.viewer(request)  # new namespaces, checked
-                    html = self.rows_html(query, viewer)
+                    html = self.rows_html(query, viewer, shared=True)
                     if html != shown:
                         shown = html
                         yield _event("rows", html)
@@ -388,26 +363,21 @@ class _Pages:
         record = self._record(namespace, task_id, viewer)
         if record is None:
             return self.problem(
-                404, f"no workload {task_id!r} in namespace {namespace!r} (it may be deleted)"
+                404,
+                f"no workload {task_id!r} in namespace {namespace!r} (it may be deleted)",
+                viewer,
             )
         try:
             status_html = await run_in_threadpool(self.status_html, record, viewer.read_only)
         except api.PodwrightError as error:
-            return self.problem(503, str(error))
+            return self.problem(503, str(error), viewer)
         task = record.task
-        effective = task.effective if isinstance(task.effective, Mapping) else {}
-        submitted = task.workload if isinstance(task.workload, Mapping) else {}
         judged = await run_in_threadpool(self._judged_today, record)
-        sources = judged.sources if judged is not None and judged.accepted else {}
-        submitted_paths = {path for path, _ in leaves(submitted)}
-        spec = [
-            {"path": path, "value": text, "source": source_of(path, sources, submitted_paths)}
-            for path, text in leaves(effective)
-            if path != "type"
-        ]
+        spec = await run_in_threadpool(self._spec, record, judged)
         return self.render(
             "workload.html",
-            read_only=viewer.read_only,
+            viewer,
+            outcome=request.query_params.get("outcome", ""),
             record=record,
             task=task,
             status_html=Markup(status_html),
@@ -417,6 +387,44 @@ class _Pages:
             endpoints=endpoints(task.manifests),
             stream=f"/workloads/{namespace}/{task_id}/stream",
         )
+
+    def _spec(self, record: api.TaskRecord, judged: api.Evaluation | None) -> list[dict[str, str]]:
+        """Every value of the task's effective spec with where it came from. A task of this
+        machine's store kept its submission: the evaluation of it names each value's source
+        (by today's policies). A Workload keeps the spec its webhook admitted, defaults
+        included: a value equal to today's default is named after it, the others were
+        submitted, or defaulted by a policy since changed."""
+        task = record.task
+        effective = task.effective if isinstance(task.effective, Mapping) else {}
+        submitted = task.workload if isinstance(task.workload, Mapping) else {}
+        shown = [(path, text) for path, text in leaves(effective) if path != "type"]
+        if submitted != effective:
+            sources = judged.sources if judged is not None and judged.accepted else {}
+            paths = {path for path, _ in leaves(submitted)}
+            return [
+                {"path": path, "value": text, "source": source_of(path, sources, paths)}
+                for path, text in shown
+            ]
+        defaults: dict[str, tuple[str, str]] = {}
+        try:
+            form = self.sources.judges(task.namespace).form(task.workload_type)
+            defaults = {
+                field.path: (field.default_text, f"{field.default_source} (today's policy)")
+                for field in form.fields
+                if field.default_source
+            }
+        except api.PodwrightError:
+            pass  # the policies cannot be read now: every value as admitted
+        return [
+            {
+                "path": path,
+                "value": text,
+                "source": defaults[path][1]
+                if path in defaults and defaults[path][0] == text
+                else "admitted (submitted, or a policy's default then)",
+            }
+            for path, text in shown
+        ]
 
     def _judged_today(self, record: api.TaskRecord) -> api.Evaluation | None:
         """The task's submission judged by the policies of its namespace today (None: none
@@ -461,7 +469,7 @@ class _Pages:
         namespace, task_id = request.path_params["namespace"], request.path_params["task_id"]
         viewer = await self.viewer(request, namespace)
         if self._record(namespace, task_id, viewer) is None:
-            return self.problem(404, f"no workload {task_id!r} in namespace {namespace!r}")
+            return self.problem(404, f"no workload {task_id!r} in namespace {namespace!r}", viewer)
         with_output = viewer.identity is None or await run_in_threadpool(
             self.permissions.may, viewer.identity, "get", namespace, "pods/log"
         )
@@ -499,6 +507,7 @@ class _Pages:
     async def _events_of(
         self, task_id: str, read_only: bool, merged: asyncio.Queue[tuple[str, object]]
     ) -> AsyncIterator[str]:
+        merged.put_nowait(("change", RESYNC))  # what changed since the page was rendered
         while True:
             try:
                 kind, item = await asyncio.wait_for(merged.get(), KEEPALIVE_SECONDS)
@@ -510,7 +519,8 @@ class _Pages:
                     continue
                 current = self.hub.records.get(task_id)
                 if current is None:
-                    yield _event("gone", "deleted")
+                    yield _event("gone", "This workload was deleted.")
+                    await _quietly_open()  # no reconnection to a page that is gone
                     return
                 html = await run_in_threadpool(self.status_html, current, read_only)
                 yield _event("status", html)
@@ -548,9 +558,8 @@ class _Pages:
         except api.PodwrightError as error:
             return self.problem(409, f"{action} of {task_id}: {error}")
         target = "/workloads" if action == "delete" else f"/workloads/{namespace}/{task_id}"
-        response = RedirectResponse(target, status_code=303)
-        response.headers["X-Podwright-Outcome"] = message.replace("\n", " ")
-        return response
+        told = urlencode({"outcome": " ".join(message.split())})
+        return RedirectResponse(f"{target}?{told}", status_code=303)
 
     # Submitting ----------------------------------------------------------------------------------
 
@@ -563,28 +572,27 @@ class _Pages:
             raise QueryError(f"type {workload_type!r}: one of {', '.join(TYPES)}")
         return namespace, workload_type
 
-    def _form_context(
-        self,
-        viewer: _Viewer,
-        namespace: str,
-        *,
-        workload_type: str,
-        values: Mapping[str, str],
-        issues: Mapping[str, list[str]],
-        general: list[str],
-    ) -> dict[str, Any]:
-        judges = self.sources.judges(namespace)
-        form = judges.form(workload_type)
+    def _form_context(self, viewer: _Viewer, judged: _Judged) -> dict[str, Any]:
+        judges = self.sources.judges(judged.namespace)
+        form = judges.form(judged.workload_type)
+        shown = {field.path for field in form.fields} | {"metadata.name", EXTRA_FIELD}
+        general = judged.general + [
+            f"{path}: {message}"
+            for path, messages in judged.issues.items()
+            if path not in shown
+            for message in messages
+        ]
         return {
-            "namespace": namespace,
-            "workload_type": workload_type,
+            "namespace": judged.namespace,
+            "workload_type": judged.workload_type,
             "types": TYPES,
             "namespaces": self.offered(viewer),
             "form": form,
             "groups": _groups(form),
-            "values": values,
-            "issues": issues,
+            "values": judged.values,
+            "issues": judged.issues,
             "general": general,
+            "warnings": judged.warnings,
             "scope": str(judges.scope) if judges.scope is not None else "",
             "notes": judges.notes,
         }
@@ -592,129 +600,120 @@ class _Pages:
     async def submit_form(self, request: Request) -> Response:
         viewer = await self.viewer(request)
         if viewer.read_only:
-            return self.problem(403, "submitting: this console is read-only")
+            return self.problem(403, "submitting: this console is read-only", viewer)
         try:
             namespace, workload_type = self._submit_scope(dict(request.query_params))
-            context = await run_in_threadpool(
-                lambda: self._form_context(
-                    viewer, namespace, workload_type=workload_type, values={}, issues={}, general=[]
-                )
-            )
+            viewer = await self.viewer(request, namespace)
+            if not viewer.sees(namespace):
+                return self.problem(403, f"namespace {namespace!r}: you may not read it", viewer)
+            judged = _Judged(namespace, workload_type, {})
+            context = await run_in_threadpool(self._form_context, viewer, judged)
         except (QueryError, api.PodwrightError) as error:
-            return self.problem(400, str(error))
-        return self.render("submit.html", **context)
+            return self.problem(400, str(error), viewer)
+        return self.render("submit.html", viewer, **context)
 
-    def _judge(
-        self, params: Mapping[str, str]
-    ) -> tuple[
-        str, str, api.Workload | None, api.Evaluation | None, dict[str, list[str]], list[str]
-    ]:
-        """The form's workload and its evaluation, or the issues of each field."""
+    def _judge(self, params: Mapping[str, str]) -> _Judged:
+        """The form's workload judged as the webhook judges it: every issue at its field (or
+        in general), and the warnings."""
         namespace, workload_type = self._submit_scope(params)
-        name = (params.get("metadata.name") or "").strip()
+        values = {key: value.replace("\r\n", "\n") for key, value in params.items()}
+        judged = _Judged(namespace, workload_type, values)
         judges = self.sources.judges(namespace)
         defaults = {field.path: field.default_text for field in judges.form(workload_type).fields}
-        values = {
+        given = {
             path: value
-            for key, value in params.items()
+            for key, value in values.items()
             if key.startswith("spec.")
             # a default the form filled in and nobody changed stays the policy's
             and value != defaults.get(path := key[len("spec.") :])
         }
-        issues: dict[str, list[str]] = {}
-        general: list[str] = []
         try:
-            workload = workload_from_form(
+            judged.workload = workload_from_form(
                 workload_type,
-                values,
-                name=name,
+                given,
+                name=values.get("metadata.name", "").strip(),
                 namespace=namespace,
-                extra=params.get("extra", ""),
+                extra=values.get(EXTRA_FIELD, ""),
             )
         except api.InvalidInputError as error:
             for field, message in _field_problems(error):
-                (issues.setdefault(field, []) if field else general).append(message)
-            return namespace, workload_type, None, None, issues, general
+                judged.issue(field, message)
+            return judged
         try:
-            evaluation = api.evaluate(
-                workload, judges.policies, namespace=namespace, assets=judges.assets
+            judged.evaluation = api.evaluate(
+                judged.workload, judges.policies, namespace=namespace, assets=judges.assets
             )
         except api.PodwrightError as error:
-            general.append(str(error))
-            return namespace, workload_type, workload, None, issues, general
-        for violation in evaluation.violations:
+            judged.general.append(str(error))
+            return judged
+        for violation in judged.evaluation.violations:
             owner = _owner(violation)
-            issues.setdefault(_form_path(violation.field), []).append(
-                f"{violation.details} ({owner})" if owner else violation.details
+            judged.issue(
+                _form_path(violation.field),
+                f"{violation.details} ({owner})" if owner else violation.details,
             )
-        return namespace, workload_type, workload, evaluation, issues, general
+        judged.warnings = [
+            f"{_form_path(warning.field)}: {warning.details} ({_owner(warning)}, warn)"
+            for warning in judged.evaluation.warnings
+        ]
+        return judged
 
     async def preview(self, request: Request) -> Response:
         """The Workload the form makes, as YAML, and every issue with it."""
         params = {key: str(value) for key, value in (await request.form()).items()}
         try:
-            _ns, _type, workload, _evaluation, issues, general = await run_in_threadpool(
-                self._judge, params
-            )
+            judged = await run_in_threadpool(self._judge, params)
         except (QueryError, api.PodwrightError) as error:
             return self.problem(400, str(error))
+        viewer = await self.viewer(request, judged.namespace)
+        if not viewer.sees(judged.namespace):
+            return self.problem(403, f"namespace {judged.namespace!r}: you may not read it")
         html = self.templates.get_template("preview.html").render(
-            yaml=api.to_yaml(workload.to_document()) if workload is not None else "",
-            issues=issues,
-            general=general,
+            yaml=api.to_yaml(judged.workload.to_document()) if judged.workload else "",
+            issues=judged.issues,
+            general=judged.general,
+            warnings=judged.warnings,
         )
         return HTMLResponse(html)
 
     async def submit(self, request: Request) -> Response:
         viewer = await self.viewer(request)
         if viewer.read_only:
-            return self.problem(403, "submitting: this console is read-only")
+            return self.problem(403, "submitting: this console is read-only", viewer)
         params = {key: str(value) for key, value in (await request.form()).items()}
         try:
-            (
-                namespace,
-                workload_type,
-                workload,
-                evaluation,
-                issues,
-                general,
-            ) = await run_in_threadpool(self._judge, params)
+            judged = await run_in_threadpool(self._judge, params)
         except (QueryError, api.PodwrightError) as error:
-            return self.problem(400, str(error))
-        if workload is not None and not issues and not general:
+            return self.problem(400, str(error), viewer)
+        viewer = await self.viewer(request, judged.namespace)
+        if not viewer.sees(judged.namespace) and viewer.identity is not None:
+            judged.general.append(f"namespace {judged.namespace!r}: you may not read it")
+        if judged.workload is not None and not judged.issues and not judged.general:
             try:
                 submitted = await run_in_threadpool(
-                    self._submit, workload, evaluation, namespace, viewer.identity
+                    self._submit, judged.workload, judged.evaluation, judged.namespace, viewer
                 )
-            except api.AdmissionDeniedError as denied:
-                general.append(str(denied))
             except api.PodwrightError as error:
-                general.append(str(error))
+                judged.general.append(str(error))
             else:  # its page shows it once the feed has
                 await run_in_threadpool(self.hub.wait_for, submitted.task_id, SUBMITTED_SECONDS)
                 return RedirectResponse(
-                    f"/workloads/{namespace}/{submitted.task_id}", status_code=303
+                    f"/workloads/{judged.namespace}/{submitted.task_id}", status_code=303
                 )
-        context = await run_in_threadpool(
-            lambda: self._form_context(
-                viewer,
-                namespace,
-                workload_type=workload_type,
-                values=params,
-                issues=issues,
-                general=general,
-            )
-        )
-        return self.render("submit.html", 422, **context)
+        try:
+            context = await run_in_threadpool(self._form_context, viewer, judged)
+        except api.PodwrightError as error:
+            return self.problem(503, "; ".join([*judged.general, str(error)]), viewer)
+        return self.render("submit.html", viewer, 422, **context)
 
     def _submit(
         self,
         workload: api.Workload,
         evaluation: api.Evaluation | None,
         namespace: str,
-        identity: api.Identity | None,
+        viewer: _Viewer,
     ) -> api.SubmittedTask:
-        with self.sources.client(identity) as client:
+        with self.sources.client(viewer.identity) as client:
             if self.sources.is_operator:
                 return client.submit(workload)  # the cluster's webhooks judge it again
             judges = self.sources.judges(namespace)
@@ -722,6 +721,7 @@ class _Pages:
                 evaluation if evaluation is not None and judges.scope is not None else workload,
                 namespace=namespace,
                 assets=judges.assets if evaluation is not None else None,
+                profile=self.settings.profile,
             )
             return client.submit(prepared)
 
@@ -739,7 +739,7 @@ class _Pages:
             )
         except (QueryError, api.PodwrightError) as error:
             return self.problem(400, str(error))
-        return self.render("policies.html", **context)
+        return self.render("policies.html", viewer, **context)
 
     def _policies_context(
         self, viewer: _Viewer, namespace: str, workload_type: str
@@ -802,6 +802,25 @@ class _Pages:
         return found
 
 
+@dataclasses.dataclass
+class _Judged:
+    """A submitted form as judged: its namespace and type, its values, the workload it makes
+    and its evaluation, its issues by field (``metadata.name``, a spec field, ``extra``), those
+    of no field, and the warnings of rules that only warn."""
+
+    namespace: str
+    workload_type: str
+    values: Mapping[str, str]
+    workload: api.Workload | None = None
+    evaluation: api.Evaluation | None = None
+    issues: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    general: list[str] = dataclasses.field(default_factory=list)
+    warnings: list[str] = dataclasses.field(default_factory=list)
+
+    def issue(self, field: str, message: str) -> None:
+        (self.issues.setdefault(field, []) if field else self.general).append(message)
+
+
 def _owner(violation: api.Violation) -> str:
     """The policy that owns a broken rule, as a person names it: ``cluster-prod (cluster
     prod)``; empty for the workload's own consistency."""
@@ -842,17 +861,24 @@ def _input(field: api.FormField) -> dict[str, Any]:
     if field.frameworks:
         hints.append(f"{', '.join(field.frameworks)} only")
     numeric = field.value_type in ("integer", "number")
+    enforced = field.enforcement in (None, "enforce")  # warn and audit rules do not refuse
     return {
         "path": field.path,
         "label": field.label,
         "value_type": field.value_type,
         "default_text": field.default_text,
-        "required": field.required,
-        "locked": field.locked,
-        "minimum": value_text(field.minimum) if numeric and field.minimum is not None else None,
-        "maximum": value_text(field.maximum) if numeric and field.maximum is not None else None,
-        "step": value_text(field.step) if field.step is not None else None,
-        "pairs": [(value_text(value), shown) for value, shown in field.options]
+        "required": field.required and enforced,
+        "locked": field.locked and enforced,
+        "minimum": value_text(field.minimum)
+        if numeric and enforced and field.minimum is not None
+        else None,
+        "maximum": value_text(field.maximum)
+        if numeric and enforced and field.maximum is not None
+        else None,
+        "step": value_text(field.step) if enforced and field.step is not None else None,
+        "pairs": (
+            [(value_text(value), shown) for value, shown in field.options] if enforced else []
+        )
         or [(choice, choice) for choice in field.choices],
         "hint": "; ".join(hints),
     }
@@ -907,9 +933,16 @@ def _log_html(lines: list[str]) -> str:
 
 
 def _event(name: str, data: str) -> str:
-    """One server-sent event: its name, and its data line by line."""
-    body = "\n".join(f"data: {line}" for line in data.split("\n"))
+    """One server-sent event: its name, and its data line by line (any line break ends a
+    line, so nothing in the data can end the event or start another)."""
+    body = "\n".join(f"data: {line}" for line in data.splitlines() or [""])
     return f"event: {name}\n{body}\n\n"
+
+
+async def _quietly_open() -> None:
+    """Keep a finished stream open, sending nothing (the client would reconnect to a closed
+    one); the page leaving ends it."""
+    await asyncio.Event().wait()
 
 
 def _stream(events: AsyncIterator[str]) -> StreamingResponse:

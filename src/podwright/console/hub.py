@@ -29,6 +29,8 @@ LOG = logging.getLogger("podwright.console")
 
 WAKE_SECONDS = 0.25
 """The longest the reader waits for a change before it looks whether it should stop."""
+ERROR_WAIT_SECONDS = 1.0
+"""How long the reader waits before it opens a feed that failed again."""
 QUEUE_LIMIT = 64
 """How many changes a slow listener may have pending; past that it is told to read afresh."""
 LOG_LINES_KEPT = 5000
@@ -48,9 +50,12 @@ RESYNC = Change(frozenset(), frozenset())
 
 
 class _Listeners:
-    """The queues of the pages that listen, fed from another thread."""
+    """The queues of the pages that listen, fed from another thread; ``limit``: how many items
+    a queue may hold before it is emptied and told to read afresh (None: no limit, for what
+    must all arrive in order, such as output lines)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int | None = QUEUE_LIMIT) -> None:
+        self._limit = limit
         self._lock = threading.Lock()
         self._queues: dict[asyncio.Queue[object], asyncio.AbstractEventLoop] = {}
 
@@ -67,16 +72,17 @@ class _Listeners:
         with self._lock:
             return len(self._queues)
 
-    def send(self, item: object, overflow: object) -> None:
+    def send(self, item: object, overflow: object = None) -> None:
+        """``item`` to every queue; a queue at its limit is emptied and given ``overflow``."""
         with self._lock:
             queues = list(self._queues.items())
         for queue, loop in queues:
             with contextlib.suppress(RuntimeError):  # its loop closed: the page went
-                loop.call_soon_threadsafe(_offer, queue, item, overflow)
+                loop.call_soon_threadsafe(_offer, queue, item, overflow, self._limit)
 
 
-def _offer(queue: asyncio.Queue[object], item: object, overflow: object) -> None:
-    if queue.qsize() >= QUEUE_LIMIT - 1:
+def _offer(queue: asyncio.Queue[object], item: object, overflow: object, limit: int | None) -> None:
+    if limit is not None and queue.qsize() >= limit - 1:
         while not queue.empty():
             queue.get_nowait()
         queue.put_nowait(overflow)
@@ -94,7 +100,7 @@ class LogFollower:
         self._client_factory = client_factory
         self._lock = threading.Lock()
         self._lines: collections.deque[str] = collections.deque(maxlen=LOG_LINES_KEPT)
-        self._listeners = _Listeners()
+        self._listeners = _Listeners(limit=None)  # every line, in order
         self._stopping = threading.Event()
         self.ended = False
         self.error: str | None = None
@@ -135,15 +141,15 @@ class LogFollower:
                 for line in client.logs(self.task_id, follow=True, stop=self._stopping.is_set):
                     with self._lock:
                         self._lines.append(line)
-                        self._listeners.send(line, None)
+                        self._listeners.send(line)
         except PodwrightError as error:
             self.error = str(error)
             with self._lock:
-                self._listeners.send(f"(the output cannot be read: {error})", None)
+                self._listeners.send(f"(the output cannot be read: {error})")
         finally:
             with self._lock:
                 self.ended = True
-                self._listeners.send(None, None)
+                self._listeners.send(None)
 
 
 class TaskHub:
@@ -157,6 +163,8 @@ class TaskHub:
         """Every task by id, the oldest submission first; replaced whole at each change."""
         self.reads = 0
         """How many times the feed was read (each a list of every task)."""
+        self.version = 0
+        """Grows by one with every change published: what a page's rendering is cached by."""
         self.error: str | None = None
         """Why the feed cannot be read, while it cannot."""
         self._ready = threading.Event()
@@ -242,12 +250,16 @@ class TaskHub:
             try:
                 with self._client_factory() as client, client.feed() as feed:
                     self._read_feed(feed)
-            except PodwrightError as error:
-                self.error = str(error)
-                LOG.warning("the tasks cannot be read: %s", error)
+            except Exception as error:  # shown on every page, and read again
+                self.error = str(error) if isinstance(error, PodwrightError) else repr(error)
+                if not isinstance(error, PodwrightError):
+                    LOG.exception("the console's reader of the tasks failed; reading again")
+                else:
+                    LOG.warning("the tasks cannot be read: %s", error)
+                self.version += 1
                 self._ready.set()
                 self._listeners.send(RESYNC, RESYNC)
-                self._stopping.wait(WAKE_SECONDS * 3)
+                self._stopping.wait(ERROR_WAIT_SECONDS)
 
     def _read_feed(self, feed: TaskFeed) -> None:
         with self._feed_lock:
@@ -257,15 +269,16 @@ class TaskHub:
                 with self._feed_lock:
                     records = feed.records()
                 self.reads += 1
+                recovered = self.error is not None
                 self.error = None
-                self._publish({record.task_id: record for record in records})
+                self._publish({record.task_id: record for record in records}, recovered)
                 self._ready.set()
                 feed.wait(WAKE_SECONDS)
         finally:
             with self._feed_lock:
                 self._feed = None
 
-    def _publish(self, records: dict[str, TaskRecord]) -> None:
+    def _publish(self, records: dict[str, TaskRecord], recovered: bool) -> None:
         before = self.records
         changed = frozenset(
             task_id
@@ -286,5 +299,6 @@ class TaskHub:
             self._published.notify_all()
         for task_id in removed:
             self._statuses.pop(task_id, None)
-        if changed or removed:
-            self._listeners.send(Change(changed, removed), RESYNC)
+        if changed or removed or recovered:
+            self.version += 1
+            self._listeners.send(RESYNC if recovered else Change(changed, removed), RESYNC)

@@ -22,6 +22,7 @@ from starlette.types import ASGIApp
 
 from podwright import api
 from podwright.console.app import ConsoleSettings, console_app
+from podwright.console.gate import Access, fixed
 from podwright.console.hub import TaskHub
 from podwright.console.sources import ConsoleSources
 
@@ -72,6 +73,8 @@ class ServeOptions:
     open_browser: bool = False
     read_only: bool = False
     token: str | None = None
+    profile: str | None = None
+    """The cluster profile submissions are rendered with on this machine's backends."""
 
     def address(self) -> Address:
         address = Address.parse(self.listen)
@@ -96,6 +99,8 @@ def serve(
     token."""
     address = options.address()
     sources.check()
+    if options.profile is not None:
+        api.load_profile(options.profile)  # bad input now, not at the first submission
     sources, note = sources.narrowed()
     if note is not None:
         announce_note(note)
@@ -104,7 +109,8 @@ def serve(
     hub = TaskHub(sources.client)
     hub.start()
     try:
-        settings = ConsoleSettings(token, read_only=options.read_only)
+        access = Access(fixed(token), secure=options.tls_cert is not None)
+        settings = ConsoleSettings(access, read_only=options.read_only, profile=options.profile)
         server = uvicorn.Server(_config(console_app(sources, hub, settings), options))
         announce(f"{_base_url(listener, options)}/?token={token}")
         if options.open_browser:
@@ -136,13 +142,16 @@ class ConsoleThread:
         )
 
     def start(self) -> None:
-        self._hub.start()
+        """Serve, reading the tasks meanwhile (its host program does not wait for them)."""
+        self._hub.start(timeout=0)
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop serving (a console never started only lets its socket go)."""
         self._server.should_exit = True
-        self._thread.join(SHUTDOWN_SECONDS + 5)
-        self._hub.stop()
+        if self._thread.is_alive():
+            self._thread.join(SHUTDOWN_SECONDS + 5)
+            self._hub.stop()
         self._listener.close()
 
 

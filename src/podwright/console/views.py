@@ -154,7 +154,8 @@ def duration(value: timedelta) -> str:
 
 def gpus(effective: Mapping[str, object]) -> str:
     """The GPUs a workload asks for, from its effective spec: devices (``2``), or a portion of
-    one (``0.5``); a distributed workload's roles added up, each worker counted."""
+    one (``0.5``); a distributed workload's master and workers added up (``worker.numWorkers``
+    of them)."""
 
     def role_gpus(role: Mapping[str, object]) -> float:
         compute = role.get("compute")
@@ -169,12 +170,12 @@ def gpus(effective: Mapping[str, object]) -> str:
 
     total = role_gpus(effective)
     if effective.get("type") == "distributed":
-        for role_name in ("master", "worker"):
-            role = effective.get(role_name)
-            if isinstance(role, Mapping):
-                replicas = role.get("replicas", effective.get("workers", 1))
-                times = replicas if isinstance(replicas, int) and role_name == "worker" else 1
-                total += role_gpus(role) * times
+        master, worker = effective.get("master"), effective.get("worker")
+        if isinstance(master, Mapping):
+            total += role_gpus(master)
+        if isinstance(worker, Mapping):
+            workers = worker.get("numWorkers", 1)
+            total += role_gpus(worker) * (workers if isinstance(workers, int) else 1)
     if total == 0:
         return ""
     return str(int(total)) if total.is_integer() else f"{total:g}"

@@ -61,6 +61,10 @@ CONSOLE_SECRET = "podwright-console"
 """The Secret whose ``token`` opens the operator's console (read-only); the administrator
 creates it."""
 CONSOLE_TOKEN_DIRECTORY = "/var/run/podwright/console"
+"""Where the Secret :data:`CONSOLE_SECRET` is mounted: its ``token``, and the ``proxy-secret``
+an authenticating proxy proves itself with."""
+CONSOLE_SERVICE = "podwright-console"
+CONSOLE_PORT = 8090
 """The Secret the operator keeps its webhook CA in."""
 VIEWER_ROLE, EDITOR_ROLE, ADMIN_ROLE = "podwright-viewer", "podwright-editor", "podwright-admin"
 WEBHOOK_PORT = 9443
@@ -127,13 +131,14 @@ class InstallSettings:
     own (the configurations and the operator's ``--single-webhook`` alike:
     ``podwright.core.webhook_configurations``)."""
     console: bool = False
-    """Whether the operator serves the web console (``--console``) on its pods' loopback:
-    reached with ``kubectl port-forward``, read-only for the holder of the token in the Secret
-    :data:`CONSOLE_SECRET` (which the administrator creates), or through an authenticating
-    proxy beside it (``console_auth_proxy``)."""
+    """Whether the operator serves the web console (``--console``), behind the Service
+    :data:`CONSOLE_SERVICE` in plain HTTP inside the cluster: read-only for the holder of the
+    token in the Secret :data:`CONSOLE_SECRET` (which the administrator creates), or as the
+    person an authenticating proxy names (``console_auth_proxy``)."""
     console_auth_proxy: bool = False
-    """Whether the console trusts the identity an authenticating proxy in the operator's pods
-    sends, and acts as that person: the operator may then impersonate users and groups."""
+    """Whether the console trusts the identity an authenticating proxy sends with the
+    ``proxy-secret`` of :data:`CONSOLE_SECRET`, and acts as that person: the operator may then
+    impersonate users and groups."""
 
     def __post_init__(self) -> None:
         for field in ("namespace", "fuse_proxy_namespace"):
@@ -194,7 +199,14 @@ def install_parts(settings: InstallSettings) -> list[InstallPart]:
         InstallPart("namespace", (_namespace(settings), _service_account(settings))),
         InstallPart("rbac", tuple(rbac_manifests(settings))),
         InstallPart("priority-classes", tuple(priority_class_manifests(DEFAULT_PROFILE))),
-        InstallPart("operator", (_webhook_service(settings), operator_deployment(settings))),
+        InstallPart(
+            "operator",
+            (
+                _webhook_service(settings),
+                *([_console_service(settings)] if settings.console else []),
+                operator_deployment(settings),
+            ),
+        ),
         InstallPart("webhooks", tuple(operator_webhook_configurations(settings))),
     ]
     if settings.with_fuse_proxy:
@@ -425,6 +437,21 @@ def _webhook_service(settings: InstallSettings) -> Manifest:
     }
 
 
+def _console_service(settings: InstallSettings) -> Manifest:
+    """The console's Service, in plain HTTP inside the cluster: put TLS in front of it (an
+    Ingress), and behind an authenticating proxy point it at the proxy's port instead."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(CONSOLE_SERVICE, settings.namespace, "operator"),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": dict(OPERATOR_SELECTOR),
+            "ports": [{"name": "http", "port": 80, "targetPort": "console", "protocol": "TCP"}],
+        },
+    }
+
+
 def operator_arguments(settings: InstallSettings) -> list[str]:
     """``podwright operator``'s command line in the pod (the image's entry point is
     ``podwright``), every setting spelt out so a reader of the manifest sees them."""
@@ -437,11 +464,18 @@ def operator_arguments(settings: InstallSettings) -> list[str]:
         *("--port", str(WEBHOOK_PORT)),
         *(["--single-webhook"] if settings.single_webhook else []),
         *(
-            ["--console", "--console-token-file", f"{CONSOLE_TOKEN_DIRECTORY}/token"]
+            [
+                *("--console", "--console-listen", f"0.0.0.0:{CONSOLE_PORT}", "--console-insecure"),
+                *("--console-token-file", f"{CONSOLE_TOKEN_DIRECTORY}/token"),
+            ]
             if settings.console
             else []
         ),
-        *(["--console-auth-proxy"] if settings.console_auth_proxy else []),
+        *(
+            ["--console-auth-proxy", f"{CONSOLE_TOKEN_DIRECTORY}/proxy-secret"]
+            if settings.console_auth_proxy
+            else []
+        ),
     ]
 
 
@@ -467,6 +501,11 @@ def operator_deployment(settings: InstallSettings) -> Manifest:
         "ports": [
             {"name": "webhook", "containerPort": WEBHOOK_PORT, "protocol": "TCP"},
             {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
+            *(
+                [{"name": "console", "containerPort": CONSOLE_PORT, "protocol": "TCP"}]
+                if settings.console
+                else []
+            ),
         ],
         "livenessProbe": {
             "httpGet": {"path": "/healthz", "port": "metrics"},
