@@ -792,7 +792,7 @@ class _Pages:
                 found.append(
                     {
                         "name": record.task.name,
-                        "reason": "NotCompliant",
+                        "reason": "Noncompliant",
                         "issues": [
                             f"{violation.field}: {violation.details}"
                             for violation in judged.violations
