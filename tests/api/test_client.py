@@ -8,6 +8,7 @@ Workloads and the test plays the operator.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -320,6 +321,26 @@ def test_watch_from_a_status_yields_what_came_after_it_even_once_finalized(
     assert [change.what.phase for change in changes if isinstance(change.what, HistoryEntry)] == [
         Phase.SUCCESS
     ]
+
+
+def test_the_feed_lists_the_workloads_once_and_watches_on_from_that_list(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """The console's feed of thousands of Workloads costs one list: its watch goes on from the
+    listing's resourceVersion, and misses nothing that came after it."""
+    with Client("operator", kubeconfig=cluster.kubeconfig, namespace=NAMESPACE) as client:
+        task_id = client.submit(podwright.load(workload_file(tmp_path))).task_id
+        cluster.take("hello", [pod_manifest("hello")])
+        lists, watches = cluster.emulator.requests("list"), cluster.emulator.requests("watch")
+        with client.feed() as feed:
+            assert [(r.task_id, r.phase) for r in feed.records()] == [(task_id, Phase.UNDEFINED)]
+            cluster.advance("hello", PhaseInfo(Phase.RUNNING, 1, "started", occurred_at=now()))
+            deadline = time.monotonic() + 10
+            while feed.records()[0].phase is not Phase.RUNNING:
+                assert time.monotonic() < deadline, "the feed never showed the change"
+                feed.wait(1)
+        assert cluster.emulator.requests("list") == lists + 1
+        assert cluster.emulator.requests("watch") == watches + 1
 
 
 def test_a_client_of_every_namespace_submits_to_the_contexts(

@@ -294,9 +294,12 @@ class WorkloadTasks:
         workloads: list[dict[str, Any]],
         *,
         label_selector: str | None = None,
+        resource_version: str | None = None,
     ) -> None:
         self._client, self.target = client, target
         self._label_selector = label_selector
+        self._resource_version = resource_version
+        """The listing's resourceVersion: a watch goes on from it (None: it lists again)."""
         self._cache = WorkloadCache()
         self._cache.replace(workloads)
         self.store = WorkloadTaskStore(client, self._cache, may_write=lambda: True)
@@ -413,12 +416,16 @@ class WorkloadTasks:
     @contextlib.contextmanager
     def watching(self) -> Iterator[WatchedTasks]:
         """Every task of the target's Workloads (those of the label selector they were listed
-        with), kept current by a watch from the listing on, until the block ends."""
+        with), kept current by a watch from the listing on, until the block ends: it watches
+        from the listing's resourceVersion, so the Workloads are not listed again (a list of
+        thousands is the costliest request there is; the API server answers 410 Gone when that
+        version is too old, and the watch lists then)."""
         watch = WorkloadWatch(
             self._client,
             self.target.namespace,
             label_selector=self._label_selector,
             seen=self._cache.workloads(),
+            resource_version=self._resource_version,
         )
         watched = WatchedTasks(watch, self._client)  # its changes count from before the watch's
         with watch:
@@ -443,7 +450,7 @@ def workload_tasks(
     5), and a cluster without the Workload kind is bad input."""
     with cluster_client(target.access) as client:
         try:
-            workloads, _version = client.list_objects(
+            workloads, version = client.list_objects(
                 API_VERSION,
                 WORKLOAD_KIND,
                 namespace=target.namespace,
@@ -451,7 +458,9 @@ def workload_tasks(
             )
         except NotFoundError as error:
             raise not_served(target) from error
-        yield WorkloadTasks(client, target, workloads, label_selector=label_selector)
+        yield WorkloadTasks(
+            client, target, workloads, label_selector=label_selector, resource_version=version
+        )
 
 
 # Following a Workload ----------------------------------------------------------------------------
@@ -461,7 +470,8 @@ class WorkloadWatch:
     """The Workloads of a namespace (all: None), or the one named, or those of a label selector,
     kept current by a watch. One deleted stays as it was last seen, its uid remembered as gone;
     ``seen`` are the objects known before the watch began (gone too if the watch's first list
-    lacks them)."""
+    lacks them). With ``resource_version`` (that of the list ``seen`` came from, whole) the
+    watch starts from it, with no list of its own."""
 
     def __init__(
         self,
@@ -471,6 +481,7 @@ class WorkloadWatch:
         name: str | None = None,
         label_selector: str | None = None,
         seen: Sequence[JsonObject] = (),
+        resource_version: str | None = None,
     ) -> None:
         self._changes = threading.Condition()
         self._gone: set[str] = set()
@@ -487,6 +498,7 @@ class WorkloadWatch:
             label_selector=label_selector,
             field_selector=f"metadata.name={name}" if name else None,
         )
+        self._reflector.resource_version = resource_version or None
 
     def __enter__(self) -> WorkloadWatch:
         self._reflector.start()
