@@ -17,6 +17,7 @@ change with 403.
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import hmac
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -64,6 +65,8 @@ KEEPALIVE_SECONDS = 15.0
 ROWS_EVERY_SECONDS = 0.2
 """The least time between two renderings of a table for one page (changes in between are
 shown together)."""
+RENDERINGS_KEPT = 64
+"""How many tables' latest renderings are kept to be shared (the least recently used go)."""
 SUBMITTED_SECONDS = 5.0
 """How long a workload's page waits for the feed to show a task it does not know yet (one
 submitted a moment ago)."""
@@ -163,6 +166,8 @@ class _Pages:
     def __init__(self, sources: ConsoleSources, hub: TaskHub, settings: ConsoleSettings) -> None:
         self.sources, self.hub, self.settings = sources, hub, settings
         self.templates = _templates()
+        self._renderings: collections.OrderedDict[TableQuery, tuple[tuple[object, ...], str]]
+        self._renderings = collections.OrderedDict()
 
     def render(self, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
         context.setdefault("read_only", self.settings.read_only)
@@ -189,16 +194,29 @@ class _Pages:
         return TableQuery.parse(dict(params), multi)
 
     def rows_html(self, query: TableQuery) -> str:
+        """The table's rows for ``query``: rendered once per change of the tasks (and per second
+        of the clock, which the ages count in) for every page that shows the same table, however
+        many streams ask for it (each rendering selects and sorts every task)."""
+        now = self.settings.clock()
+        version = (self.hub.generation, self.hub.error, int(now.timestamp()))
+        kept = self._renderings.get(query)
+        if kept is not None and kept[0] == version:
+            self._renderings.move_to_end(query)
+            return kept[1]
         chosen = query.select(self.hub.records.values())
         page = Page.of(chosen, query.page)
-        now = self.settings.clock()
-        return self.templates.get_template("rows.html").render(
+        html = self.templates.get_template("rows.html").render(
             page=page,
             query=query,
             rows=[self._row(record, now) for record in page.rows],
             all_namespaces=query.namespace == ALL_NAMESPACES,
-            error=self.hub.error,
+            error=version[1],
         )
+        self._renderings[query] = (version, html)
+        self._renderings.move_to_end(query)
+        while len(self._renderings) > RENDERINGS_KEPT:
+            self._renderings.popitem(last=False)
+        return html
 
     def _row(self, record: api.TaskRecord, now: datetime) -> dict[str, Any]:
         task = record.task

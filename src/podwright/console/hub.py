@@ -157,6 +157,10 @@ class TaskHub:
         """Every task by id, the oldest submission first; replaced whole at each change."""
         self.reads = 0
         """How many times the feed was read (each a list of every task)."""
+        self.generation = 0
+        """Grows at each read that changed a task (or found one gone): what a page rendered from
+        :attr:`records` at one generation shows is the same until the next (read it before
+        :attr:`records`: it grows after they are replaced)."""
         self.error: str | None = None
         """Why the feed cannot be read, while it cannot."""
         self._ready = threading.Event()
@@ -283,6 +287,8 @@ class TaskHub:
         removed = frozenset(before.keys() - records.keys())
         with self._published:
             self.records = records
+            if changed or removed:
+                self.generation += 1
             self._published.notify_all()
         for task_id in removed:
             self._statuses.pop(task_id, None)
