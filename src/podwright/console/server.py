@@ -108,6 +108,9 @@ def serve(sources: ConsoleSources, options: ServeOptions, announce: Callable[[st
             ssl_keyfile=options.tls_key,
         )
         server = uvicorn.Server(config)
+        # Listening before the URL is announced: a browser (or a script) that opens it at once
+        # waits in the backlog until Uvicorn accepts, instead of being refused.
+        listener.listen(config.backlog)
         port = listener.getsockname()[1]
         scheme = "https" if options.tls_cert else "http"
         host = f"[{address.host}]" if family == socket.AF_INET6 else address.host
