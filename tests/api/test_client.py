@@ -339,6 +339,9 @@ def test_the_feed_lists_the_workloads_once_and_watches_on_from_that_list(
             while feed.records()[0].phase is not Phase.RUNNING:
                 assert time.monotonic() < deadline, "the feed never showed the change"
                 feed.wait(1)
+            assert feed.wait(0.2) is False  # nothing came since: no need to read it again
+            cluster.advance("hello", PhaseInfo(Phase.SUCCESS, 2, "", occurred_at=now()))
+            assert feed.wait(10) is True
         assert cluster.emulator.requests("list") == lists + 1
         assert cluster.emulator.requests("watch") == watches + 1
 

@@ -568,10 +568,11 @@ class ChangeWaiter:
         self._watch = watch
         self._seen = watch.change_count()
 
-    def wait(self, timeout: float = WAKE_SECONDS) -> None:
+    def wait(self, timeout: float = WAKE_SECONDS) -> bool:
         """Return at the next change (at once if one came since the last wait), or after
-        ``timeout`` seconds."""
-        self._seen = self._watch.wait_for_change(self._seen, timeout)
+        ``timeout`` seconds; whether a change came."""
+        seen, self._seen = self._seen, self._watch.wait_for_change(self._seen, timeout)
+        return self._seen != seen
 
 
 class WatchedTasks:

@@ -156,7 +156,8 @@ class TaskHub:
         self.records: dict[str, TaskRecord] = {}
         """Every task by id, the oldest submission first; replaced whole at each change."""
         self.reads = 0
-        """How many times the feed was read (each a list of every task)."""
+        """How many times the feed was read (each a list of every task): once at first, then
+        once each time it may have changed."""
         self.generation = 0
         """Grows at each read that changed a task (or found one gone): what a page rendered from
         :attr:`records` at one generation shows is the same until the next (read it before
@@ -257,14 +258,18 @@ class TaskHub:
         with self._feed_lock:
             self._feed = feed
         try:
+            changed = True  # the first read
             while not self._stopping.is_set():
-                with self._feed_lock:
-                    records = feed.records()
-                self.reads += 1
-                self.error = None
-                self._publish({record.task_id: record for record in records})
-                self._ready.set()
-                feed.wait(WAKE_SECONDS)
+                if changed:
+                    with self._feed_lock:
+                        records = feed.records()
+                    self.reads += 1
+                    self.error = None
+                    self._publish({record.task_id: record for record in records})
+                    self._ready.set()
+                # Read again only when the feed may have changed: every task read is a task
+                # converted (5,000 Workloads: some 40 ms), and nothing else changes them.
+                changed = feed.wait(WAKE_SECONDS)
         finally:
             with self._feed_lock:
                 self._feed = None
