@@ -511,6 +511,11 @@ class WorkloadWatch:
         with self._changes:
             return uid in self._gone
 
+    def gone(self) -> frozenset[str]:
+        """The uids of the Workloads seen gone."""
+        with self._changes:
+            return frozenset(self._gone)
+
     def change_count(self) -> int:
         """How many changes it has seen."""
         with self._changes:
@@ -577,19 +582,30 @@ class ChangeWaiter:
 
 class WatchedTasks:
     """The tasks of the Workloads a :class:`WorkloadWatch` keeps (those gone left out), for
-    ``list --watch``; :attr:`changes` wakes it."""
+    ``list --watch`` and the console's feed; :attr:`changes` wakes it. Read it from one
+    thread."""
 
     def __init__(self, watch: WorkloadWatch, client: KubernetesClient) -> None:
         self._watch = watch
         self._store = WorkloadTaskStore(client, watch.cache, may_write=lambda: True)
         self.changes = ChangeWaiter(watch)
+        self._read: dict[int, tuple[JsonObject, str, TaskRecord]] = {}
+        """Each Workload object last read (by its id), with its uid and its task: the cache
+        keeps an object as it is until a newer version replaces it, so only the Workloads that
+        changed since are read again."""
 
     def records(self) -> list[TaskRecord]:
-        return [
-            _record(self._store, workload)
-            for workload in self._watch.cache.workloads()
-            if not self._watch.is_gone(_uid(workload))
-        ]
+        gone = self._watch.gone()
+        read, self._read = self._read, {}
+        records = []
+        for workload in self._watch.cache.workloads():
+            known = read.get(id(workload))
+            if known is None or known[0] is not workload:
+                known = (workload, _uid(workload), _record(self._store, workload))
+            self._read[id(workload)] = known
+            if known[1] not in gone:
+                records.append(known[2])
+        return records
 
     def history(self, record: TaskRecord) -> list[HistoryEntry]:
         """The phases of ``record``'s task, from its Workload as the watch last saw it."""
