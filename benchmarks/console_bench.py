@@ -23,7 +23,9 @@ chromium driven by Playwright (no browser download), and this one.
    time (the token's cookie set, a cold cache), from ``page.goto`` to the table holding its 100
    rows, ``--loads`` times; with the navigation's own timing (first byte, DOMContentLoaded, first
    contentful paint). And the server's part: a plain HTTP GET of the page (``Authorization:
-   Bearer TOKEN``), timed to its last byte.
+   Bearer TOKEN``), timed to its last byte. Each load and each GET starts in a second of the
+   clock of its own: the console shares a table's rendering among the requests of one second
+   and one state of the tasks, and each is to be rendered afresh here.
 4. **Phase change latency.** With the page open, ``--changes`` status updates of rows of its
    first page, one at a time, as the operator writes a new phase (Queued -> Initializing ->
    Running -> Queued again, a setback: a suspended job queued again), each timed from the
@@ -445,8 +447,16 @@ def console_pid() -> int:
     raise RuntimeError("the console's process is not a child of this one")
 
 
+def fresh_second() -> None:
+    """Sleep into the next second of the clock: the console shares a table's rendering among
+    the requests of one second (its ages count in seconds), so a page asked for then is
+    rendered afresh, as the first page of a change is."""
+    time.sleep(1.02 - time.time() % 1)
+
+
 def plain_get(url: str, token: str) -> tuple[float, int, int]:
     """GET ``url`` with the bearer token: seconds to its last byte, its size, its rows."""
+    fresh_second()
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
     started = time.perf_counter()
     with urllib.request.urlopen(request, timeout=60) as answer:
@@ -473,6 +483,7 @@ def first_page_load(browser: Any, url: str, base: str, token: str) -> dict[str, 
     """One load of the table's first page in a new context: seconds from ``goto`` to its rows,
     and the navigation's own timing (ms)."""
     with browser_page(browser, base, token) as page:
+        fresh_second()
         started = time.perf_counter()
         page.goto(url, wait_until="commit")
         page.wait_for_function(ROWS_SHOWN, polling=10, timeout=60_000)
