@@ -31,17 +31,22 @@ chromium driven by Playwright (no browser download), and this one.
    Running -> Queued again, a setback: a suspended job queued again), each timed from the
    update's return to the row showing the new phase: a MutationObserver in the page notes when
    each row's ``data-phase`` changes (``Date.now()``, the same machine's clock as the
-   benchmark's ``time.time()``).
+   benchmark's ``time.time()``). 200 ms of it is the console's own wait for more changes to
+   show together (``podwright.console.app.ROWS_EVERY_SECONDS``). Then ``--idle`` seconds of no
+   change: the console's CPU time meanwhile.
 5. **Requests per minute.** The requests the emulator served that carried the console's token
    (its kubeconfig's; the benchmark writes with another), over ``--window`` seconds of phase
    changes at ``--rate`` a second, with 1 open page and then with ``--pages`` open pages (each in
    a context of its own: a browser holds at most 6 connections to one server per context, and
    each page keeps one open for its stream); and the phase changes' latency in every open page
-   meanwhile, and the console's CPU time.
+   meanwhile, and the console's CPU time. The console's one watch is renewed only when the API
+   server ends it (every 5 minutes), which no window sees: the requests of the whole run, every
+   page load included, are printed too.
 
 Prints a table of the figures with the goals beside them (``--json``: the figures as JSON).
 ``--quick``: a smoke run (300 Workloads, fewer repeats, shorter windows). ``--profile DIR``
-samples the console with py-spy from the first page on and prints its hottest functions.
+samples the console with py-spy from the first browser load to the end and prints its hottest
+functions.
 
 Run: ``python benchmarks/console_bench.py [--workloads 5000] [--quick] [--no-cost-model]``.
 """
@@ -399,6 +404,7 @@ class Options:
     changes: int = 20
     window: float = 30.0
     idle: float = 10.0
+    """Seconds of no change (one page open), the console's CPU time counted."""
     rate: float = 2.0
     pages: int = 10
     cost_model: CostModel | None = BENCH_COST_MODEL
@@ -851,7 +857,7 @@ def report(figures: Mapping[str, Any]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join((__doc__ or "").split("\n\n")[0].split()))
     parser.add_argument("--workloads", type=int, default=None, help="Default 5000 (--quick: 300).")
     parser.add_argument("--threads", type=int, default=8, help="Threads creating Workloads.")
     parser.add_argument("--loads", type=int, default=None, help="First-page loads (10).")
@@ -859,6 +865,7 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=None, help="Seconds of each window (30).")
     parser.add_argument("--rate", type=float, default=2.0, help="Phase changes a second then.")
     parser.add_argument("--pages", type=int, default=10, help="Open pages of the second window.")
+    parser.add_argument("--idle", type=float, default=None, help="Seconds of no change (10).")
     parser.add_argument("--quick", action="store_true", help="A smoke run: fewer, shorter.")
     parser.add_argument("--profile", type=Path, default=None, help="py-spy the console into DIR.")
     parser.add_argument("--py-spy", default=None, help="The py-spy executable.")
@@ -872,7 +879,7 @@ def main() -> None:
         loads=arguments.loads or (3 if quick else 10),
         changes=arguments.changes or (5 if quick else 20),
         window=arguments.window or (5.0 if quick else 30.0),
-        idle=3.0 if quick else 10.0,
+        idle=arguments.idle or (3.0 if quick else 10.0),
         rate=arguments.rate,
         pages=arguments.pages,
         cost_model=cost_model_from_arguments(parser, arguments),
