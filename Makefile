@@ -78,6 +78,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/startup_bench.py
 	$(BIN)/python benchmarks/webhook_server_bench.py
 	$(BIN)/python benchmarks/webhook_bench.py
+	$(BIN)/python benchmarks/console_bench.py
 
 # The container image (Dockerfile), built with buildah as root: the base image it names is made
 # from Debian's packages when missing (no image registry is reachable), the build gets the host's

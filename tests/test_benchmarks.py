@@ -260,3 +260,62 @@ def test_the_operator_benchmark_floor_runs_its_jobs_through_the_emulator_with_th
     assert figures["all_running_seconds"] <= figures["all_finished_seconds"] < 60
     assert operator_bench.ratio(30.0, 20.0) == 1.5
     assert operator_bench.ratio(30.0, None) is None
+
+
+def test_the_console_benchmark_writes_statuses_the_api_reads_as_the_intended_tasks(
+    tmp_path: Path,
+) -> None:
+    """The console benchmark's Workloads, created with the statuses it writes as the operator
+    does (a few, through an emulator without its cost model), read back through podwright.api
+    on the operator backend as tasks in the intended phases, the ended ones finalized; a phase
+    change it writes reads back too; and the console's requests are told from the benchmark's
+    by their tokens."""
+    from benchmarks import console_bench
+
+    from podwright import api
+    from podwright.adapters.kubernetes import KubernetesClient, connect
+    from tests.k8s_emulator import Emulator
+
+    count = len(console_bench.MIX)
+    with Emulator() as emulator:
+        writer = tmp_path / "writer"
+        writer.write_text(console_bench.kubeconfig_text(emulator.url, console_bench.WRITER_TOKEN))
+        reader = tmp_path / "reader"
+        reader.write_text(console_bench.kubeconfig_text(emulator.url, console_bench.CONSOLE_TOKEN))
+        client = KubernetesClient(connect(str(writer)))
+        try:
+            console_bench.install(client, console_bench.NAMESPACE)
+            workloads = console_bench.Workloads(client, console_bench.NAMESPACE)
+            workloads.populate(count, threads=2)
+            with api.Client(
+                "operator", kubeconfig=str(reader), namespace=console_bench.NAMESPACE
+            ) as tasks:
+                records = {record.task.name: record for record in tasks.list()}
+                assert {name: record.phase for name, record in records.items()} == {
+                    console_bench.workload(console_bench.NAMESPACE, index)["metadata"]["name"]: (
+                        console_bench.phase_of(index)
+                    )
+                    for index in range(count)
+                }
+                for record in records.values():
+                    assert record.finalized == record.phase.is_terminal
+                    assert record.task.manifests[0]["kind"] == "Job"
+                    steps = console_bench.STEPS[record.phase]
+                    history = [entry.phase for entry in tasks.get(record.task_id).history]
+                    assert history == list(steps)
+                queued = next(name for name, r in records.items() if r.phase is api.Phase.QUEUED)
+                running = next(name for name, r in records.items() if r.phase is api.Phase.RUNNING)
+                changes = [workloads.change(queued), workloads.change(running)]
+                after = {record.task.name: record for record in tasks.list()}
+            assert [change.phase for change in changes] == ["Initializing", "Queued"]
+            assert after[queued].phase is api.Phase.INITIALIZING
+            assert after[running].phase is api.Phase.QUEUED
+            assert [change.task_id for change in changes] == [
+                after[queued].task_id,
+                after[running].task_id,
+            ]
+        finally:
+            client.close()
+        assert emulator.requests(token=console_bench.CONSOLE_TOKEN) > 0
+        writes = emulator.requests("update", token=console_bench.WRITER_TOKEN)
+        assert writes == count + len(changes)  # one status update each, one a change

@@ -10,9 +10,11 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,6 +39,7 @@ from tests.cli.test_operator_backend import (
     cluster,
     now,
     pod_manifest,
+    ref,
     refusing,
     validating_webhook,
     workload_file,
@@ -351,6 +354,92 @@ def test_watch_from_a_status_yields_what_came_after_it_even_once_finalized(
     assert [change.what.phase for change in changes if isinstance(change.what, HistoryEntry)] == [
         Phase.SUCCESS
     ]
+
+
+def test_the_feed_lists_the_workloads_once_and_watches_on_from_that_list(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """The console's feed of thousands of Workloads costs one list: its watch goes on from the
+    listing's resourceVersion, and misses nothing that came after it."""
+    with Client("operator", kubeconfig=cluster.kubeconfig, namespace=NAMESPACE) as client:
+        task_id = client.submit(podwright.load(workload_file(tmp_path))).task_id
+        cluster.take("hello", [pod_manifest("hello")])
+        lists, watches = cluster.emulator.requests("list"), cluster.emulator.requests("watch")
+        with client.feed() as feed:
+            assert [(r.task_id, r.phase) for r in feed.records()] == [(task_id, Phase.UNDEFINED)]
+            cluster.advance("hello", PhaseInfo(Phase.RUNNING, 1, "started", occurred_at=now()))
+            deadline = time.monotonic() + 10
+            while feed.records()[0].phase is not Phase.RUNNING:
+                assert time.monotonic() < deadline, "the feed never showed the change"
+                feed.wait(1)
+            feed.wait(0)  # the change, when it came before the loop waited for it
+            assert feed.wait(0.2) is False  # nothing came since: no need to read it again
+            running = feed.records()[0]
+            assert feed.records()[0] is running
+            cluster.advance("hello", PhaseInfo(Phase.SUCCESS, 2, "", occurred_at=now()))
+            assert feed.wait(10) is True
+            cluster.finish("hello")
+            while not (records := feed.records()) or not records[0].finalized:
+                assert time.monotonic() < deadline, "the feed never showed the task finalized"
+                feed.wait(1)
+            assert records[0].phase is Phase.SUCCESS
+            cluster.client.delete(ref("hello"))
+            while feed.records():
+                assert time.monotonic() < deadline, "the feed still shows a deleted Workload"
+                feed.wait(1)
+        assert cluster.emulator.requests("list") == lists + 1
+        assert cluster.emulator.requests("watch") == watches + 1
+
+
+def test_the_watched_tasks_read_again_only_the_workloads_that_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A feed of thousands of Workloads is read at every change: only the Workloads the watch
+    saw change are converted into tasks again, and those seen gone are left out."""
+    from podwright.adapters.kubernetes import KubernetesClient
+    from podwright.api import operator_tasks
+
+    def workload(name: str, version: str) -> dict[str, Any]:
+        metadata = {
+            "name": name,
+            "namespace": NAMESPACE,
+            "uid": f"{name}-0000",
+            "resourceVersion": version,
+            "creationTimestamp": "2026-11-29T12:00:00Z",
+        }
+        return {"metadata": metadata, "spec": {"type": "training"}}
+
+    read: list[str] = []
+    record = operator_tasks._record
+
+    def counted(store: Any, obj: Any) -> Any:
+        read.append(obj["metadata"]["name"])
+        return record(store, obj)
+
+    monkeypatch.setattr(operator_tasks, "_record", counted)
+    client = KubernetesClient.for_host("http://127.0.0.1:9")  # never asked: no watch started
+    seen = [workload(name, "1") for name in ("ada", "bob", "cy")]
+    watch = operator_tasks.WorkloadWatch(client, NAMESPACE, seen=seen)
+    tasks = operator_tasks.WatchedTasks(watch, client)
+    assert [r.task.name for r in tasks.records()] == ["ada", "bob", "cy"]
+    assert sorted(read) == ["ada", "bob", "cy"]
+    read.clear()
+    assert [r.task.name for r in tasks.records()] == ["ada", "bob", "cy"]
+    assert read == []
+    labelled = workload("bob", "2")
+    labelled["metadata"]["labels"] = {"team": "vision"}
+    watch.apply("MODIFIED", labelled)
+    assert {r.task.name: r.task.labels for r in tasks.records()} == {
+        "ada": {},
+        "bob": {"team": "vision"},
+        "cy": {},
+    }
+    assert read == ["bob"]
+    read.clear()
+    watch.apply("DELETED", workload("cy", "3"))
+    assert sorted(r.task.name for r in tasks.records()) == ["ada", "bob"]
+    assert read == ["cy"]
+    client.close()
 
 
 def test_a_client_of_every_namespace_submits_to_the_contexts(

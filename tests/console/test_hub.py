@@ -8,7 +8,7 @@ import contextlib
 import dataclasses
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
 from podwright.api import PodwrightError, TaskStatus
@@ -56,9 +56,10 @@ class FakeFeed:
         self.statuses_read += 1
         return TaskStatus(task, [], [], "local")
 
-    def wait(self, timeout: float) -> None:
-        self.changed.wait(timeout)
+    def wait(self, timeout: float) -> bool:
+        changed = self.changed.wait(timeout)
         self.changed.clear()
+        return changed
 
 
 @dataclasses.dataclass
@@ -206,3 +207,40 @@ class SlowStartClient(FakeClient):
     def logs(self, task_id: str, *, follow: bool, stop: object) -> Iterator[str]:
         time.sleep(0.2)
         yield from self.output
+
+
+class CountingFeed(FakeFeed):
+    """A feed that counts its reads and its waits; a wait ends at once unless told of a
+    change."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+        self.waits = 0
+
+    def records(self) -> list[TaskRecord]:
+        self.reads += 1
+        return super().records()
+
+    def wait(self, timeout: float) -> bool:
+        self.waits += 1
+        return super().wait(0.005)
+
+
+def until(check: Callable[[], bool]) -> None:
+    """Wait for the hub's thread to get somewhere (a guard against a hang, not a timing)."""
+    deadline = time.monotonic() + 10
+    while not check():
+        assert time.monotonic() < deadline, "the hub's thread never got there"
+        time.sleep(0.005)
+
+
+def test_the_hub_reads_the_feed_again_only_when_it_may_have_changed() -> None:
+    feed = CountingFeed()
+    with started(feed) as hub:
+        until(lambda: feed.waits >= 20)  # twenty waits that saw no change
+        assert feed.reads == hub.reads == 1
+        feed.set(record("a"))
+        until(lambda: feed.reads == 2)
+        until(lambda: feed.waits >= 40)
+        assert feed.reads == hub.reads == 2

@@ -1,6 +1,7 @@
 """``python -m tests.k8s_emulator``: an emulator in its own process; its URL is printed first.
 
-``GET /_emulator/requests`` answers the requests served so far, by verb. ``--cost-model`` makes
+``GET /_emulator/requests`` answers the requests served so far, by verb (``?by=token``: by
+the bearer token each carried, then by verb). ``--cost-model`` makes
 it charge what a real server charges (``cost_model.py``; its parameters by the other flags).
 """
 

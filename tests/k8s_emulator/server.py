@@ -95,6 +95,9 @@ class Fault:
 class Controls:
     faults: list[Fault] = field(default_factory=list)
     requests: Counter[str] = field(default_factory=Counter)
+    requests_by_token: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """The same requests by (bearer token, verb): the emulator authenticates nobody, but a
+    client's token tells it apart from the others (as a real server's audit log tells users)."""
     watch_stops: list[threading.Event] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     bookmark_every: float = 1.0
@@ -251,9 +254,16 @@ class Emulator:
         with self.controls.lock:
             self.controls.pod_logs.setdefault((namespace, pod, container), []).append((at, line))
 
-    def requests(self, verb: str | None = None) -> int:
-        """Requests served so far (watches count as ``watch``, lists as ``list``)."""
+    def requests(self, verb: str | None = None, *, token: str | None = None) -> int:
+        """Requests served so far (watches count as ``watch``, lists as ``list``); with
+        ``token``, those that carried it (``Authorization: Bearer TOKEN``; "": none)."""
         with self.controls.lock:
+            if token is not None:
+                return sum(
+                    count
+                    for (carried, counted_verb), count in self.controls.requests_by_token.items()
+                    if carried == token and verb in (None, counted_verb)
+                )
             if verb is None:
                 return sum(self.controls.requests.values())
             return self.controls.requests[verb]
@@ -266,7 +276,14 @@ class Emulator:
     def reset_counts(self) -> None:
         with self.controls.lock:
             self.controls.requests.clear()
+            self.controls.requests_by_token.clear()
             self.controls.connections = 0
+
+
+def _bearer_token(header: str) -> str:
+    """The token of an ``Authorization: Bearer TOKEN`` header; "" for none."""
+    scheme, _, token = header.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -306,7 +323,13 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if url.path == "/_emulator/requests":
                 with self.controls.lock:
-                    self._send(200, dict(self.controls.requests))
+                    if query.get("by") == "token":
+                        by_token: dict[str, dict[str, int]] = {}
+                        for (token, counted), count in self.controls.requests_by_token.items():
+                            by_token.setdefault(token, {})[counted] = count
+                        self._send(200, by_token)
+                    else:
+                        self._send(200, dict(self.controls.requests))
                 return
             if url.path == "/_emulator/connections":
                 with self.controls.lock:
@@ -347,8 +370,10 @@ class _Handler(BaseHTTPRequestHandler):
             verb = _VERBS[method]
             if method == "GET" and name is None:
                 verb = "watch" if query.get("watch") in ("1", "true") else "list"
+            token = _bearer_token(self.headers.get("Authorization", ""))
             with self.controls.lock:
                 self.controls.requests[verb] += 1
+                self.controls.requests_by_token[(token, verb)] += 1
             fault = self.controls.take_fault(method, url.path)
             if fault is not None:
                 raise fault.error()

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import errno
 import http.client
+import json
 import logging
 import socket
 import ssl
 import threading
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -277,3 +279,43 @@ def test_connect_sizes_the_pool_and_leaves_retries_to_the_engine(tmp_path: Path)
     assert getattr(pool["retries"], "total", pool["retries"]) is False
     with pytest.raises(ValueError, match="pool_size: must be at least 1, got 0"):
         connect(str(kubeconfig), pool_size=0)
+
+
+def test_the_emulator_counts_each_clients_requests_by_its_bearer_token(tmp_path: Path) -> None:
+    """Benchmarks tell one process's requests from another's by the token each one's kubeconfig
+    carries (the emulator checks none); the counts by verb are the same requests."""
+    with Emulator() as emulator:
+        clients = {}
+        for token in ("console", "writer"):
+            kubeconfig = write_kubeconfig(tmp_path / f"kubeconfig-{token}", emulator.url)
+            config = json.loads(kubeconfig.read_text())
+            config["users"][0]["user"]["token"] = token
+            kubeconfig.write_text(json.dumps(config))
+            clients[token] = KubernetesClient(connect(str(kubeconfig)))
+        anonymous = KubernetesClient.for_host(emulator.url)
+        try:
+            clients["writer"].create(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "counted"}}
+            )
+            clients["writer"].create(config_map("shared", "counted"))
+            for _ in range(2):
+                clients["console"].get(ObjectRef("v1", "ConfigMap", "counted", "shared"))
+            clients["console"].list_objects("v1", "ConfigMap", namespace="counted")
+            anonymous.get(ObjectRef("v1", "ConfigMap", "counted", "shared"))
+        finally:
+            for client in (*clients.values(), anonymous):
+                client.close()
+        assert emulator.requests(token="console") == 3
+        assert emulator.requests("get", token="console") == 2
+        assert emulator.requests("list", token="console") == 1
+        assert emulator.requests(token="writer") == emulator.requests("create", token="writer") == 2
+        assert emulator.requests(token="") == 1
+        assert emulator.requests() == 6
+        with urllib.request.urlopen(f"{emulator.url}/_emulator/requests?by=token") as answer:
+            assert json.load(answer) == {
+                "writer": {"create": 2},
+                "console": {"get": 2, "list": 1},
+                "": {"get": 1},
+            }
+        emulator.reset_counts()
+        assert emulator.requests(token="console") == 0

@@ -1028,9 +1028,10 @@ class TaskFeed(Protocol):
     def status(self, record: TaskRecord) -> TaskStatus:
         """``record``'s task with its history and events, as last read."""
 
-    def wait(self, timeout: float) -> None:
+    def wait(self, timeout: float) -> bool:
         """Return once the tasks may have changed since the last return (at first: since the
-        feed was opened), or after ``timeout`` seconds."""
+        feed was opened), or after ``timeout`` seconds; whether they may have changed (False:
+        they did not, and need not be read again)."""
 
 
 class _StoreFeed:
@@ -1046,16 +1047,16 @@ class _StoreFeed:
     def status(self, record: TaskRecord) -> TaskStatus:
         return _read_status(_StoreReader(self._store), record.task_id)
 
-    def wait(self, timeout: float) -> None:
+    def wait(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while True:
             version = _stored(self._store.data_version)
             if version != self._version:
                 self._version = version
-                return
+                return True
             left = deadline - time.monotonic()
             if left <= 0:
-                return
+                return False
             time.sleep(min(POLL_SECONDS, left))
 
 
@@ -1074,12 +1075,12 @@ class _WorkloadFeed:
         watched = self._watched
         return TaskStatus(record, watched.history(record), watched.events(record), self._backend)
 
-    def wait(self, timeout: float) -> None:
-        self._watched.changes.wait(timeout)
+    def wait(self, timeout: float) -> bool:
+        return self._watched.changes.wait(timeout)
 
 
 class _Changes(Protocol):
-    def wait(self) -> None:
+    def wait(self) -> object:
         """Return once something may have changed since the last return (at first: since the
         object was made)."""
 

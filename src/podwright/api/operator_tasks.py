@@ -324,9 +324,12 @@ class WorkloadTasks:
         workloads: list[dict[str, Any]],
         *,
         label_selector: str | None = None,
+        resource_version: str | None = None,
     ) -> None:
         self._client, self.target = client, target
         self._label_selector = label_selector
+        self._resource_version = resource_version
+        """The listing's resourceVersion: a watch goes on from it (None: it lists again)."""
         self._cache = WorkloadCache()
         self._cache.replace(workloads)
         self.store = WorkloadTaskStore(client, self._cache, may_write=lambda: True)
@@ -443,12 +446,16 @@ class WorkloadTasks:
     @contextlib.contextmanager
     def watching(self) -> Iterator[WatchedTasks]:
         """Every task of the target's Workloads (those of the label selector they were listed
-        with), kept current by a watch from the listing on, until the block ends."""
+        with), kept current by a watch from the listing on, until the block ends: it watches
+        from the listing's resourceVersion, so the Workloads are not listed again (a list of
+        thousands is the costliest request there is; the API server answers 410 Gone when that
+        version is too old, and the watch lists then)."""
         watch = WorkloadWatch(
             self._client,
             self.target.namespace,
             label_selector=self._label_selector,
             seen=self._cache.workloads(),
+            resource_version=self._resource_version,
         )
         watched = WatchedTasks(watch, self._client)  # its changes count from before the watch's
         with watch:
@@ -473,7 +480,7 @@ def workload_tasks(
     5), and a cluster without the Workload kind is bad input."""
     with cluster_client(target.access) as client:
         try:
-            workloads, _version = client.list_objects(
+            workloads, version = client.list_objects(
                 API_VERSION,
                 WORKLOAD_KIND,
                 namespace=target.namespace,
@@ -481,7 +488,9 @@ def workload_tasks(
             )
         except NotFoundError as error:
             raise not_served(target) from error
-        yield WorkloadTasks(client, target, workloads, label_selector=label_selector)
+        yield WorkloadTasks(
+            client, target, workloads, label_selector=label_selector, resource_version=version
+        )
 
 
 # Following a Workload ----------------------------------------------------------------------------
@@ -491,7 +500,8 @@ class WorkloadWatch:
     """The Workloads of a namespace (all: None), or the one named, or those of a label selector,
     kept current by a watch. One deleted stays as it was last seen, its uid remembered as gone;
     ``seen`` are the objects known before the watch began (gone too if the watch's first list
-    lacks them)."""
+    lacks them). With ``resource_version`` (that of the list ``seen`` came from, whole) the
+    watch starts from it, with no list of its own."""
 
     def __init__(
         self,
@@ -501,6 +511,7 @@ class WorkloadWatch:
         name: str | None = None,
         label_selector: str | None = None,
         seen: Sequence[JsonObject] = (),
+        resource_version: str | None = None,
     ) -> None:
         self._changes = threading.Condition()
         self._gone: set[str] = set()
@@ -517,6 +528,7 @@ class WorkloadWatch:
             label_selector=label_selector,
             field_selector=f"metadata.name={name}" if name else None,
         )
+        self._reflector.resource_version = resource_version or None
 
     def __enter__(self) -> WorkloadWatch:
         self._reflector.start()
@@ -528,6 +540,11 @@ class WorkloadWatch:
     def is_gone(self, uid: str) -> bool:
         with self._changes:
             return uid in self._gone
+
+    def gone(self) -> frozenset[str]:
+        """The uids of the Workloads seen gone."""
+        with self._changes:
+            return frozenset(self._gone)
 
     def change_count(self) -> int:
         """How many changes it has seen."""
@@ -586,27 +603,39 @@ class ChangeWaiter:
         self._watch = watch
         self._seen = watch.change_count()
 
-    def wait(self, timeout: float = WAKE_SECONDS) -> None:
+    def wait(self, timeout: float = WAKE_SECONDS) -> bool:
         """Return at the next change (at once if one came since the last wait), or after
-        ``timeout`` seconds."""
-        self._seen = self._watch.wait_for_change(self._seen, timeout)
+        ``timeout`` seconds; whether a change came."""
+        seen, self._seen = self._seen, self._watch.wait_for_change(self._seen, timeout)
+        return self._seen != seen
 
 
 class WatchedTasks:
     """The tasks of the Workloads a :class:`WorkloadWatch` keeps (those gone left out), for
-    ``list --watch``; :attr:`changes` wakes it."""
+    ``list --watch`` and the console's feed; :attr:`changes` wakes it. Read it from one
+    thread."""
 
     def __init__(self, watch: WorkloadWatch, client: KubernetesClient) -> None:
         self._watch = watch
         self._store = WorkloadTaskStore(client, watch.cache, may_write=lambda: True)
         self.changes = ChangeWaiter(watch)
+        self._read: dict[int, tuple[JsonObject, str, TaskRecord]] = {}
+        """Each Workload object last read (by its id), with its uid and its task: the cache
+        keeps an object as it is until a newer version replaces it, so only the Workloads that
+        changed since are read again."""
 
     def records(self) -> list[TaskRecord]:
-        return [
-            _record(self._store, workload)
-            for workload in self._watch.cache.workloads()
-            if not self._watch.is_gone(_uid(workload))
-        ]
+        gone = self._watch.gone()
+        read, self._read = self._read, {}
+        records = []
+        for workload in self._watch.cache.workloads():
+            known = read.get(id(workload))
+            if known is None or known[0] is not workload:
+                known = (workload, _uid(workload), _record(self._store, workload))
+            self._read[id(workload)] = known
+            if known[1] not in gone:
+                records.append(known[2])
+        return records
 
     def history(self, record: TaskRecord) -> list[HistoryEntry]:
         """The phases of ``record``'s task, from its Workload as the watch last saw it."""
