@@ -73,6 +73,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -88,6 +89,7 @@ from tests.k8s_emulator.cost_model import (  # noqa: E402
 from benchmarks.operator_bench import BENCH_COST_MODEL, Profiler, hottest, install  # noqa: E402
 from podwright.adapters.kubernetes import KubernetesClient, connect  # noqa: E402
 from podwright.adapters.kubernetes.reflector import Reflector  # noqa: E402
+from podwright.console.gate import TOKEN_COOKIE  # noqa: E402
 from podwright.core.cluster_resources import (  # noqa: E402
     API_VERSION,
     WORKLOAD_KIND,
@@ -453,16 +455,9 @@ def console_pid() -> int:
     raise RuntimeError("the console's process is not a child of this one")
 
 
-def fresh_second() -> None:
-    """Sleep into the next second of the clock: the console shares a table's rendering among
-    the requests of one second (its ages count in seconds), so a page asked for then is
-    rendered afresh, as the first page of a change is."""
-    time.sleep(1.02 - time.time() % 1)
-
-
 def plain_get(url: str, token: str) -> tuple[float, int, int]:
-    """GET ``url`` with the bearer token: seconds to its last byte, its size, its rows."""
-    fresh_second()
+    """GET ``url`` with the bearer token: seconds to its last byte, its size, its rows (a page
+    load renders its table afresh: only the live streams share renderings)."""
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
     started = time.perf_counter()
     with urllib.request.urlopen(request, timeout=60) as answer:
@@ -476,8 +471,9 @@ def browser_page(browser: Any, base: str, token: str) -> Iterator[Any]:
     and the phase observer."""
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     try:
+        port = urlsplit(base).port
         context.add_cookies(
-            [{"name": "podwright_console_token", "value": token, "url": base + "/"}]
+            [{"name": f"{TOKEN_COOKIE}_{port}", "value": token, "url": base + "/"}]
         )
         context.add_init_script(OBSERVER)
         yield context.new_page()
@@ -489,7 +485,6 @@ def first_page_load(browser: Any, url: str, base: str, token: str) -> dict[str, 
     """One load of the table's first page in a new context: seconds from ``goto`` to its rows,
     and the navigation's own timing (ms)."""
     with browser_page(browser, base, token) as page:
-        fresh_second()
         started = time.perf_counter()
         page.goto(url, wait_until="commit")
         page.wait_for_function(ROWS_SHOWN, polling=10, timeout=60_000)
