@@ -472,9 +472,7 @@ def browser_page(browser: Any, base: str, token: str) -> Iterator[Any]:
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     try:
         port = urlsplit(base).port
-        context.add_cookies(
-            [{"name": f"{TOKEN_COOKIE}_{port}", "value": token, "url": base + "/"}]
-        )
+        context.add_cookies([{"name": f"{TOKEN_COOKIE}_{port}", "value": token, "url": base + "/"}])
         context.add_init_script(OBSERVER)
         yield context.new_page()
     finally:
