@@ -12,6 +12,7 @@ work with Workloads in ``team-a`` only:
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -177,7 +178,26 @@ def test_behind_a_proxy_the_console_acts_as_the_person_it_names(teams: Teams) ->
             client.close()
 
         status, refused = fetch(f"{console.url}/submit", alice, {**form, "namespace": "team-b"})
-        assert status == 422
+        assert status == 403  # judged by nothing of team-b's: its policies are not hers to read
         assert "namespace &#39;team-b&#39;: you may not read it" in refused
+        assert (
+            fetch(f"{console.url}/submit/preview", alice, {**form, "namespace": "team-b"})[0] == 403
+        )
+        status, her_form = fetch(f"{console.url}/submit", alice)  # her namespace, unasked
+        assert status == 200
+        assert 'name="namespace" value="team-a"' in her_form
+
+        table = eventually(
+            lambda: (
+                (text := fetch(f"{console.url}/workloads", alice)[1])
+                and "by-alice" in text
+                and text
+            )
+        )
+        found = re.search(r'href="/workloads/team-a/(by-alice[^"]*)"', table)
+        assert found, table
+        status, aborted = fetch(f"{console.url}/workloads/team-a/{found.group(1)}/abort", alice, {})
+        assert status == 200, aborted  # done as alice, who may not list every namespace
+        assert "abort requested" in aborted
     finally:
         console.stop()

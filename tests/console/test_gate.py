@@ -51,6 +51,18 @@ def test_a_change_must_come_from_the_console_s_own_pages() -> None:
         assert refused.status_code == 403, elsewhere
         assert "must come from its own pages" in refused.text
     assert client.get("/workloads", headers={**BEARER, "Sec-Fetch-Site": "cross-site"}).is_success
+    # Behind a TLS front that sends plain HTTP on, or a proxy that rewrites Host: the browser's
+    # own word decides, and the host it saw.
+    behind = {"Host": "console.example.com", "Origin": "https://console.example.com"}
+    assert client.post(
+        "/submit", headers={**BEARER, **behind, "Sec-Fetch-Site": "same-origin"}
+    ).is_success
+    assert client.post("/submit", headers={**BEARER, **behind}).is_success
+    rewritten = {"Host": "podwright-console.svc", "Origin": "https://console.example.com"}
+    assert client.post(
+        "/submit", headers={**BEARER, **rewritten, "Sec-Fetch-Site": "same-origin"}
+    ).is_success
+    assert client.post("/submit", headers={**BEARER, **rewritten}).status_code == 403
 
 
 def test_the_token_moves_into_a_cookie_of_this_port_and_the_url_keeps_the_rest() -> None:

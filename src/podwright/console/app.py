@@ -164,7 +164,7 @@ class _Permissions:
             with self._sources.client(identity) as client:
                 answer = client.allowed(verb, namespace, resource)
         except api.PodwrightError:
-            answer = False  # not known to be allowed: not shown
+            return False  # not known to be allowed: not shown, and asked again next time
         with self._lock:
             self._answers[key] = (answer, time.monotonic())
         return answer
@@ -303,8 +303,8 @@ class _Pages:
 
         async def rows() -> AsyncIterator[str]:
             viewer = await self.viewer(request)
-            shown = self.rows_html(query, viewer, shared=True)
-            with self.hub.listening() as changes:
+            with self.hub.listening() as changes:  # no change missed from here on
+                shown = self.rows_html(query, viewer)  # its ages as of now, as its page's
                 yield _event("rows", shown)  # what changed since the page was rendered
                 while True:
                     try:
@@ -468,8 +468,10 @@ class _Pages:
     async def workload_stream(self, request: Request) -> Response:
         namespace, task_id = request.path_params["namespace"], request.path_params["task_id"]
         viewer = await self.viewer(request, namespace)
-        if self._record(namespace, task_id, viewer) is None:
+        if not viewer.sees(namespace):
             return self.problem(404, f"no workload {task_id!r} in namespace {namespace!r}", viewer)
+        if self._record(namespace, task_id, viewer) is None:  # deleted before it connected
+            return _stream(_gone())
         with_output = viewer.identity is None or await run_in_threadpool(
             self.permissions.may, viewer.identity, "get", namespace, "pods/log"
         )
@@ -522,7 +524,10 @@ class _Pages:
                     yield _event("gone", "This workload was deleted.")
                     await _quietly_open()  # no reconnection to a page that is gone
                     return
-                html = await run_in_threadpool(self.status_html, current, read_only)
+                try:
+                    html = await run_in_threadpool(self.status_html, current, read_only)
+                except api.PodwrightError:
+                    continue  # the feed is being read again: its next change tells
                 yield _event("status", html)
             elif isinstance(item, list):
                 yield _event("log", _log_html(item))
@@ -539,12 +544,15 @@ class _Pages:
         namespace, task_id = request.path_params["namespace"], request.path_params["task_id"]
         viewer = await self.viewer(request, namespace)
         if viewer.read_only:
-            return self.problem(403, f"{action}: this console is read-only")
+            return self.problem(403, f"{action}: this console is read-only", viewer)
         if self._record(namespace, task_id, viewer) is None:
-            return self.problem(404, f"no workload {task_id!r} in namespace {namespace!r}")
+            return self.problem(404, f"no workload {task_id!r} in namespace {namespace!r}", viewer)
+
+        # Its own namespace's client: a person may read and change Workloads only there.
+        here = dataclasses.replace(self.sources, namespace=namespace, all_namespaces=False)
 
         def act() -> str:
-            with self.sources.client(viewer.identity) as client:
+            with here.client(viewer.identity) as client:
                 if action == "abort":
                     return client.abort(task_id).message
                 outcomes = client.delete(task_id, timeout=DELETE_SECONDS)
@@ -556,16 +564,21 @@ class _Pages:
         try:
             message = await run_in_threadpool(act)
         except api.PodwrightError as error:
-            return self.problem(409, f"{action} of {task_id}: {error}")
+            return self.problem(409, f"{action} of {task_id}: {error}", viewer)
         target = "/workloads" if action == "delete" else f"/workloads/{namespace}/{task_id}"
         told = urlencode({"outcome": " ".join(message.split())})
         return RedirectResponse(f"{target}?{told}", status_code=303)
 
     # Submitting ----------------------------------------------------------------------------------
 
-    def _submit_scope(self, params: Mapping[str, str]) -> tuple[str, str]:
+    def _submit_scope(
+        self, params: Mapping[str, str], viewer: _Viewer | None = None
+    ) -> tuple[str, str]:
+        """The namespace and type a page is for: as given, else the console's namespace, else
+        the first one the viewer may read (``default`` for the token's holder)."""
+        offered = self.offered(viewer) if viewer is not None and viewer.identity else []
         namespace = (params.get("namespace") or "").strip() or (
-            self.sources.namespace or FALLBACK_NAMESPACE
+            self.sources.namespace or (offered[0] if offered else FALLBACK_NAMESPACE)
         )
         workload_type = params.get("type") or "training"
         if workload_type not in TYPES:
@@ -602,7 +615,7 @@ class _Pages:
         if viewer.read_only:
             return self.problem(403, "submitting: this console is read-only", viewer)
         try:
-            namespace, workload_type = self._submit_scope(dict(request.query_params))
+            namespace, workload_type = self._submit_scope(dict(request.query_params), viewer)
             viewer = await self.viewer(request, namespace)
             if not viewer.sees(namespace):
                 return self.problem(403, f"namespace {namespace!r}: you may not read it", viewer)
@@ -662,12 +675,13 @@ class _Pages:
         """The Workload the form makes, as YAML, and every issue with it."""
         params = {key: str(value) for key, value in (await request.form()).items()}
         try:
+            namespace, _type = self._submit_scope(params)
+            viewer = await self.viewer(request, namespace)
+            if not viewer.sees(namespace):
+                return self.problem(403, f"namespace {namespace!r}: you may not read it", viewer)
             judged = await run_in_threadpool(self._judge, params)
         except (QueryError, api.PodwrightError) as error:
             return self.problem(400, str(error))
-        viewer = await self.viewer(request, judged.namespace)
-        if not viewer.sees(judged.namespace):
-            return self.problem(403, f"namespace {judged.namespace!r}: you may not read it")
         html = self.templates.get_template("preview.html").render(
             yaml=api.to_yaml(judged.workload.to_document()) if judged.workload else "",
             issues=judged.issues,
@@ -682,12 +696,13 @@ class _Pages:
             return self.problem(403, "submitting: this console is read-only", viewer)
         params = {key: str(value) for key, value in (await request.form()).items()}
         try:
+            namespace, _type = self._submit_scope(params)
+            viewer = await self.viewer(request, namespace)
+            if not viewer.sees(namespace):
+                return self.problem(403, f"namespace {namespace!r}: you may not read it", viewer)
             judged = await run_in_threadpool(self._judge, params)
         except (QueryError, api.PodwrightError) as error:
             return self.problem(400, str(error), viewer)
-        viewer = await self.viewer(request, judged.namespace)
-        if not viewer.sees(judged.namespace) and viewer.identity is not None:
-            judged.general.append(f"namespace {judged.namespace!r}: you may not read it")
         if judged.workload is not None and not judged.issues and not judged.general:
             try:
                 submitted = await run_in_threadpool(
@@ -730,10 +745,11 @@ class _Pages:
     async def policies(self, request: Request) -> Response:
         params = dict(request.query_params)
         try:
-            namespace, workload_type = self._submit_scope(params)
+            viewer = await self.viewer(request)
+            namespace, workload_type = self._submit_scope(params, viewer)
             viewer = await self.viewer(request, namespace)
             if not viewer.sees(namespace):
-                return self.problem(403, f"namespace {namespace!r}: you may not read it")
+                return self.problem(403, f"namespace {namespace!r}: you may not read it", viewer)
             context = await run_in_threadpool(
                 self._policies_context, viewer, namespace, workload_type
             )
@@ -937,6 +953,12 @@ def _event(name: str, data: str) -> str:
     line, so nothing in the data can end the event or start another)."""
     body = "\n".join(f"data: {line}" for line in data.splitlines() or [""])
     return f"event: {name}\n{body}\n\n"
+
+
+async def _gone() -> AsyncIterator[str]:
+    """The stream of a workload that is no more: it says so, then stays quietly open."""
+    yield _event("gone", "This workload was deleted.")
+    await _quietly_open()
 
 
 async def _quietly_open() -> None:

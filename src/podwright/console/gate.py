@@ -25,7 +25,7 @@ import dataclasses
 import hmac
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
@@ -174,13 +174,19 @@ def _matches(given: str | None, expected: str | None) -> bool:
 
 
 def _from_here(request: Request) -> bool:
-    """Whether a browser says the request comes from the console's own pages (a client that is
-    no browser says nothing, and is judged by its credentials alone)."""
+    """Whether a browser says the request comes from the console's own pages. Its
+    ``Sec-Fetch-Site`` decides when it sends one (every browser of the last years does); else
+    its ``Origin`` must name the host the request was sent to (a TLS front or a proxy may have
+    changed the scheme, so only the host and port are compared, as the browser saw them). A
+    client that is no browser says nothing, and is judged by its credentials alone."""
     site = request.headers.get("sec-fetch-site")
-    if site is not None and site not in ("same-origin", "none"):
-        return False
+    if site is not None:
+        return site in ("same-origin", "none")
     origin = request.headers.get("origin")
-    return origin is None or origin == f"{request.url.scheme}://{request.headers.get('host', '')}"
+    if origin is None:
+        return True
+    seen = request.headers.get("x-forwarded-host") or request.headers.get("host", "")
+    return urlsplit(origin).netloc == seen
 
 
 def _port(request: Request) -> int:

@@ -135,6 +135,7 @@ class ConsoleThread:
         self._hub = TaskHub(sources.client)
         self._server = uvicorn.Server(_config(console_app(sources, self._hub, settings), options))
         self.url = _base_url(self._listener, options)
+        self._started = False
         self._thread = threading.Thread(
             target=lambda: asyncio.run(self._server.serve(sockets=[self._listener])),
             name="podwright-console-server",
@@ -144,12 +145,13 @@ class ConsoleThread:
     def start(self) -> None:
         """Serve, reading the tasks meanwhile (its host program does not wait for them)."""
         self._hub.start(timeout=0)
+        self._started = True
         self._thread.start()
 
     def stop(self) -> None:
         """Stop serving (a console never started only lets its socket go)."""
         self._server.should_exit = True
-        if self._thread.is_alive():
+        if self._started:
             self._thread.join(SHUTDOWN_SECONDS + 5)
             self._hub.stop()
         self._listener.close()

@@ -57,6 +57,7 @@ OPERATOR = "podwright-operator"
 of its leader-election Lease."""
 WEBHOOK_SERVICE = "podwright-webhook"
 CA_SECRET = "podwright-webhook-ca"
+"""The Secret the operator keeps its webhook CA in."""
 CONSOLE_SECRET = "podwright-console"
 """The Secret whose ``token`` opens the operator's console (read-only); the administrator
 creates it."""
@@ -65,7 +66,6 @@ CONSOLE_TOKEN_DIRECTORY = "/var/run/podwright/console"
 an authenticating proxy proves itself with."""
 CONSOLE_SERVICE = "podwright-console"
 CONSOLE_PORT = 8090
-"""The Secret the operator keeps its webhook CA in."""
 VIEWER_ROLE, EDITOR_ROLE, ADMIN_ROLE = "podwright-viewer", "podwright-editor", "podwright-admin"
 WEBHOOK_PORT = 9443
 METRICS_PORT = 8080
