@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import Browser, expect
 
 from podwright.adapters.kubernetes import KubernetesClient
 from podwright.console.app import ConsoleSettings
@@ -28,6 +29,7 @@ from podwright.console.server import ConsoleThread, ServeOptions
 from podwright.console.sources import ConsoleSources
 from podwright.core.crds import custom_resource_definitions
 from podwright.engine.kubernetes_port import ObjectRef
+from tests.browser import browser_fixture, open_page, save_screenshot  # noqa: F401
 from tests.console.console_process import running_console
 from tests.k8s_emulator import Emulator
 from tests.kube.support import eventually, write_kubeconfig
@@ -126,15 +128,21 @@ def fetch(url: str, headers: dict[str, str], form: dict[str, str] | None = None)
             return error.code, error.read().decode()
 
 
-def test_a_user_s_console_shows_only_what_their_rbac_lets_them_read(teams: Teams) -> None:
+@pytest.mark.browser
+def test_a_user_s_console_shows_only_what_their_rbac_lets_them_read(
+    teams: Teams, browser: Browser
+) -> None:
     arguments = ["--backend", "operator", "--kubeconfig", teams.alice]
-    with running_console(arguments) as console:
+    with running_console(arguments) as console, open_page(browser) as page:
+        page.goto(console.url)
+        expect(page.locator("#rows tr", has_text="a-train")).to_be_visible()
+        expect(page.locator("#rows")).not_to_contain_text("b-train")
+        expect(page.locator("select[name=namespace] option")).not_to_contain_text(["team-b"])
+        save_screenshot(page, "console-rbac-alice")
         bearer = {"Authorization": f"Bearer {console.token}"}
-        status, page = fetch(f"{console.base}/workloads", bearer)
+        status, text = fetch(f"{console.base}/workloads?namespace=team-b", bearer)
         assert status == 200
-        assert "a-train" in page
-        assert "b-train" not in page
-        assert "team-b" not in page
+        assert "b-train" not in text
     assert any(
         "you may not list Workloads in every namespace: showing namespace team-a" in line
         for line in console.output
