@@ -61,7 +61,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -82,10 +81,10 @@ from tests.console.console_process import running_console  # noqa: E402
 from tests.k8s_emulator.cost_model import (  # noqa: E402
     CostModel,
     add_cost_model_arguments,
-    cost_model_command_line,
     cost_model_from_arguments,
 )
 
+from benchmarks import webhook_bench  # noqa: E402
 from benchmarks.operator_bench import BENCH_COST_MODEL, Profiler, hottest, install  # noqa: E402
 from podwright.adapters.kubernetes import KubernetesClient, connect  # noqa: E402
 from podwright.adapters.kubernetes.reflector import Reflector  # noqa: E402
@@ -363,36 +362,13 @@ class Change:
 # The emulator ---------------------------------------------------------------------------------
 
 
-class Emulator:
-    """``python -m tests.k8s_emulator`` in a process of its own (its cost model or none)."""
-
-    def __init__(self, cost_model: CostModel | None) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.k8s_emulator", *cost_model_command_line(cost_model)],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.process.stdout is not None
-        self.url = self.process.stdout.readline().strip()
-        if not self.url:
-            self.stop()
-            raise RuntimeError("the emulator did not start")
+class Emulator(webhook_bench.Emulator):
+    """The emulator in a process of its own (``webhook_bench``'s), and its requests by token."""
 
     def requests(self) -> dict[str, Counter[str]]:
         """The requests served so far by each client's token, by verb."""
         with urllib.request.urlopen(f"{self.url}/_emulator/requests?by=token", timeout=30) as a:
             return {token: Counter(verbs) for token, verbs in json.load(a).items()}
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        if self.process.stdout is not None:
-            self.process.stdout.close()
 
 
 # Measuring ------------------------------------------------------------------------------------

@@ -671,17 +671,25 @@ class _Pages:
         ]
         return judged
 
-    async def preview(self, request: Request) -> Response:
-        """The Workload the form makes, as YAML, and every issue with it."""
+    async def _judged_form(self, request: Request, viewer: _Viewer) -> _Judged | Response:
+        """The submitted form judged, once its namespace is known to be one the viewer may read
+        (nothing of another's is judged, nor shown); else the refusal."""
         params = {key: str(value) for key, value in (await request.form()).items()}
         try:
             namespace, _type = self._submit_scope(params)
             viewer = await self.viewer(request, namespace)
             if not viewer.sees(namespace):
                 return self.problem(403, f"namespace {namespace!r}: you may not read it", viewer)
-            judged = await run_in_threadpool(self._judge, params)
+            judged: _Judged = await run_in_threadpool(self._judge, params)
         except (QueryError, api.PodwrightError) as error:
-            return self.problem(400, str(error))
+            return self.problem(400, str(error), viewer)
+        return judged
+
+    async def preview(self, request: Request) -> Response:
+        """The Workload the form makes, as YAML, and every issue with it."""
+        judged = await self._judged_form(request, await self.viewer(request))
+        if isinstance(judged, Response):
+            return judged
         html = self.templates.get_template("preview.html").render(
             yaml=api.to_yaml(judged.workload.to_document()) if judged.workload else "",
             issues=judged.issues,
@@ -694,15 +702,10 @@ class _Pages:
         viewer = await self.viewer(request)
         if viewer.read_only:
             return self.problem(403, "submitting: this console is read-only", viewer)
-        params = {key: str(value) for key, value in (await request.form()).items()}
-        try:
-            namespace, _type = self._submit_scope(params)
-            viewer = await self.viewer(request, namespace)
-            if not viewer.sees(namespace):
-                return self.problem(403, f"namespace {namespace!r}: you may not read it", viewer)
-            judged = await run_in_threadpool(self._judge, params)
-        except (QueryError, api.PodwrightError) as error:
-            return self.problem(400, str(error), viewer)
+        judged = await self._judged_form(request, viewer)
+        if isinstance(judged, Response):
+            return judged
+        viewer = await self.viewer(request, judged.namespace)
         if judged.workload is not None and not judged.issues and not judged.general:
             try:
                 submitted = await run_in_threadpool(
