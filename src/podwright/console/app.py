@@ -8,10 +8,8 @@ a submission through :func:`~podwright.api.evaluate`, :func:`~podwright.api.prep
 :meth:`~podwright.api.Client.submit` (the operator's webhooks judging it again), the policies
 through :func:`~podwright.api.effective`. So the console adds no second path to anything.
 
-Every request but ``/healthz`` carries the console's token: in the URL printed at start
-(``?token=``, then kept in a cookie that only this site sends back), or as ``Authorization:
-Bearer``. A read-only console (the operator's, without an authenticating proxy) refuses every
-change with 403.
+Who gets in is :mod:`podwright.console.gate`'s to say (the token, or a trusted proxy's word);
+a read-only console (the operator's, for its token's holder) refuses every change with 403.
 """
 
 from __future__ import annotations
@@ -42,6 +40,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from podwright import api
+from podwright.api.client import parse_type
 from podwright.api.forms import EXTRA_FIELD, SubmissionForm, workload_from_form
 from podwright.console.gate import Access, Gate
 from podwright.console.hub import RESYNC, Change, TaskHub
@@ -73,7 +72,7 @@ the task's page."""
 DELETE_SECONDS = 30.0
 """How long a delete from this machine's store waits for an active task's abort to end (the
 operator's Workloads are deleted at once, their finalizer holding them until then)."""
-TYPES = ("workspace", "training", "distributed", "inference")
+TYPES = tuple(kind.value for kind in api.WorkloadType)
 STATIC = Path(__file__).parent / "static"
 
 
@@ -117,14 +116,12 @@ def console_app(sources: ConsoleSources, hub: TaskHub, settings: ConsoleSettings
 
 
 def _templates() -> Environment:
-    environment = Environment(
+    return Environment(
         loader=PackageLoader("podwright.console", "templates"),
         autoescape=select_autoescape(["html"]),
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    environment.filters["value_text"] = value_text
-    return environment
 
 
 @dataclasses.dataclass(frozen=True)
@@ -372,8 +369,9 @@ class _Pages:
         except api.PodwrightError as error:
             return self.problem(503, str(error), viewer)
         task = record.task
-        judged = await run_in_threadpool(self._judged_today, record)
-        spec = await run_in_threadpool(self._spec, record, judged)
+        judges = await run_in_threadpool(self._judges_of, namespace)
+        judged = await run_in_threadpool(self._judged_today, record, judges)
+        spec = await run_in_threadpool(self._spec, record, judged, judges)
         return self.render(
             "workload.html",
             viewer,
@@ -388,7 +386,17 @@ class _Pages:
             stream=f"/workloads/{namespace}/{task_id}/stream",
         )
 
-    def _spec(self, record: api.TaskRecord, judged: api.Evaluation | None) -> list[dict[str, str]]:
+    def _judges_of(self, namespace: str) -> Judges | None:
+        """What judges ``namespace``'s submissions, read once for a page (None: the policies
+        cannot be read now)."""
+        try:
+            return self.sources.judges(namespace)
+        except api.PodwrightError:
+            return None
+
+    def _spec(
+        self, record: api.TaskRecord, judged: api.Evaluation | None, judges: Judges | None
+    ) -> list[dict[str, str]]:
         """Every value of the task's effective spec with where it came from. A task of this
         machine's store kept its submission: the evaluation of it names each value's source
         (by today's policies). A Workload keeps the spec its webhook admitted, defaults
@@ -406,15 +414,12 @@ class _Pages:
                 for path, text in shown
             ]
         defaults: dict[str, tuple[str, str]] = {}
-        try:
-            form = self.sources.judges(task.namespace).form(task.workload_type)
+        if judges is not None:  # else the policies cannot be read now: every value as admitted
             defaults = {
                 field.path: (field.default_text, f"{field.default_source} (today's policy)")
-                for field in form.fields
+                for field in judges.form(task.workload_type).fields
                 if field.default_source
             }
-        except api.PodwrightError:
-            pass  # the policies cannot be read now: every value as admitted
         return [
             {
                 "path": path,
@@ -426,13 +431,12 @@ class _Pages:
             for path, text in shown
         ]
 
-    def _judged_today(self, record: api.TaskRecord) -> api.Evaluation | None:
-        """The task's submission judged by the policies of its namespace today (None: none
-        apply, or its submission cannot be read back)."""
+    def _judged_today(self, record: api.TaskRecord, judges: Judges | None) -> api.Evaluation | None:
+        """The task's submission judged by ``judges``, the policies of its namespace today
+        (None: none apply, or its submission cannot be read back)."""
+        if judges is None or judges.scope is None:
+            return None
         try:
-            judges = self.sources.judges(record.task.namespace)
-            if judges.scope is None:
-                return None
             workload = api.load(
                 {
                     "apiVersion": "podwright.dev/v1alpha1",
@@ -580,14 +584,11 @@ class _Pages:
         namespace = (params.get("namespace") or "").strip() or (
             self.sources.namespace or (offered[0] if offered else FALLBACK_NAMESPACE)
         )
-        workload_type = params.get("type") or "training"
-        if workload_type not in TYPES:
-            raise QueryError(f"type {workload_type!r}: one of {', '.join(TYPES)}")
-        return namespace, workload_type
+        return namespace, parse_type(params.get("type") or "training")
 
     def _form_context(self, viewer: _Viewer, judged: _Judged) -> dict[str, Any]:
-        judges = self.sources.judges(judged.namespace)
-        form = judges.form(judged.workload_type)
+        judges = judged.judges or self.sources.judges(judged.namespace)
+        form = judged.form or judges.form(judged.workload_type)
         shown = {field.path for field in form.fields} | {"metadata.name", EXTRA_FIELD}
         general = judged.general + [
             f"{path}: {message}"
@@ -630,9 +631,10 @@ class _Pages:
         in general), and the warnings."""
         namespace, workload_type = self._submit_scope(params)
         values = {key: value.replace("\r\n", "\n") for key, value in params.items()}
-        judged = _Judged(namespace, workload_type, values)
         judges = self.sources.judges(namespace)
-        defaults = {field.path: field.default_text for field in judges.form(workload_type).fields}
+        form = judges.form(workload_type)
+        judged = _Judged(namespace, workload_type, values, judges, form)
+        defaults = {field.path: field.default_text for field in form.fields}
         given = {
             path: value
             for key, value in values.items()
@@ -708,9 +710,7 @@ class _Pages:
         viewer = await self.viewer(request, judged.namespace)
         if judged.workload is not None and not judged.issues and not judged.general:
             try:
-                submitted = await run_in_threadpool(
-                    self._submit, judged.workload, judged.evaluation, judged.namespace, viewer
-                )
+                submitted = await run_in_threadpool(self._submit, judged, viewer)
             except api.PodwrightError as error:
                 judged.general.append(str(error))
             else:  # its page shows it once the feed has
@@ -724,20 +724,18 @@ class _Pages:
             return self.problem(503, "; ".join([*judged.general, str(error)]), viewer)
         return self.render("submit.html", viewer, 422, **context)
 
-    def _submit(
-        self,
-        workload: api.Workload,
-        evaluation: api.Evaluation | None,
-        namespace: str,
-        viewer: _Viewer,
-    ) -> api.SubmittedTask:
+    def _submit(self, judged: _Judged, viewer: _Viewer) -> api.SubmittedTask:
+        """Submit the judged form's workload: to the operator as it is (the cluster's webhooks
+        judge it again), else prepared from its evaluation, as ``podwright run`` does."""
+        workload, evaluation, judges = judged.workload, judged.evaluation, judged.judges
+        assert workload is not None  # judged without an issue: made, and by these judges
+        assert judges is not None
         with self.sources.client(viewer.identity) as client:
             if self.sources.is_operator:
-                return client.submit(workload)  # the cluster's webhooks judge it again
-            judges = self.sources.judges(namespace)
+                return client.submit(workload)
             prepared = api.prepare(
                 evaluation if evaluation is not None and judges.scope is not None else workload,
-                namespace=namespace,
+                namespace=judged.namespace,
                 assets=judges.assets if evaluation is not None else None,
                 profile=self.settings.profile,
             )
@@ -790,11 +788,8 @@ class _Pages:
         """The namespace's workloads that today's policies would refuse, each with its issues
         (the operator's: as ``podwright policy report`` judges them)."""
         if self.sources.is_operator:
-            from podwright.api.backends import ClusterAccess  # noqa: PLC0415
-            from podwright.api.cluster_policies import compliance_report  # noqa: PLC0415
-
-            report = compliance_report(
-                ClusterAccess(self.sources.kubeconfig, self.sources.context),
+            report = api.compliance_report(
+                api.ClusterAccess(self.sources.kubeconfig, self.sources.context),
                 judges.namespace,
                 cluster_name=self.sources.cluster_name,
             )
@@ -806,7 +801,7 @@ class _Pages:
         for record in self.hub.records.values():
             if record.task.namespace != judges.namespace or judges.scope is None:
                 continue
-            judged = self._judged_today(record)
+            judged = self._judged_today(record, judges)
             if judged is not None and not judged.accepted:
                 found.append(
                     {
@@ -830,6 +825,9 @@ class _Judged:
     namespace: str
     workload_type: str
     values: Mapping[str, str]
+    judges: Judges | None = None
+    """What judged it (None: not judged yet, a form just opened)."""
+    form: SubmissionForm | None = None
     workload: api.Workload | None = None
     evaluation: api.Evaluation | None = None
     issues: dict[str, list[str]] = dataclasses.field(default_factory=dict)
