@@ -35,6 +35,7 @@ import contextlib
 import copy
 import dataclasses
 import json
+import math
 import secrets
 import shutil
 import time
@@ -1039,7 +1040,7 @@ class _StoreFeed:
 
     def __init__(self, store: SQLiteTaskStore) -> None:
         self._store = store
-        self._version = _stored(store.data_version)
+        self._changes = _StoreChanges(store)
 
     def records(self) -> list[TaskRecord]:
         return _stored(self._store.list_tasks)
@@ -1048,16 +1049,7 @@ class _StoreFeed:
         return _read_status(_StoreReader(self._store), record.task_id)
 
     def wait(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while True:
-            version = _stored(self._store.data_version)
-            if version != self._version:
-                self._version = version
-                return True
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            time.sleep(min(POLL_SECONDS, left))
+        return self._changes.wait_for(timeout)
 
 
 class _WorkloadFeed:
@@ -1094,12 +1086,21 @@ class _StoreChanges:
         self._version = _stored(store.data_version)
 
     def wait(self) -> None:
+        self.wait_for(math.inf)
+
+    def wait_for(self, timeout: float) -> bool:
+        """Whether another process wrote the store since the last change seen, waiting at most
+        ``timeout`` seconds for it."""
+        deadline = time.monotonic() + timeout
         while True:
-            time.sleep(POLL_SECONDS)
             version = _stored(self._store.data_version)
             if version != self._version:
                 self._version = version
-                return
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(POLL_SECONDS, left))
 
 
 def _read_status(reader: TaskRecords, task_id: str, backend: str | None = None) -> TaskStatus:
